@@ -1,0 +1,171 @@
+//! The command line: `serve`, `check`, `demo`, `token`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "fairgate",
+    version,
+    about = "A fair, multi-tenant rate-limiting gateway"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve {
+        #[arg(short, long, env = "FAIRGATE_CONFIG")]
+        config: PathBuf,
+    },
+    /// Validate a config file: prints `ok` and a summary, or every problem.
+    Check {
+        #[arg(short, long, env = "FAIRGATE_CONFIG")]
+        config: PathBuf,
+    },
+    /// A self-contained tour on 127.0.0.1:8080 with a built-in echo upstream.
+    Demo,
+}
+
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new("info,pingora_core=warn,pingora_proxy=warn,pingora_load_balancing=warn")
+    });
+    tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_env_filter(filter)
+        .with_writer(std::io::stdout)
+        .init();
+}
+
+/// Runs a command and returns the process exit code.
+pub fn main(cli: Cli) -> i32 {
+    match cli.command {
+        Command::Check { config } => check(&config),
+        Command::Serve { config } => serve(&config),
+        Command::Demo => demo(),
+    }
+}
+
+fn check(path: &Path) -> i32 {
+    match Config::load(path) {
+        Ok(loaded) => {
+            for line in &loaded.warnings {
+                println!("{line}");
+            }
+            println!("ok");
+            println!("{}: {}", path.display(), loaded.config.summary());
+            0
+        }
+        Err(problems) => {
+            for line in problems.render_errors() {
+                println!("{line}");
+            }
+            for line in problems.render_warnings() {
+                println!("{line}");
+            }
+            1
+        }
+    }
+}
+
+fn serve(path: &Path) -> i32 {
+    let loaded = match Config::load(path) {
+        Ok(loaded) => loaded,
+        Err(problems) => {
+            for line in problems.render_errors() {
+                eprintln!("{line}");
+            }
+            return 1;
+        }
+    };
+    init_logging();
+    for line in &loaded.warnings {
+        tracing::warn!(problem = %line, "config.warning");
+    }
+    match crate::server::run(loaded.config, Some(path.to_path_buf())) {
+        Ok(()) => 0,
+        Err(e) => {
+            tracing::error!(error = %e, "fairgate.start_failed");
+            1
+        }
+    }
+}
+
+const DEMO_CONFIG: &str = include_str!("../config/demo.yaml");
+
+fn demo() -> i32 {
+    let mut loaded = match Config::from_text("config/demo.yaml", DEMO_CONFIG, Path::new(".")) {
+        Ok(loaded) => loaded,
+        Err(problems) => {
+            eprint!("{problems}");
+            return 1;
+        }
+    };
+    let echo = match start_echo() {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("demo: cannot start the echo upstream: {e}");
+            return 1;
+        }
+    };
+    if let Some(api) = loaded.config.upstreams.get_mut("api") {
+        api.targets = vec![echo.to_string()];
+    }
+    let listen = loaded.config.server.listen[0];
+    println!(
+        "\nfairgate demo: gateway on http://{listen}, echo upstream on {echo}, admin on http://{}\n",
+        loaded
+            .config
+            .admin
+            .listen
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    );
+    println!("Try:");
+    println!("  curl -i http://{listen}/v1/hello                # proxied to the echo upstream");
+    println!("  curl -i http://{listen}/healthz                 # exempt probe");
+    println!("  curl -s http://127.0.0.1:9090/metrics | grep fairgate_requests");
+    println!("\nPress Ctrl-C to stop.\n");
+    init_logging();
+    match crate::server::run(loaded.config, None) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("demo: {e}");
+            1
+        }
+    }
+}
+
+/// The echo upstream on its own thread and runtime, on a free loopback port.
+fn start_echo() -> std::io::Result<SocketAddr> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("demo-echo".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            rt.block_on(async move {
+                let stats = Arc::new(crate::echo::Stats::default());
+                let bound = crate::echo::serve("127.0.0.1:0".parse().expect("addr"), stats).await;
+                let _ = tx.send(bound);
+                std::future::pending::<()>().await;
+            });
+        })?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("echo thread ended"))?
+}

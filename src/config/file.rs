@@ -1,0 +1,335 @@
+//! The loose mirror of the YAML file: a located node tree (marked-yaml) and a
+//! reader that turns nodes into plain values while recording every problem
+//! with its line and column. serde would stop at the first error; operators
+//! want them all at once. This module knows YAML shapes, not policy: which
+//! values are valid is decided in `model.rs`.
+
+use std::time::Duration;
+
+use marked_yaml::{LoaderOptions, Node};
+
+use super::error::Problems;
+
+/// A node together with the dotted field path that reached it.
+#[derive(Clone)]
+pub struct At<'a> {
+    pub node: &'a Node,
+    pub path: String,
+}
+
+impl<'a> At<'a> {
+    pub fn root(node: &'a Node) -> Self {
+        At {
+            node,
+            path: String::new(),
+        }
+    }
+
+    /// A value under this mapping, at `key`.
+    pub fn child(&self, key: &str, node: &'a Node) -> At<'a> {
+        At {
+            node,
+            path: join(&self.path, key),
+        }
+    }
+
+    /// An item of this sequence, at `[index]`.
+    pub fn item(&self, index: usize, node: &'a Node) -> At<'a> {
+        At {
+            node,
+            path: format!("{}[{index}]", self.path),
+        }
+    }
+}
+
+pub fn position(node: &Node) -> (usize, usize) {
+    node.span()
+        .start()
+        .map(|m| (m.line(), m.column()))
+        .unwrap_or((1, 1))
+}
+
+/// Parses YAML text into a located tree, or reports `config.yaml_syntax`.
+pub fn parse(text: &str, problems: &mut Problems) -> Option<Node> {
+    let options = LoaderOptions::default()
+        .error_on_duplicate_keys(true)
+        .prevent_coercion(false)
+        .toplevel_mapping();
+    match marked_yaml::parse_yaml_with_options(0, text, options) {
+        Ok(node) => Some(node),
+        Err(e) => {
+            use marked_yaml::LoadError::*;
+            let (marker, message) = match &e {
+                TopLevelMustBeMapping(m) => (Some(*m), "the top level must be a mapping".into()),
+                TopLevelMustBeSequence(m) => (Some(*m), "unexpected sequence".into()),
+                UnexpectedAnchor(m) => (Some(*m), "anchors are not supported".into()),
+                MappingKeyMustBeScalar(m) => (Some(*m), "mapping keys must be scalars".into()),
+                UnexpectedTag(m) => (Some(*m), "YAML tags are not supported".into()),
+                ScanError(m, s) => (Some(*m), s.info().to_string()),
+                DuplicateKey(inner) => (
+                    inner.key.span().start().copied(),
+                    format!("duplicate key \"{}\"", inner.key.as_str()),
+                ),
+            };
+            let at = marker.map(|m| (m.line(), m.column())).unwrap_or((1, 1));
+            problems.push(at, "config.yaml_syntax", message);
+            None
+        }
+    }
+}
+
+/// The known fields of one mapping.
+pub struct Fields<'a> {
+    pub at: At<'a>,
+    entries: Vec<(&'a str, &'a Node)>,
+}
+
+impl<'a> Fields<'a> {
+    pub fn get(&self, key: &str) -> Option<At<'a>> {
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(k, node)| self.at.child(k, node))
+    }
+}
+
+/// Reads values out of located nodes, recording problems instead of failing.
+pub struct Reader<'p> {
+    pub problems: &'p mut Problems,
+}
+
+pub fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl Reader<'_> {
+    pub fn error(&mut self, at: &At<'_>, code: &'static str, message: impl std::fmt::Display) {
+        self.problems
+            .push(position(at.node), code, format!("{}: {message}", at.path));
+    }
+
+    pub fn error_value(
+        &mut self,
+        at: &At<'_>,
+        code: &'static str,
+        message: impl std::fmt::Display,
+    ) {
+        let shown = match at.node.as_scalar() {
+            Some(s) => format!("{} \"{}\"", at.path, s.as_str()),
+            None => at.path.to_string(),
+        };
+        self.problems
+            .push(position(at.node), code, format!("{shown}: {message}"));
+    }
+
+    /// The entries of a mapping, after reporting every key not in `allowed`.
+    pub fn mapping<'a>(&mut self, at: &At<'a>, allowed: &[&str]) -> Option<Fields<'a>> {
+        let Some(map) = at.node.as_mapping() else {
+            self.error(at, "config.type_invalid", "expected a mapping");
+            return None;
+        };
+        let mut entries = Vec::new();
+        for (key, value) in map.iter() {
+            if allowed.contains(&key.as_str()) {
+                entries.push((key.as_str(), value));
+            } else {
+                let path = join(&at.path, key.as_str());
+                self.problems.push(
+                    key.span()
+                        .start()
+                        .map(|m| (m.line(), m.column()))
+                        .unwrap_or((1, 1)),
+                    "config.unknown_field",
+                    format!(
+                        "{path}: unknown field; expected one of {}",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+        Some(Fields {
+            at: at.clone(),
+            entries,
+        })
+    }
+
+    /// Every entry of a mapping whose keys are names chosen by the operator.
+    pub fn named<'a>(&mut self, at: &At<'a>) -> Vec<(&'a str, &'a Node, (usize, usize))> {
+        let Some(map) = at.node.as_mapping() else {
+            if !is_null(at.node) {
+                self.error(at, "config.type_invalid", "expected a mapping");
+            }
+            return Vec::new();
+        };
+        map.iter()
+            .map(|(k, v)| {
+                let pos = k
+                    .span()
+                    .start()
+                    .map(|m| (m.line(), m.column()))
+                    .unwrap_or((1, 1));
+                (k.as_str(), v, pos)
+            })
+            .collect()
+    }
+
+    pub fn sequence<'a>(&mut self, at: &At<'a>) -> Vec<&'a Node> {
+        match at.node {
+            Node::Sequence(seq) => seq.iter().collect(),
+            _ => {
+                self.error(at, "config.type_invalid", "expected a list");
+                Vec::new()
+            }
+        }
+    }
+
+    pub fn string(&mut self, at: &At<'_>) -> Option<String> {
+        match at.node.as_scalar() {
+            Some(s) if !s.as_str().is_empty() => Some(s.as_str().to_string()),
+            Some(_) => {
+                self.error(at, "config.type_invalid", "must not be empty");
+                None
+            }
+            None => {
+                self.error(at, "config.type_invalid", "expected a string");
+                None
+            }
+        }
+    }
+
+    pub fn strings(&mut self, at: &At<'_>) -> Vec<String> {
+        let items = self.sequence(at);
+        let mut out = Vec::new();
+        for (i, node) in items.into_iter().enumerate() {
+            if let Some(s) = self.string(&at.item(i, node)) {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    pub fn bool(&mut self, at: &At<'_>) -> Option<bool> {
+        match at.node.as_scalar().and_then(|s| s.as_bool()) {
+            Some(b) => Some(b),
+            None => {
+                self.error_value(at, "config.type_invalid", "expected true or false");
+                None
+            }
+        }
+    }
+
+    pub fn u64(&mut self, at: &At<'_>, code: &'static str) -> Option<u64> {
+        match at
+            .node
+            .as_scalar()
+            .and_then(|s| s.as_str().parse::<u64>().ok())
+        {
+            Some(n) => Some(n),
+            None => {
+                self.error_value(at, code, "expected a whole number");
+                None
+            }
+        }
+    }
+
+    pub fn duration(&mut self, at: &At<'_>) -> Option<Duration> {
+        let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+        match parse_duration(text) {
+            Ok(d) => Some(d),
+            Err(why) => {
+                self.error_value(at, "config.duration_invalid", why);
+                None
+            }
+        }
+    }
+
+    pub fn size(&mut self, at: &At<'_>) -> Option<u64> {
+        let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+        match parse_size(text) {
+            Ok(n) => Some(n),
+            Err(why) => {
+                self.error_value(at, "config.size_invalid", why);
+                None
+            }
+        }
+    }
+}
+
+pub fn is_null(node: &Node) -> bool {
+    node.as_scalar()
+        .is_some_and(|s| s.as_str().is_empty() || s.as_str() == "~" || s.as_str() == "null")
+}
+
+/// `250ms`, `30s`, `5m`, `1h`, `1d`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| "needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)".to_string())?;
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| "expected a number followed by ms, s, m, h or d".to_string())?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err("unit must be one of ms, s, m, h, d".into()),
+    };
+    n.checked_mul(ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| "too large".into())
+}
+
+/// `1024`, `512KiB`, `10MiB`, `5GiB`, `1KB`, `1MB`, `1GB`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| "expected a byte count such as 1048576, 512KiB, 10MiB or 5GiB".to_string())?;
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err("unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB".into()),
+    };
+    n.checked_mul(mult).ok_or_else(|| "too large".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("5GiB"), Ok(5 << 30));
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("2MB"), Ok(2_000_000));
+        assert!(parse_size("5 GiB").is_err());
+        assert!(parse_size("GiB").is_err());
+    }
+}

@@ -1,0 +1,1677 @@
+//! The validated, typed policy. A `Config` cannot hold an invalid value:
+//! references are resolved, rates and durations parsed, names checked. It is
+//! built from the located tree in `file.rs`, collecting every problem.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::header::HeaderName;
+use ipnet::IpNet;
+use marked_yaml::Node;
+
+use super::error::Problems;
+use super::file::{self, join, position, At, Reader};
+
+/// A whole, validated configuration file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: Server,
+    pub admin: Admin,
+    pub store: Store,
+    pub auth: Option<Auth>,
+    pub upstreams: BTreeMap<String, Upstream>,
+    pub limits: BTreeMap<String, Limit>,
+    pub default_limits: DefaultLimits,
+    pub concurrency: BTreeMap<String, Concurrency>,
+    pub tenants: BTreeMap<String, TenantOverride>,
+    pub quota_headers: QuotaHeaders,
+    pub identity_headers: IdentityHeaders,
+    pub routes: Vec<Route>,
+    pub acknowledge: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Server {
+    pub listen: Vec<SocketAddr>,
+    pub tls: Option<ServerTls>,
+    pub threads: usize,
+    pub shutdown_grace: Duration,
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerTls {
+    pub listen: SocketAddr,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admin {
+    pub listen: Option<SocketAddr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    Redis,
+    RedisCluster,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnUnavailable {
+    Local,
+    Allow,
+    Deny,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Store {
+    pub kind: StoreKind,
+    /// One URL for `redis`, every seed node for `redis_cluster`, empty for `memory`.
+    pub urls: Vec<String>,
+    pub password_env: Option<String>,
+    pub key_prefix: String,
+    pub timeout: Duration,
+    pub on_unavailable: OnUnavailable,
+    pub local_divisor: NonZeroU64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Auth {
+    pub issuer: Option<String>,
+    pub audience: Vec<String>,
+    pub leeway: Duration,
+    pub keys: Vec<KeySource>,
+    pub claims: ClaimNames,
+    pub default_plan: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeySource {
+    /// A shared secret read from the named environment variable.
+    Secret {
+        kid: Option<String>,
+        alg: String,
+        env: String,
+    },
+    PublicKeyFile {
+        kid: Option<String>,
+        alg: String,
+        path: PathBuf,
+    },
+    JwksFile {
+        path: PathBuf,
+    },
+    JwksUrl {
+        url: String,
+        refresh: Duration,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimNames {
+    pub tenant: String,
+    pub user: String,
+    pub plan: String,
+    pub token: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Upstream {
+    pub targets: Vec<String>,
+    pub tls: bool,
+    pub sni: Option<String>,
+    pub tls_verify: bool,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub health_interval: Duration,
+}
+
+/// `count` tokens every `period`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub count: u64,
+    pub period: Duration,
+}
+
+impl Rate {
+    /// Microseconds between two tokens (GCRA's emission interval), at least 1.
+    pub fn interval_us(&self) -> u64 {
+        (self.period.as_micros() as u64 / self.count).max(1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    pub capacity: u64,
+    pub rate: Rate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    Tenant,
+    TenantUser,
+    TenantToken,
+    ClientIp,
+    Global,
+    Path(String),
+    Header(HeaderName),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub name: String,
+    pub scope: Scope,
+    pub default: Bucket,
+    pub plans: BTreeMap<String, Bucket>,
+    pub shadow: bool,
+}
+
+/// Limits applied to non-exempt routes that name none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefaultLimits {
+    pub authenticated: Option<Limit>,
+    pub unauthenticated: Option<Limit>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Concurrency {
+    pub name: String,
+    pub scope: Scope,
+    pub slots: u64,
+    pub lease: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TenantOverride {
+    pub plan: Option<String>,
+    pub limits: BTreeMap<String, Bucket>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaHeaders {
+    Ietf,
+    Legacy,
+    Both,
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdentityHeaders {
+    pub tenant: HeaderName,
+    pub user: HeaderName,
+    pub plan: HeaderName,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    Any,
+    Exact(String),
+    Prefix(String),
+    /// Segments of a pattern such as `/webhooks/{provider}`.
+    Pattern(Vec<Segment>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Literal(String),
+    Capture(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    Exact(String),
+    /// `*.example.com` matches any name ending in `.example.com`.
+    Suffix(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub name: String,
+    pub host: Option<HostMatch>,
+    pub path: PathMatch,
+    /// Upper-case method names; empty means any.
+    pub methods: Vec<String>,
+    pub upstream: String,
+    pub auth: bool,
+    pub exempt: bool,
+    /// Names of the limits to spend; `None` means `default_limits` apply.
+    pub limits: Option<Vec<String>>,
+    pub concurrency: Option<String>,
+    pub cost: u64,
+    pub max_body: Option<u64>,
+    pub strip_prefix: Option<String>,
+    pub forward_authorization: bool,
+}
+
+/// The result of loading a file: the config, plus warnings worth printing.
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Reads and validates a file; on failure every problem is returned.
+    pub fn load(path: &Path) -> Result<Loaded, Problems> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            let mut p = Problems::new(shown.clone());
+            p.push(
+                (1, 1),
+                "config.unreadable",
+                format!("cannot read file: {e}"),
+            );
+            p
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::from_text(&shown, &text, base)
+    }
+
+    /// Validates YAML text; relative file paths resolve against `base`.
+    pub fn from_text(file: &str, text: &str, base: &Path) -> Result<Loaded, Problems> {
+        let mut problems = Problems::new(file);
+        let config = file::parse(text, &mut problems).and_then(|root| {
+            build(
+                &root,
+                base,
+                &mut Reader {
+                    problems: &mut problems,
+                },
+            )
+        });
+        match config {
+            Some(config) if !problems.has_errors() => Ok(Loaded {
+                config,
+                warnings: problems.render_warnings(),
+            }),
+            _ => Err(problems),
+        }
+    }
+
+    /// The limits a route spends, in order, with `default_limits` resolved.
+    pub fn route_limits(&self, route: &Route) -> Vec<&Limit> {
+        if route.exempt {
+            return Vec::new();
+        }
+        match &route.limits {
+            Some(names) => names.iter().filter_map(|n| self.limits.get(n)).collect(),
+            None => {
+                let default = if route.auth {
+                    &self.default_limits.authenticated
+                } else {
+                    &self.default_limits.unauthenticated
+                };
+                default.iter().collect()
+            }
+        }
+    }
+
+    /// A one-paragraph summary for `check`.
+    pub fn summary(&self) -> String {
+        let store = match self.store.kind {
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+            StoreKind::RedisCluster => "redis_cluster",
+        };
+        let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
+        format!(
+            "{} routes, {} upstreams, {} limits, {} concurrency policies, {} tenant overrides; \
+             store {store}; auth {}; listening on {}{}{}.",
+            self.routes.len(),
+            self.upstreams.len(),
+            self.limits.len(),
+            self.concurrency.len(),
+            self.tenants.len(),
+            match &self.auth {
+                Some(a) => format!("with {} key sources", a.keys.len()),
+                None => "off".into(),
+            },
+            listen.join(", "),
+            match &self.server.tls {
+                Some(t) => format!(", TLS on {}", t.listen),
+                None => String::new(),
+            },
+            match self.admin.listen {
+                Some(a) => format!(", admin on {a}"),
+                None => String::new(),
+            },
+        )
+    }
+}
+
+fn missing(r: &mut Reader<'_>, parent: &At<'_>, key: &str) {
+    r.problems.push(
+        position(parent.node),
+        "config.missing_field",
+        format!("{}: required", join(&parent.path, key)),
+    );
+}
+
+fn socket_addr(r: &mut Reader<'_>, at: &At<'_>, code: &'static str) -> Option<SocketAddr> {
+    let text = r.string(at)?;
+    match text.parse() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            r.error_value(at, code, "expected IP:PORT, e.g. 0.0.0.0:8080");
+            None
+        }
+    }
+}
+
+fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
+    let top = r.mapping(
+        &At::root(root),
+        &[
+            "server",
+            "admin",
+            "store",
+            "auth",
+            "upstreams",
+            "limits",
+            "default_limits",
+            "concurrency",
+            "tenants",
+            "quota_headers",
+            "identity_headers",
+            "routes",
+            "acknowledge",
+        ],
+    )?;
+    let server = server(r, top.get("server"), base);
+    let admin = Admin {
+        listen: top.get("admin").and_then(|at| {
+            let f = r.mapping(&at, &["listen"])?;
+            socket_addr(r, &f.get("listen")?, "admin.listen_invalid")
+        }),
+    };
+    let store = store(r, top.get("store"));
+    let auth = top.get("auth").and_then(|at| auth(r, &at, base));
+    let upstreams = upstreams(r, top.get("upstreams"));
+    let limits: BTreeMap<String, Limit> = top
+        .get("limits")
+        .map(|at| {
+            r.named(&at)
+                .into_iter()
+                .filter_map(|(name, node, _)| {
+                    let limit = limit(r, &at.child(name, node), name)?;
+                    Some((name.to_string(), limit))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let default_limits = default_limits(r, top.get("default_limits"));
+    let concurrency = top
+        .get("concurrency")
+        .map(|at| {
+            r.named(&at)
+                .into_iter()
+                .filter_map(|(name, node, _)| {
+                    let c = concurrency(r, &at.child(name, node), name)?;
+                    Some((name.to_string(), c))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let tenants = tenants(r, top.get("tenants"), &limits);
+    let quota_headers = match top.get("quota_headers") {
+        None => QuotaHeaders::Both,
+        Some(at) => match r.string(&at).as_deref() {
+            Some("ietf") => QuotaHeaders::Ietf,
+            Some("legacy") => QuotaHeaders::Legacy,
+            Some("both") => QuotaHeaders::Both,
+            Some("none") => QuotaHeaders::None,
+            Some(_) => {
+                r.error_value(
+                    &at,
+                    "config.quota_headers_invalid",
+                    "must be one of ietf, legacy, both, none",
+                );
+                QuotaHeaders::Both
+            }
+            None => QuotaHeaders::Both,
+        },
+    };
+    let identity_headers = identity_headers(r, top.get("identity_headers"));
+    let acknowledge: BTreeSet<String> = top
+        .get("acknowledge")
+        .map(|at| {
+            let codes = r.strings(&at);
+            for code in &codes {
+                if !ACKNOWLEDGEABLE.contains(&code.as_str()) {
+                    r.error(
+                        &at,
+                        "config.acknowledge_unknown",
+                        format!(
+                            "\"{code}\" is not a warning code; known: {}",
+                            ACKNOWLEDGEABLE.join(", ")
+                        ),
+                    );
+                }
+            }
+            codes.into_iter().collect()
+        })
+        .unwrap_or_default();
+    let mut config = Config {
+        server,
+        admin,
+        store,
+        auth,
+        upstreams,
+        limits,
+        default_limits,
+        concurrency,
+        tenants,
+        quota_headers,
+        identity_headers,
+        routes: Vec::new(),
+        acknowledge,
+    };
+    config.routes = routes(r, top.get("routes"), &config);
+
+    if config.store.kind == StoreKind::Memory && !config.acknowledge.contains("store.process_local")
+    {
+        let at = top.get("store").map(|a| position(a.node)).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "store.process_local",
+            "store.kind \"memory\": every gateway process counts alone, so N replicas allow N \
+             times each limit; use redis or redis_cluster in production, or list \
+             store.process_local under `acknowledge:`",
+        );
+    }
+    Some(config)
+}
+
+/// Warning codes a file may silence under `acknowledge:`.
+pub const ACKNOWLEDGEABLE: &[&str] = &["store.process_local"];
+
+fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut server = Server {
+        listen: vec!["0.0.0.0:8080".parse().expect("literal address")],
+        tls: None,
+        threads: cpus,
+        shutdown_grace: Duration::from_secs(10),
+        trusted_proxies: Vec::new(),
+    };
+    let Some(at) = at else { return server };
+    let Some(f) = r.mapping(
+        &at,
+        &[
+            "listen",
+            "tls",
+            "threads",
+            "shutdown_grace",
+            "trusted_proxies",
+        ],
+    ) else {
+        return server;
+    };
+    if let Some(at) = f.get("listen") {
+        let items = r.sequence(&at);
+        server.listen = items
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, node)| socket_addr(r, &at.item(i, node), "server.listen_invalid"))
+            .collect();
+        if server.listen.is_empty() {
+            r.error(&at, "server.listen_invalid", "needs at least one address");
+        }
+    }
+    if let Some(at) = f.get("tls") {
+        if let Some(t) = r.mapping(&at, &["listen", "cert", "key"]) {
+            let listen = t
+                .get("listen")
+                .and_then(|a| socket_addr(r, &a, "server.listen_invalid"));
+            let cert = file_path(r, &t, "cert", base);
+            let key = file_path(r, &t, "key", base);
+            if t.get("listen").is_none() {
+                missing(r, &at, "listen");
+            }
+            if let (Some(listen), Some(cert), Some(key)) = (listen, cert, key) {
+                server.tls = Some(ServerTls { listen, cert, key });
+            }
+        }
+    }
+    if let Some(at) = f.get("threads") {
+        match r.u64(&at, "server.threads_invalid") {
+            Some(n @ 1..=1024) => server.threads = n as usize,
+            Some(_) => r.error_value(&at, "server.threads_invalid", "must be 1 to 1024"),
+            None => {}
+        }
+    }
+    if let Some(d) = f.get("shutdown_grace").and_then(|at| r.duration(&at)) {
+        server.shutdown_grace = d;
+    }
+    if let Some(at) = f.get("trusted_proxies") {
+        let items = r.sequence(&at);
+        for (i, node) in items.into_iter().enumerate() {
+            let item = at.item(i, node);
+            let Some(text) = r.string(&item) else {
+                continue;
+            };
+            let net = text
+                .parse::<IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
+            match net {
+                Ok(net) => server.trusted_proxies.push(net),
+                Err(_) => r.error_value(
+                    &item,
+                    "server.cidr_invalid",
+                    "expected a CIDR such as 10.0.0.0/8 or an IP address",
+                ),
+            }
+        }
+    }
+    server
+}
+
+/// A file path that must exist, resolved against the config's directory.
+fn file_path(r: &mut Reader<'_>, f: &file::Fields<'_>, key: &str, base: &Path) -> Option<PathBuf> {
+    let Some(at) = f.get(key) else {
+        missing(r, &f.at, key);
+        return None;
+    };
+    let text = r.string(&at)?;
+    let path = base.join(&text);
+    if !path.is_file() {
+        r.error_value(
+            &at,
+            "config.file_missing",
+            format!("no such file {}", path.display()),
+        );
+        return None;
+    }
+    Some(path)
+}
+
+fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
+    let mut store = Store {
+        kind: StoreKind::Memory,
+        urls: Vec::new(),
+        password_env: None,
+        key_prefix: String::new(),
+        timeout: Duration::from_millis(50),
+        on_unavailable: OnUnavailable::Local,
+        local_divisor: NonZeroU64::MIN,
+    };
+    let Some(at) = at else { return store };
+    let Some(f) = r.mapping(
+        &at,
+        &[
+            "kind",
+            "url",
+            "nodes",
+            "password_env",
+            "key_prefix",
+            "timeout",
+            "on_unavailable",
+            "local_divisor",
+        ],
+    ) else {
+        return store;
+    };
+    if let Some(at) = f.get("kind") {
+        store.kind = match r.string(&at).as_deref() {
+            Some("memory") => StoreKind::Memory,
+            Some("redis") => StoreKind::Redis,
+            Some("redis_cluster") => StoreKind::RedisCluster,
+            Some(_) => {
+                r.error_value(
+                    &at,
+                    "store.kind_invalid",
+                    "must be one of redis, redis_cluster, memory",
+                );
+                StoreKind::Memory
+            }
+            None => StoreKind::Memory,
+        };
+    }
+    let mut check_url = |r: &mut Reader<'_>, at: &At<'_>, text: String| {
+        if redis_url_ok(&text) {
+            store.urls.push(text);
+        } else {
+            r.error_value(
+                at,
+                "store.url_invalid",
+                "expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]",
+            );
+        }
+    };
+    match store.kind {
+        StoreKind::Redis => match f.get("url") {
+            Some(at) => {
+                if let Some(text) = r.string(&at) {
+                    check_url(r, &at, text);
+                }
+            }
+            None => r.error(&at, "store.url_invalid", "kind redis needs `url`"),
+        },
+        StoreKind::RedisCluster => match f.get("nodes") {
+            Some(at) => {
+                let items = r.sequence(&at);
+                for (i, node) in items.into_iter().enumerate() {
+                    let item = at.item(i, node);
+                    if let Some(text) = r.string(&item) {
+                        check_url(r, &item, text);
+                    }
+                }
+                if store.urls.is_empty() {
+                    r.error(&at, "store.url_invalid", "needs at least one node URL");
+                }
+            }
+            None => r.error(&at, "store.url_invalid", "kind redis_cluster needs `nodes`"),
+        },
+        StoreKind::Memory => {}
+    }
+    if let Some(at) = f.get("password_env") {
+        store.password_env = r.string(&at);
+    }
+    if let Some(at) = f.get("key_prefix") {
+        store.key_prefix = at
+            .node
+            .as_scalar()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
+        if store.key_prefix.contains(['{', '}']) {
+            r.error_value(&at, "store.key_prefix_invalid", "must not contain { or }");
+        }
+    }
+    if let Some(d) = f.get("timeout").and_then(|at| r.duration(&at)) {
+        store.timeout = d;
+    }
+    if let Some(at) = f.get("on_unavailable") {
+        store.on_unavailable = match r.string(&at).as_deref() {
+            Some("local") => OnUnavailable::Local,
+            Some("allow") => OnUnavailable::Allow,
+            Some("deny") => OnUnavailable::Deny,
+            Some(_) => {
+                r.error_value(
+                    &at,
+                    "store.on_unavailable_invalid",
+                    "must be one of local, allow, deny",
+                );
+                OnUnavailable::Local
+            }
+            None => OnUnavailable::Local,
+        };
+    }
+    if let Some(at) = f.get("local_divisor") {
+        match r
+            .u64(&at, "store.local_divisor_invalid")
+            .and_then(NonZeroU64::new)
+        {
+            Some(n) => store.local_divisor = n,
+            None => r.error_value(&at, "store.local_divisor_invalid", "must be at least 1"),
+        }
+    }
+    store
+}
+
+fn redis_url_ok(text: &str) -> bool {
+    let Some(rest) = text
+        .strip_prefix("redis://")
+        .or_else(|| text.strip_prefix("rediss://"))
+    else {
+        return false;
+    };
+    let host_port = rest.rsplit('@').next().unwrap_or(rest);
+    let host_port = host_port.split('/').next().unwrap_or("");
+    !host_port.is_empty() && !host_port.contains(char::is_whitespace)
+}
+
+const ALGORITHMS: &[&str] = &[
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256",
+    "ES384", "EdDSA",
+];
+
+fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
+    let f = r.mapping(
+        at,
+        &[
+            "issuer",
+            "audience",
+            "leeway",
+            "keys",
+            "claims",
+            "default_plan",
+        ],
+    )?;
+    let issuer = f.get("issuer").and_then(|at| r.string(&at));
+    let audience = match f.get("audience") {
+        Some(at) if at.node.as_sequence().is_some() => r.strings(&at),
+        Some(at) => r.string(&at).into_iter().collect(),
+        None => Vec::new(),
+    };
+    let leeway = f
+        .get("leeway")
+        .and_then(|at| r.duration(&at))
+        .unwrap_or(Duration::from_secs(30));
+    let mut keys = Vec::new();
+    if let Some(at) = f.get("keys") {
+        for (i, node) in r.sequence(&at).into_iter().enumerate() {
+            if let Some(k) = key_source(r, &at.item(i, node), base) {
+                keys.push(k);
+            }
+        }
+    }
+    if keys.is_empty() && !r.problems.has_errors() {
+        r.error(
+            at,
+            "auth.key_missing",
+            "needs at least one entry under `keys`",
+        );
+    }
+    let mut claims = ClaimNames {
+        tenant: "tid".into(),
+        user: "sub".into(),
+        plan: "plan".into(),
+        token: "jti".into(),
+    };
+    if let Some(at) = f.get("claims") {
+        if let Some(c) = r.mapping(&at, &["tenant", "user", "plan", "token"]) {
+            for (key, slot) in [
+                ("tenant", &mut claims.tenant),
+                ("user", &mut claims.user),
+                ("plan", &mut claims.plan),
+                ("token", &mut claims.token),
+            ] {
+                if let Some(v) = c.get(key).and_then(|at| r.string(&at)) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+    let default_plan = f
+        .get("default_plan")
+        .and_then(|at| r.string(&at))
+        .unwrap_or_else(|| "free".into());
+    Some(Auth {
+        issuer,
+        audience,
+        leeway,
+        keys,
+        claims,
+        default_plan,
+    })
+}
+
+fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource> {
+    let f = r.mapping(
+        at,
+        &[
+            "kid",
+            "alg",
+            "secret_env",
+            "public_key_file",
+            "jwks_file",
+            "jwks_url",
+            "refresh",
+        ],
+    )?;
+    let kid = f.get("kid").and_then(|at| r.string(&at));
+    let alg = match f.get("alg") {
+        Some(a) => {
+            let alg = r.string(&a)?;
+            if !ALGORITHMS.contains(&alg.as_str()) {
+                r.error_value(
+                    &a,
+                    "auth.key_invalid",
+                    format!("alg must be one of {}", ALGORITHMS.join(", ")),
+                );
+                return None;
+            }
+            Some(alg)
+        }
+        None => None,
+    };
+    let need_alg = |r: &mut Reader<'_>| {
+        if alg.is_none() {
+            missing(r, at, "alg");
+        }
+        alg.clone()
+    };
+    if let Some(env_at) = f.get("secret_env") {
+        let env = r.string(&env_at)?;
+        let alg = need_alg(r)?;
+        if !alg.starts_with("HS") {
+            r.error(
+                at,
+                "auth.key_invalid",
+                format!("secret_env needs an HS algorithm, not {alg}"),
+            );
+            return None;
+        }
+        if std::env::var_os(&env).is_none_or(|v| v.is_empty()) {
+            r.error_value(
+                &env_at,
+                "auth.key_missing",
+                format!("environment variable {env} is not set"),
+            );
+            return None;
+        }
+        return Some(KeySource::Secret { kid, alg, env });
+    }
+    if f.get("public_key_file").is_some() {
+        let alg = need_alg(r)?;
+        if alg.starts_with("HS") {
+            r.error(
+                at,
+                "auth.key_invalid",
+                format!("public_key_file cannot use {alg}"),
+            );
+            return None;
+        }
+        let path = key_file(r, &f, "public_key_file", base)?;
+        return Some(KeySource::PublicKeyFile { kid, alg, path });
+    }
+    if f.get("jwks_file").is_some() {
+        let path = key_file(r, &f, "jwks_file", base)?;
+        return Some(KeySource::JwksFile { path });
+    }
+    if let Some(url_at) = f.get("jwks_url") {
+        let url = r.string(&url_at)?;
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            r.error_value(
+                &url_at,
+                "auth.key_invalid",
+                "expected an http:// or https:// URL",
+            );
+            return None;
+        }
+        let refresh = f
+            .get("refresh")
+            .and_then(|at| r.duration(&at))
+            .unwrap_or(Duration::from_secs(300));
+        return Some(KeySource::JwksUrl { url, refresh });
+    }
+    r.error(
+        at,
+        "auth.key_missing",
+        "needs one of secret_env, public_key_file, jwks_file, jwks_url",
+    );
+    None
+}
+
+fn key_file(r: &mut Reader<'_>, f: &file::Fields<'_>, key: &str, base: &Path) -> Option<PathBuf> {
+    let at = f.get(key)?;
+    let text = r.string(&at)?;
+    let path = base.join(&text);
+    if !path.is_file() {
+        r.error_value(
+            &at,
+            "auth.key_missing",
+            format!("no such file {}", path.display()),
+        );
+        return None;
+    }
+    Some(path)
+}
+
+fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<String, Upstream> {
+    let mut out = BTreeMap::new();
+    let Some(at) = at else { return out };
+    for (name, node, _) in r.named(&at) {
+        let at = at.child(name, node);
+        let Some(f) = r.mapping(
+            &at,
+            &[
+                "targets",
+                "tls",
+                "sni",
+                "tls_verify",
+                "connect_timeout",
+                "read_timeout",
+                "health_check_interval",
+            ],
+        ) else {
+            continue;
+        };
+        let mut targets = Vec::new();
+        match f.get("targets") {
+            Some(t) => {
+                for (i, node) in r.sequence(&t).into_iter().enumerate() {
+                    let item = t.item(i, node);
+                    let Some(text) = r.string(&item) else {
+                        continue;
+                    };
+                    if target_ok(&text) {
+                        targets.push(text);
+                    } else {
+                        r.error_value(&item, "upstreams.target_invalid", "expected HOST:PORT");
+                    }
+                }
+                if targets.is_empty() {
+                    r.error(&t, "upstreams.target_invalid", "needs at least one target");
+                }
+            }
+            None => missing(r, &at, "targets"),
+        }
+        let flag = |r: &mut Reader<'_>, key: &str, default: bool| {
+            f.get(key).and_then(|at| r.bool(&at)).unwrap_or(default)
+        };
+        let tls = flag(r, "tls", false);
+        let tls_verify = flag(r, "tls_verify", true);
+        let dur = |r: &mut Reader<'_>, key: &str, default: u64| {
+            f.get(key)
+                .and_then(|at| r.duration(&at))
+                .unwrap_or(Duration::from_millis(default))
+        };
+        out.insert(
+            name.to_string(),
+            Upstream {
+                targets,
+                tls,
+                sni: f.get("sni").and_then(|at| r.string(&at)),
+                tls_verify,
+                connect_timeout: dur(r, "connect_timeout", 1_000),
+                read_timeout: dur(r, "read_timeout", 60_000),
+                health_interval: dur(r, "health_check_interval", 5_000),
+            },
+        );
+    }
+    out
+}
+
+fn target_ok(text: &str) -> bool {
+    match text.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
+        None => false,
+    }
+}
+
+/// `COUNT/PERIOD`: `5/s`, `600/m`, `1/10s`, `10000/h`, `100000/d`.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let (count, period) = text
+        .split_once('/')
+        .ok_or_else(|| "expected COUNT/PERIOD such as 5/s, 600/m or 1/10s".to_string())?;
+    let count: u64 = count
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| "count must be a whole number of at least 1".to_string())?;
+    let period = period.trim();
+    let split = period
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| "unit must be one of s, m, h, d".to_string())?;
+    let (n, unit) = period.split_at(split);
+    let n: u64 = if n.is_empty() {
+        1
+    } else {
+        n.parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| "period must be at least 1".to_string())?
+    };
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err("unit must be one of s, m, h, d".into()),
+    };
+    let period = Duration::from_secs(n * secs);
+    if period.as_micros() as u64 / count == 0 {
+        return Err("more than 1,000,000 per second is not supported".into());
+    }
+    Ok(Rate { count, period })
+}
+
+fn bucket(r: &mut Reader<'_>, at: &At<'_>) -> Option<Bucket> {
+    let f = r.mapping(at, &["capacity", "rate"])?;
+    let capacity = match f.get("capacity") {
+        Some(c) => match r.u64(&c, "limits.capacity_invalid") {
+            Some(n) if n >= 1 => Some(n),
+            Some(_) => {
+                r.error_value(&c, "limits.capacity_invalid", "must be at least 1");
+                None
+            }
+            None => None,
+        },
+        None => {
+            missing(r, at, "capacity");
+            None
+        }
+    };
+    let rate = match f.get("rate") {
+        Some(at) => {
+            let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+            match parse_rate(text) {
+                Ok(rate) => Some(rate),
+                Err(why) => {
+                    r.error_value(&at, "limits.rate_invalid", why);
+                    None
+                }
+            }
+        }
+        None => {
+            missing(r, at, "rate");
+            None
+        }
+    };
+    Some(Bucket {
+        capacity: capacity?,
+        rate: rate?,
+    })
+}
+
+fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
+    const HELP: &str =
+        "must be tenant, tenant_user, tenant_token, client_ip, global, {path: NAME} or {header: NAME}";
+    if let Some(s) = at.node.as_scalar() {
+        return match s.as_str() {
+            "tenant" => Some(Scope::Tenant),
+            "tenant_user" => Some(Scope::TenantUser),
+            "tenant_token" => Some(Scope::TenantToken),
+            "client_ip" => Some(Scope::ClientIp),
+            "global" => Some(Scope::Global),
+            _ => {
+                r.error_value(at, "limits.scope_invalid", HELP);
+                None
+            }
+        };
+    }
+    let Some(map) = at.node.as_mapping() else {
+        r.error(at, "limits.scope_invalid", HELP);
+        return None;
+    };
+    if map.len() != 1 {
+        r.error(at, "limits.scope_invalid", HELP);
+        return None;
+    }
+    let (key, value) = map.iter().next()?;
+    let value_at = at.child(key.as_str(), value);
+    let name = value
+        .as_scalar()
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_default();
+    match key.as_str() {
+        "path" if !name.is_empty() => Some(Scope::Path(name)),
+        "header" => match HeaderName::from_bytes(name.as_bytes()) {
+            Ok(h) if !name.is_empty() => Some(Scope::Header(h)),
+            _ => {
+                r.error_value(&value_at, "limits.scope_invalid", "not a valid header name");
+                None
+            }
+        },
+        _ => {
+            r.error(at, "limits.scope_invalid", HELP);
+            None
+        }
+    }
+}
+
+fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit> {
+    if !name_ok(name) {
+        r.error(
+            at,
+            "limits.name_invalid",
+            "limit names use A-Z a-z 0-9 _ - only",
+        );
+    }
+    let f = r.mapping(at, &["scope", "default", "plans", "shadow"])?;
+    let scope = match f.get("scope") {
+        Some(s) => scope(r, &s),
+        None => Some(Scope::Tenant),
+    };
+    let default = match f.get("default") {
+        Some(d) => bucket(r, &d),
+        None => {
+            missing(r, at, "default");
+            None
+        }
+    };
+    let mut plans = BTreeMap::new();
+    if let Some(p) = f.get("plans") {
+        for (plan, node, _) in r.named(&p) {
+            if let Some(b) = bucket(r, &p.child(plan, node)) {
+                plans.insert(plan.to_string(), b);
+            }
+        }
+    }
+    let shadow = f.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false);
+    Some(Limit {
+        name: name.to_string(),
+        scope: scope?,
+        default: default?,
+        plans,
+        shadow,
+    })
+}
+
+fn name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
+    let builtin = |name: &str, scope: Scope, count: u64| Limit {
+        name: name.to_string(),
+        scope,
+        default: Bucket {
+            capacity: count,
+            rate: Rate {
+                count,
+                period: Duration::from_secs(60),
+            },
+        },
+        plans: BTreeMap::new(),
+        shadow: false,
+    };
+    let mut out = DefaultLimits {
+        authenticated: Some(builtin("default", Scope::Tenant, 600)),
+        unauthenticated: Some(builtin("default", Scope::ClientIp, 120)),
+    };
+    let Some(at) = at else { return out };
+    if at.node.as_scalar().is_some_and(|s| s.as_str() == "none") {
+        return DefaultLimits {
+            authenticated: None,
+            unauthenticated: None,
+        };
+    }
+    let Some(f) = r.mapping(&at, &["authenticated", "unauthenticated"]) else {
+        return out;
+    };
+    for (key, slot) in [
+        ("authenticated", &mut out.authenticated),
+        ("unauthenticated", &mut out.unauthenticated),
+    ] {
+        let Some(at) = f.get(key) else { continue };
+        if at.node.as_scalar().is_some_and(|s| s.as_str() == "none") {
+            *slot = None;
+            continue;
+        }
+        let Some(m) = r.mapping(&at, &["scope", "capacity", "rate", "shadow"]) else {
+            continue;
+        };
+        let scope = m.get("scope").and_then(|s| scope(r, &s));
+        // Reuse the bucket reader on the same mapping; it ignores scope/shadow.
+        let capacity = m
+            .get("capacity")
+            .and_then(|c| r.u64(&c, "limits.capacity_invalid"));
+        let rate = m.get("rate").and_then(|at| {
+            let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+            parse_rate(text)
+                .map_err(|why| r.error_value(&at, "limits.rate_invalid", why))
+                .ok()
+        });
+        if m.get("capacity").is_none() {
+            missing(r, &at, "capacity");
+        }
+        if m.get("rate").is_none() {
+            missing(r, &at, "rate");
+        }
+        if let (Some(capacity), Some(rate)) = (capacity.filter(|c| *c >= 1), rate) {
+            let default_scope = if key == "authenticated" {
+                Scope::Tenant
+            } else {
+                Scope::ClientIp
+            };
+            *slot = Some(Limit {
+                name: "default".into(),
+                scope: scope.unwrap_or(default_scope),
+                default: Bucket { capacity, rate },
+                plans: BTreeMap::new(),
+                shadow: m.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false),
+            });
+        }
+    }
+    out
+}
+
+fn concurrency(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Concurrency> {
+    if !name_ok(name) {
+        r.error(
+            at,
+            "concurrency.name_invalid",
+            "names use A-Z a-z 0-9 _ - only",
+        );
+    }
+    let f = r.mapping(at, &["scope", "slots", "lease"])?;
+    let scope = match f.get("scope") {
+        Some(s) => scope(r, &s),
+        None => Some(Scope::Tenant),
+    };
+    let slots = match f.get("slots") {
+        Some(s) => match r.u64(&s, "concurrency.slots_invalid") {
+            Some(n) if n >= 1 => Some(n),
+            Some(_) => {
+                r.error_value(&s, "concurrency.slots_invalid", "must be at least 1");
+                None
+            }
+            None => None,
+        },
+        None => {
+            missing(r, at, "slots");
+            None
+        }
+    };
+    let lease = match f.get("lease") {
+        Some(l) => r.duration(&l).filter(|d| {
+            let ok = *d >= Duration::from_secs(1);
+            if !ok {
+                r.error_value(&l, "concurrency.lease_invalid", "must be at least 1s");
+            }
+            ok
+        }),
+        None => Some(Duration::from_secs(30)),
+    };
+    Some(Concurrency {
+        name: name.to_string(),
+        scope: scope?,
+        slots: slots?,
+        lease: lease?,
+    })
+}
+
+fn tenants(
+    r: &mut Reader<'_>,
+    at: Option<At<'_>>,
+    limits: &BTreeMap<String, Limit>,
+) -> BTreeMap<String, TenantOverride> {
+    let mut out = BTreeMap::new();
+    let Some(at) = at else { return out };
+    for (tenant, node, _) in r.named(&at) {
+        let at = at.child(tenant, node);
+        if !crate::auth::tenant_id_ok(tenant) {
+            r.error(
+                &at,
+                "tenants.id_invalid",
+                "tenant ids match [A-Za-z0-9._@-]{1,128}",
+            );
+        }
+        let Some(f) = r.mapping(&at, &["plan", "limits"]) else {
+            continue;
+        };
+        let mut o = TenantOverride {
+            plan: f.get("plan").and_then(|p| r.string(&p)),
+            ..Default::default()
+        };
+        if let Some(l) = f.get("limits") {
+            for (name, node, _) in r.named(&l) {
+                let item = l.child(name, node);
+                if !limits.contains_key(name) {
+                    r.error(
+                        &item,
+                        "tenants.limit_unknown",
+                        format!("no limit named \"{name}\""),
+                    );
+                    continue;
+                }
+                if let Some(b) = bucket(r, &item) {
+                    o.limits.insert(name.to_string(), b);
+                }
+            }
+        }
+        out.insert(tenant.to_string(), o);
+    }
+    out
+}
+
+fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> IdentityHeaders {
+    let mut out = IdentityHeaders {
+        tenant: HeaderName::from_static("x-tenant-id"),
+        user: HeaderName::from_static("x-user-id"),
+        plan: HeaderName::from_static("x-plan"),
+    };
+    let Some(at) = at else { return out };
+    let Some(f) = r.mapping(&at, &["tenant", "user", "plan"]) else {
+        return out;
+    };
+    for (key, slot) in [
+        ("tenant", &mut out.tenant),
+        ("user", &mut out.user),
+        ("plan", &mut out.plan),
+    ] {
+        let Some(at) = f.get(key) else { continue };
+        let Some(text) = r.string(&at) else { continue };
+        match HeaderName::from_bytes(text.as_bytes()) {
+            Ok(h) => *slot = h,
+            Err(_) => r.error_value(&at, "config.header_invalid", "not a valid header name"),
+        }
+    }
+    out
+}
+
+const METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+];
+
+fn routes(r: &mut Reader<'_>, at: Option<At<'_>>, config: &Config) -> Vec<Route> {
+    let mut out: Vec<Route> = Vec::new();
+    let Some(at) = at else {
+        r.problems
+            .push((1, 1), "config.missing_field", "routes: required");
+        return out;
+    };
+    for (i, node) in r.sequence(&at).into_iter().enumerate() {
+        if let Some(route) = route(r, &at.item(i, node), config) {
+            if out.iter().any(|o| o.name == route.name) {
+                r.error(
+                    &at.item(i, node),
+                    "routes.name_duplicate",
+                    format!("route name \"{}\" is used twice", route.name),
+                );
+            }
+            out.push(route);
+        }
+    }
+    out
+}
+
+fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<Route> {
+    let f = r.mapping(
+        at,
+        &[
+            "name",
+            "match",
+            "host",
+            "upstream",
+            "auth",
+            "exempt",
+            "limits",
+            "concurrency",
+            "cost",
+            "max_body",
+            "strip_prefix",
+            "forward_authorization",
+        ],
+    )?;
+    let name = match f.get("name") {
+        Some(n) => {
+            let name = r.string(&n)?;
+            if !name_ok(&name) {
+                r.error_value(
+                    &n,
+                    "routes.name_invalid",
+                    "route names use A-Z a-z 0-9 _ - only",
+                );
+            }
+            name
+        }
+        None => {
+            missing(r, at, "name");
+            return None;
+        }
+    };
+    let mut host = f.get("host").and_then(|h| host_match(r, &h));
+    let mut path = PathMatch::Any;
+    let mut methods = Vec::new();
+    match f.get("match") {
+        Some(m) => {
+            if let Some(mf) = r.mapping(&m, &["host", "path", "path_prefix", "methods"]) {
+                if let Some(h) = mf.get("host") {
+                    host = host_match(r, &h);
+                }
+                match (mf.get("path"), mf.get("path_prefix")) {
+                    (Some(p), None) => path = path_match(r, &p, false),
+                    (None, Some(p)) => path = path_match(r, &p, true),
+                    (Some(p), Some(_)) => r.error(
+                        &p,
+                        "routes.match_invalid",
+                        "use path or path_prefix, not both",
+                    ),
+                    (None, None) => {}
+                }
+                if let Some(ms) = mf.get("methods") {
+                    for (i, node) in r.sequence(&ms).into_iter().enumerate() {
+                        let item = ms.item(i, node);
+                        let Some(text) = r.string(&item) else {
+                            continue;
+                        };
+                        let upper = text.to_ascii_uppercase();
+                        if METHODS.contains(&upper.as_str()) {
+                            methods.push(upper);
+                        } else {
+                            r.error_value(&item, "routes.method_invalid", "not an HTTP method");
+                        }
+                    }
+                }
+            }
+        }
+        None => missing(r, at, "match"),
+    }
+    let upstream = match f.get("upstream") {
+        Some(u) => {
+            let name = r.string(&u)?;
+            if !config.upstreams.contains_key(&name) {
+                r.error_value(&u, "routes.upstream_unknown", "no upstream with this name");
+            }
+            name
+        }
+        None => {
+            missing(r, at, "upstream");
+            String::new()
+        }
+    };
+    let auth = match f.get("auth") {
+        Some(a) => match r.string(&a).as_deref() {
+            Some("none") => false,
+            Some("required") | Some("jwt") => true,
+            _ => {
+                r.error_value(&a, "routes.auth_invalid", "must be none or required");
+                true
+            }
+        },
+        None => true,
+    };
+    if auth && config.auth.is_none() {
+        r.error(
+            at,
+            "routes.auth_unconfigured",
+            "this route authenticates (the default) but there is no `auth` section; add one or set `auth: none`",
+        );
+    }
+    let exempt = f.get("exempt").and_then(|e| r.bool(&e)).unwrap_or(false);
+    let limits = f.get("limits").map(|l| {
+        let names = r.strings(&l);
+        for (i, name) in names.iter().enumerate() {
+            let item = l.item(
+                i,
+                l.node
+                    .as_sequence()
+                    .and_then(|s| s.get(i))
+                    .unwrap_or(l.node),
+            );
+            match config.limits.get(name) {
+                None => r.error_value(&item, "routes.limit_unknown", "no limit with this name"),
+                Some(limit) => check_scope(r, &item, &limit.scope, auth, &path),
+            }
+        }
+        names
+    });
+    let concurrency = f.get("concurrency").and_then(|c| {
+        let name = r.string(&c)?;
+        match config.concurrency.get(&name) {
+            None => r.error_value(
+                &c,
+                "routes.concurrency_unknown",
+                "no concurrency policy with this name",
+            ),
+            Some(policy) => check_scope(r, &c, &policy.scope, auth, &path),
+        }
+        Some(name)
+    });
+    if !exempt && limits.is_none() {
+        let default = if auth {
+            &config.default_limits.authenticated
+        } else {
+            &config.default_limits.unauthenticated
+        };
+        if let Some(d) = default {
+            check_scope(r, at, &d.scope, auth, &path);
+        }
+    }
+    let cost = match f.get("cost") {
+        Some(c) => match r.u64(&c, "routes.cost_invalid") {
+            Some(n) if n >= 1 => n,
+            Some(_) => {
+                r.error_value(&c, "routes.cost_invalid", "must be at least 1");
+                1
+            }
+            None => 1,
+        },
+        None => 1,
+    };
+    let max_body = f.get("max_body").and_then(|m| r.size(&m));
+    let strip_prefix =
+        f.get("strip_prefix")
+            .and_then(|s| match s.node.as_scalar().and_then(|n| n.as_bool()) {
+                Some(true) => match &path {
+                    PathMatch::Prefix(p) => Some(p.clone()),
+                    _ => {
+                        r.error(
+                            &s,
+                            "routes.strip_prefix_invalid",
+                            "true needs match.path_prefix",
+                        );
+                        None
+                    }
+                },
+                Some(false) => None,
+                None => {
+                    let text = r.string(&s)?;
+                    if !text.starts_with('/') {
+                        r.error_value(&s, "routes.strip_prefix_invalid", "must start with /");
+                    }
+                    Some(text)
+                }
+            });
+    let forward_authorization = f
+        .get("forward_authorization")
+        .and_then(|a| r.bool(&a))
+        .unwrap_or(true);
+    Some(Route {
+        name,
+        host,
+        path,
+        methods,
+        upstream,
+        auth,
+        exempt,
+        limits,
+        concurrency,
+        cost,
+        max_body,
+        strip_prefix,
+        forward_authorization,
+    })
+}
+
+/// A scope must be computable on the route that uses it.
+fn check_scope(r: &mut Reader<'_>, at: &At<'_>, scope: &Scope, auth: bool, path: &PathMatch) {
+    match scope {
+        Scope::Tenant | Scope::TenantUser | Scope::TenantToken if !auth => r.error_value(
+            at,
+            "routes.scope_needs_auth",
+            "this limit is scoped by tenant but the route has `auth: none`",
+        ),
+        Scope::Path(capture) => {
+            let known = matches!(path, PathMatch::Pattern(segs)
+                if segs.iter().any(|s| matches!(s, Segment::Capture(c) if c == capture)));
+            if !known {
+                r.error_value(
+                    at,
+                    "routes.path_capture_unknown",
+                    format!(
+                        "the limit uses path capture {{{capture}}} but the route's path has none"
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+fn host_match(r: &mut Reader<'_>, at: &At<'_>) -> Option<HostMatch> {
+    let text = r.string(at)?.to_ascii_lowercase();
+    if let Some(suffix) = text.strip_prefix("*.") {
+        return Some(HostMatch::Suffix(format!(".{suffix}")));
+    }
+    if text.contains(['/', ' ', '*']) {
+        r.error_value(
+            at,
+            "routes.match_invalid",
+            "expected a host name or *.domain",
+        );
+        return None;
+    }
+    Some(HostMatch::Exact(text))
+}
+
+fn path_match(r: &mut Reader<'_>, at: &At<'_>, prefix: bool) -> PathMatch {
+    let Some(text) = r.string(at) else {
+        return PathMatch::Any;
+    };
+    if !text.starts_with('/') {
+        r.error_value(at, "routes.match_invalid", "paths start with /");
+        return PathMatch::Any;
+    }
+    if prefix {
+        if text.contains(['{', '}']) {
+            r.error_value(
+                at,
+                "routes.match_invalid",
+                "path_prefix cannot hold {captures}",
+            );
+        }
+        let trimmed = text.trim_end_matches('/');
+        return if trimmed.is_empty() {
+            PathMatch::Any
+        } else {
+            PathMatch::Prefix(trimmed.to_string())
+        };
+    }
+    if !text.contains(['{', '}']) {
+        return PathMatch::Exact(text);
+    }
+    let mut segments = Vec::new();
+    for seg in text[1..].split('/') {
+        if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            if !name_ok(name) {
+                r.error_value(
+                    at,
+                    "routes.match_invalid",
+                    "a capture is {NAME} with NAME of A-Z a-z 0-9 _ -",
+                );
+            }
+            segments.push(Segment::Capture(name.to_string()));
+        } else if seg.contains(['{', '}']) {
+            r.error_value(
+                at,
+                "routes.match_invalid",
+                "a capture must be a whole path segment",
+            );
+        } else {
+            segments.push(Segment::Literal(seg.to_string()));
+        }
+    }
+    PathMatch::Pattern(segments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        let r = parse_rate("1/10s").unwrap();
+        assert_eq!((r.count, r.period), (1, Duration::from_secs(10)));
+        assert_eq!(r.interval_us(), 10_000_000);
+        assert_eq!(parse_rate("600/m").unwrap().interval_us(), 100_000);
+        assert_eq!(
+            parse_rate("5/x").unwrap_err(),
+            "unit must be one of s, m, h, d"
+        );
+        assert!(parse_rate("0/s").is_err());
+        assert!(parse_rate("5").is_err());
+    }
+}

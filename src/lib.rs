@@ -1,0 +1,13 @@
+//! fairgate: a fair, multi-tenant rate-limiting reverse proxy on Pingora.
+//! The modules follow one request's path: `config` → `proxy::route` →
+//! `auth` → `limit` → upstream → `proxy::respond`, with `admin` and
+//! `metrics` beside them.
+
+pub mod admin;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod echo;
+pub mod metrics;
+pub mod proxy;
+pub mod server;

@@ -1,0 +1,133 @@
+//! Every metric fairgate exports, declared once. Labels are bounded by the
+//! configuration (route, limit, decision, reason, result); never a tenant,
+//! user, token or key, whose cardinality a client could drive.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by route and status class (`2xx`, `4xx`, ...).
+    pub requests: IntCounterVec,
+    /// Whole-request latency seen by the client, by route.
+    pub request_duration: HistogramVec,
+    /// Time from choosing a target to the end of the upstream exchange, by route.
+    pub upstream_duration: HistogramVec,
+    /// Requests refused at authentication, by reason (expired, bad_signature, ...).
+    pub auth_failures: IntCounterVec,
+    /// Config loads and reloads by result (`ok`, `error`).
+    pub config_reloads: IntCounterVec,
+    /// Generation of the policy in force; 1 after start, +1 per successful reload.
+    pub config_generation: IntGauge,
+    /// Requests being processed right now.
+    pub in_flight: IntGauge,
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
+    c
+}
+
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    registry
+        .register(Box::new(h.clone()))
+        .expect("unique metric");
+    h
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("valid metric");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("unique metric");
+    g
+}
+
+const LATENCY: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
+    let r = Registry::new();
+    Metrics {
+        requests: counter(
+            &r,
+            "fairgate_requests_total",
+            "Requests answered, by route and status class.",
+            &["route", "status_class"],
+        ),
+        request_duration: histogram(
+            &r,
+            "fairgate_request_duration_seconds",
+            "Time from request header to the end of the response, by route.",
+            &["route"],
+            LATENCY.to_vec(),
+        ),
+        upstream_duration: histogram(
+            &r,
+            "fairgate_upstream_duration_seconds",
+            "Time spent on the upstream exchange, by route.",
+            &["route"],
+            LATENCY.to_vec(),
+        ),
+        auth_failures: counter(
+            &r,
+            "fairgate_auth_failures_total",
+            "Requests refused with 401, by reason.",
+            &["reason"],
+        ),
+        config_reloads: counter(
+            &r,
+            "fairgate_config_reloads_total",
+            "Config loads and reloads, by result.",
+            &["result"],
+        ),
+        config_generation: gauge(
+            &r,
+            "fairgate_config_generation",
+            "Generation of the policy in force.",
+        ),
+        in_flight: gauge(
+            &r,
+            "fairgate_requests_in_flight",
+            "Requests being processed.",
+        ),
+        registry: r,
+    }
+});
+
+impl Metrics {
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding cannot fail");
+        out
+    }
+}
+
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "none",
+    }
+}

@@ -1,0 +1,376 @@
+//! `ProxyHttp` for fairgate. Each phase reads the request's policy snapshot
+//! and calls into route, auth and limit modules; policy decisions live there,
+//! error responses live in `respond.rs`.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::modules::http::HttpModules;
+use pingora::prelude::*;
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::{ErrorSource, ErrorType};
+
+use super::ctx::Ctx;
+use super::respond::Refusal;
+use super::route;
+use super::Shared;
+use crate::metrics::{status_class, METRICS};
+
+pub struct Gateway {
+    pub shared: Arc<Shared>,
+}
+
+const X_REQUEST_ID: &str = "x-request-id";
+
+impl Gateway {
+    /// Everything that decides whether a request may go upstream. An `Err`
+    /// is the gateway's own answer.
+    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), Refusal> {
+        let req = session.req_header();
+        let path = req.uri.path().to_string();
+        if !route::path_is_safe(&path) {
+            return Err(Refusal::new(
+                400,
+                "bad-path",
+                "Bad request path",
+                "the path contains dot segments",
+            ));
+        }
+        let host = req
+            .headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or(req.uri.host())
+            .map(route::host_of)
+            .unwrap_or_default();
+        let policy = ctx.policy.clone();
+        let matched = route::find(&policy.config, &host, req.method.as_str(), &path)
+            .ok_or_else(Refusal::not_found)?;
+        ctx.route = Some(matched.index);
+        ctx.captures = matched
+            .captures
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let route = matched.route;
+        if route.exempt {
+            ctx.decision = "exempt";
+        }
+        if let Some(max) = route.max_body {
+            let declared = req
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > max) {
+                return Err(body_too_large(max));
+            }
+        }
+        Ok(())
+    }
+
+    /// The client address: the peer, or when the peer is a trusted proxy the
+    /// right-most untrusted address of `X-Forwarded-For`.
+    fn client_ip(&self, session: &Session, ctx: &mut Ctx) {
+        let peer = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip());
+        let trusted = &ctx.policy.config.server.trusted_proxies;
+        let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+        ctx.client_ip = peer;
+        ctx.peer_trusted = peer.as_ref().is_some_and(is_trusted);
+        if !ctx.peer_trusted {
+            return;
+        }
+        let chain = session
+            .req_header()
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|s| s.trim().to_string())
+            .collect::<Vec<_>>();
+        for hop in chain.iter().rev() {
+            match hop.parse::<IpAddr>() {
+                Ok(ip) => {
+                    ctx.client_ip = Some(ip);
+                    if !is_trusted(&ip) {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn body_too_large(max: u64) -> Refusal {
+    Refusal::new(
+        413,
+        "body-too-large",
+        "Request body too large",
+        format!("this route accepts request bodies of at most {max} bytes"),
+    )
+    .close()
+}
+
+/// A request id worth keeping: 1 to 128 printable characters, no spaces.
+fn request_id_ok(id: &[u8]) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:+/=~".contains(b))
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = Ctx;
+
+    fn new_ctx(&self) -> Ctx {
+        Ctx::new(self.shared.policy.load_full())
+    }
+
+    /// No downstream modules: fairgate does not compress, and Pingora's
+    /// default (disabled) compression module still costs per request.
+    fn init_downstream_modules(&self, _modules: &mut HttpModules) {}
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
+        ctx.request_id = match session.req_header().headers.get(X_REQUEST_ID) {
+            Some(v) if request_id_ok(v.as_bytes()) => {
+                String::from_utf8_lossy(v.as_bytes()).into_owned()
+            }
+            _ => uuid::Uuid::new_v4().simple().to_string(),
+        };
+        self.client_ip(session, ctx);
+        match self.admit(session, ctx).await {
+            Ok(()) => Ok(false),
+            Err(refusal) => {
+                ctx.refused = Some(refusal.status);
+                refusal.send(session, &ctx.request_id).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if let Some(chunk) = body {
+            ctx.request_body_bytes += chunk.len() as u64;
+        }
+        if let Some(max) = ctx.route().and_then(|r| r.max_body) {
+            if ctx.request_body_bytes > max {
+                return Error::e_explain(ErrorType::HTTPStatus(413), "request body over max_body");
+            }
+        }
+        Ok(())
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+        let route = ctx
+            .route()
+            .ok_or_else(|| Error::new(ErrorType::InternalError))?;
+        let pool = ctx
+            .policy
+            .pools
+            .get(&route.upstream)
+            .ok_or_else(|| Error::explain(ErrorType::InternalError, "upstream pool missing"))?;
+        let peer = pool
+            .peer()
+            .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "no upstream target"))?;
+        ctx.upstream_started.get_or_insert_with(Instant::now);
+        Ok(Box::new(peer))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let config = &ctx.policy.config;
+        let ids = &config.identity_headers;
+        for name in [&ids.tenant, &ids.user, &ids.plan] {
+            upstream.remove_header(name);
+        }
+        let route = ctx
+            .route()
+            .ok_or_else(|| Error::new(ErrorType::InternalError))?;
+        if !route.forward_authorization {
+            upstream.remove_header(&http::header::AUTHORIZATION);
+        }
+
+        let peer = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        let forwarded_for = match upstream.headers.get("x-forwarded-for") {
+            Some(v) if ctx.peer_trusted => {
+                format!("{}, {peer}", String::from_utf8_lossy(v.as_bytes()))
+            }
+            _ => peer,
+        };
+        upstream.insert_header("x-forwarded-for", forwarded_for)?;
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        if !(ctx.peer_trusted && upstream.headers.contains_key("x-forwarded-proto")) {
+            upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
+        }
+        if !(ctx.peer_trusted && upstream.headers.contains_key("x-forwarded-host")) {
+            let host = session
+                .req_header()
+                .headers
+                .get(http::header::HOST)
+                .cloned()
+                .or_else(|| {
+                    session
+                        .req_header()
+                        .uri
+                        .authority()
+                        .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+                });
+            match host {
+                Some(h) => upstream.insert_header("x-forwarded-host", h)?,
+                None => {
+                    upstream.remove_header("x-forwarded-host");
+                }
+            }
+        }
+        upstream.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+
+        if let Some(prefix) = &route.strip_prefix {
+            let path = upstream.uri.path();
+            if let Some(rest) = path.strip_prefix(prefix.as_str()) {
+                if rest.is_empty() || rest.starts_with('/') {
+                    let rest = if rest.is_empty() { "/" } else { rest };
+                    let uri = match upstream.uri.query() {
+                        Some(q) => format!("{rest}?{q}"),
+                        None => rest.to_string(),
+                    };
+                    let uri = uri.parse().map_err(|_| {
+                        Error::explain(ErrorType::InternalError, "bad rewritten uri")
+                    })?;
+                    upstream.set_uri(uri);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+        Ok(())
+    }
+
+    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        use ErrorType::*;
+        let refusal = match e.etype() {
+            HTTPStatus(413) => {
+                let max = ctx.route().and_then(|r| r.max_body).unwrap_or(0);
+                Some(body_too_large(max))
+            }
+            HTTPStatus(code) => Some(Refusal::new(
+                *code,
+                "error",
+                "Error",
+                "the gateway refused this request",
+            )),
+            ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout
+                if e.esource() == &ErrorSource::Upstream =>
+            {
+                Some(Refusal::gateway_timeout())
+            }
+            _ if e.esource() == &ErrorSource::Upstream => Some(Refusal::bad_gateway(
+                "the upstream refused or reset the connection",
+            )),
+            ReadError | WriteError | ConnectionClosed => None,
+            _ if e.esource() == &ErrorSource::Downstream => Some(Refusal::new(
+                400,
+                "bad-request",
+                "Bad request",
+                "the request could not be read",
+            )),
+            _ => Some(Refusal::new(
+                500,
+                "internal",
+                "Internal error",
+                "the gateway failed",
+            )),
+        };
+        // Once the response has started, nothing but closing is possible.
+        if let Some(written) = session.response_written() {
+            return FailToProxy {
+                error_code: written.status.as_u16(),
+                can_reuse_downstream: false,
+            };
+        }
+        let code = match refusal {
+            Some(refusal) => {
+                ctx.refused = Some(refusal.status);
+                let refusal = refusal.close();
+                if let Err(err) = refusal.send(session, &ctx.request_id).await {
+                    tracing::debug!(error = %err, "could not send error response");
+                }
+                refusal.status
+            }
+            None => 0,
+        };
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
+    }
+
+    async fn logging(&self, session: &mut Session, error: Option<&Error>, ctx: &mut Ctx) {
+        let status = session
+            .response_written()
+            .map(|r| r.status.as_u16())
+            .or(ctx.refused)
+            .unwrap_or(0);
+        let route = ctx.route_label();
+        let elapsed = ctx.started.elapsed();
+        METRICS
+            .requests
+            .with_label_values(&[route, status_class(status)])
+            .inc();
+        METRICS
+            .request_duration
+            .with_label_values(&[route])
+            .observe(elapsed.as_secs_f64());
+        if let Some(t) = ctx.upstream_started {
+            METRICS
+                .upstream_duration
+                .with_label_values(&[route])
+                .observe(t.elapsed().as_secs_f64());
+        }
+        let req = session.req_header();
+        tracing::info!(
+            target: "access",
+            route,
+            method = %req.method,
+            path = req.uri.path(),
+            status,
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            tenant = ctx.tenant.as_deref().unwrap_or("-"),
+            decision = ctx.decision,
+            client = %ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+            request_id = %ctx.request_id,
+            error = error.map(|e| e.etype().as_str()).unwrap_or(""),
+        );
+    }
+}

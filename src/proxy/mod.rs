@@ -1,0 +1,42 @@
+//! The proxy: Pingora phases (`gateway`), route choice (`route`), the request
+//! context (`ctx`), upstream pools (`upstream`) and error responses
+//! (`respond`).
+
+pub mod ctx;
+pub mod gateway;
+pub mod respond;
+pub mod route;
+pub mod upstream;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::config::Config;
+
+/// One immutable policy: a validated config and what was built from it.
+pub struct Policy {
+    pub config: Config,
+    pub pools: HashMap<String, Arc<upstream::Pool>>,
+    pub generation: u64,
+}
+
+impl Policy {
+    pub fn build(config: Config, generation: u64) -> Result<Self, String> {
+        let pools = upstream::build_pools(&config)?;
+        Ok(Policy {
+            config,
+            pools,
+            generation,
+        })
+    }
+}
+
+/// State shared by the proxy, the admin listener and background tasks.
+pub struct Shared {
+    pub policy: ArcSwap<Policy>,
+    /// Listeners are up and the process is not shutting down.
+    pub ready: AtomicBool,
+}

@@ -1,0 +1,111 @@
+//! The one place gateway-made errors become a status, headers and an
+//! `application/problem+json` body (RFC 9457). Bodies never echo a token,
+//! name a key or another tenant.
+
+use bytes::Bytes;
+use http::header::HeaderName;
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use pingora::Result;
+use serde_json::{json, Map, Value};
+
+/// A response the gateway makes itself instead of forwarding.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub status: u16,
+    /// A short slug; the problem `type` is `urn:fairgate:problem:<slug>`.
+    pub slug: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+    pub headers: Vec<(HeaderName, String)>,
+    /// Extra members of the problem object, e.g. `limit`, `retry_after_ms`.
+    pub extra: Map<String, Value>,
+    /// Close the connection after answering (the request body was not read).
+    pub close: bool,
+}
+
+impl Refusal {
+    pub fn new(
+        status: u16,
+        slug: &'static str,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Refusal {
+            status,
+            slug,
+            title,
+            detail: detail.into(),
+            headers: Vec::new(),
+            extra: Map::new(),
+            close: false,
+        }
+    }
+
+    pub fn header(mut self, name: HeaderName, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    pub fn extra(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_string(), value);
+        self
+    }
+
+    pub fn close(mut self) -> Self {
+        self.close = true;
+        self
+    }
+
+    pub fn not_found() -> Self {
+        Refusal::new(404, "no-route", "No route", "no route matches this request")
+    }
+
+    pub fn bad_gateway(detail: &str) -> Self {
+        Refusal::new(502, "upstream-unavailable", "Bad gateway", detail)
+    }
+
+    pub fn gateway_timeout() -> Self {
+        Refusal::new(
+            504,
+            "upstream-timeout",
+            "Gateway timeout",
+            "the upstream did not answer in time",
+        )
+    }
+
+    pub fn body(&self, request_id: &str) -> Bytes {
+        let mut obj = Map::new();
+        obj.insert(
+            "type".into(),
+            json!(format!("urn:fairgate:problem:{}", self.slug)),
+        );
+        obj.insert("title".into(), json!(self.title));
+        obj.insert("status".into(), json!(self.status));
+        obj.insert("detail".into(), json!(self.detail));
+        for (k, v) in &self.extra {
+            obj.insert(k.clone(), v.clone());
+        }
+        obj.insert("request_id".into(), json!(request_id));
+        Bytes::from(Value::Object(obj).to_string())
+    }
+
+    /// Writes the whole response to the client.
+    pub async fn send(&self, session: &mut Session, request_id: &str) -> Result<()> {
+        let body = self.body(request_id);
+        let mut resp = ResponseHeader::build(self.status, Some(4 + self.headers.len()))?;
+        resp.insert_header(http::header::CONTENT_TYPE, "application/problem+json")?;
+        resp.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+        resp.insert_header("x-request-id", request_id)?;
+        for (name, value) in &self.headers {
+            resp.append_header(name.clone(), value.as_str())?;
+        }
+        if self.close {
+            resp.insert_header(http::header::CONNECTION, "close")?;
+            session.set_keepalive(None);
+        }
+        session.write_response_header(Box::new(resp), false).await?;
+        session.write_response_body(Some(body), true).await?;
+        Ok(())
+    }
+}

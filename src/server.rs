@@ -1,0 +1,189 @@
+//! Builds the Pingora server from a validated config: the proxy listeners
+//! (plain and TLS), the admin listener and one background task that runs
+//! health checks, reloads on SIGHUP and drains on shutdown.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use pingora::listeners::tls::TlsSettings;
+use pingora::server::configuration::ServerConf;
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
+use pingora::services::background::{background_service, BackgroundService};
+use pingora::services::listening::Service;
+
+use crate::admin::Admin;
+use crate::config::Config;
+use crate::metrics::METRICS;
+use crate::proxy::gateway::Gateway;
+use crate::proxy::{Policy, Shared};
+
+/// Runs the gateway until a shutdown signal; `config_path` is re-read on SIGHUP.
+pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
+    let server_cfg = config.server.clone();
+    let admin_listen = config.admin.listen;
+    let policy = Policy::build(config, 1)?;
+    let shared = Arc::new(Shared {
+        policy: ArcSwap::from_pointee(policy),
+        ready: Default::default(),
+    });
+    METRICS.config_reloads.with_label_values(&["ok"]).inc();
+    METRICS.config_generation.set(1);
+
+    let grace = server_cfg.shutdown_grace;
+    let conf = ServerConf {
+        threads: server_cfg.threads,
+        // Backstops only: the drain task below exits as soon as requests finish.
+        grace_period_seconds: Some(grace.as_secs() + 1),
+        graceful_shutdown_timeout_seconds: Some(1),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        Gateway {
+            shared: shared.clone(),
+        },
+        "fairgate proxy",
+    );
+    let mut listening: Vec<SocketAddr> = server_cfg.listen.clone();
+    for addr in &server_cfg.listen {
+        proxy.add_tcp(&addr.to_string());
+    }
+    if let Some(tls) = &server_cfg.tls {
+        let mut settings = TlsSettings::intermediate(
+            &tls.cert.display().to_string(),
+            &tls.key.display().to_string(),
+        )
+        .map_err(|e| format!("server.tls: cannot load certificate or key: {e}"))?;
+        settings.enable_h2();
+        proxy.add_tls_with_settings(&tls.listen.to_string(), None, settings);
+        listening.push(tls.listen);
+    }
+    server.add_service(proxy);
+
+    if let Some(addr) = admin_listen {
+        let mut admin = Service::new(
+            "fairgate admin".to_string(),
+            Admin {
+                shared: shared.clone(),
+            },
+        );
+        admin.add_tcp(&addr.to_string());
+        server.add_service(admin);
+        listening.push(addr);
+    }
+
+    server.add_service(background_service(
+        "fairgate supervisor",
+        Supervisor {
+            shared,
+            config_path,
+            listening,
+            grace,
+        },
+    ));
+    server.run(RunArgs {
+        shutdown_signal: Box::new(Signals),
+    });
+    Ok(())
+}
+
+/// SIGTERM and SIGINT both mean: stop accepting, drain, exit 0.
+struct Signals;
+
+#[async_trait]
+impl ShutdownSignalWatch for Signals {
+    async fn recv(&self) -> ShutdownSignal {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        tokio::select! {
+            _ = term.recv() => tracing::info!(signal = "SIGTERM", "fairgate.stopping"),
+            _ = int.recv() => tracing::info!(signal = "SIGINT", "fairgate.stopping"),
+        }
+        ShutdownSignal::GracefulTerminate
+    }
+}
+
+struct Supervisor {
+    shared: Arc<Shared>,
+    config_path: Option<PathBuf>,
+    listening: Vec<SocketAddr>,
+    grace: Duration,
+}
+
+impl Supervisor {
+    /// Ready once every listener accepts connections.
+    async fn wait_listeners(&self) {
+        for addr in &self.listening {
+            let mut target = *addr;
+            if target.ip().is_unspecified() {
+                target.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            for _ in 0..500 {
+                if tokio::net::TcpStream::connect(target).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        self.shared.ready.store(true, Ordering::Release);
+        let addrs: Vec<String> = self.listening.iter().map(|a| a.to_string()).collect();
+        tracing::info!(listen = ?addrs, "fairgate.ready");
+    }
+
+    fn health_checks(&self, last: &mut HashMap<String, Instant>) {
+        let policy = self.shared.policy.load();
+        for (name, pool) in &policy.pools {
+            let due = last
+                .get(name)
+                .is_none_or(|t| t.elapsed() >= pool.health_interval());
+            if due {
+                last.insert(name.clone(), Instant::now());
+                let pool = pool.clone();
+                tokio::spawn(async move { pool.health_check().await });
+            }
+        }
+    }
+
+    /// Waits for in-flight requests, up to the grace, then ends the process.
+    async fn drain(&self) -> ! {
+        self.shared.ready.store(false, Ordering::Release);
+        let deadline = Instant::now() + self.grace;
+        while METRICS.in_flight.get() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::info!(abandoned = METRICS.in_flight.get(), "fairgate.stopped");
+        std::process::exit(0);
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Supervisor {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+        self.wait_listeners().await;
+        let mut last_checks = HashMap::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => self.drain().await,
+                _ = hangup.recv() => {
+                    if let Some(path) = &self.config_path {
+                        let _ = crate::config::reload::reload(&self.shared, path);
+                    }
+                }
+                _ = tick.tick() => self.health_checks(&mut last_checks),
+            }
+        }
+    }
+}
