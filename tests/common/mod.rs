@@ -1,0 +1,352 @@
+//! The test harness: real processes on ephemeral loopback ports. An echo
+//! upstream (fairgate's own `echo` module), the gateway binary with a config
+//! written to a temporary directory, and `redis-server`. Everything started
+//! here is ended by PID when its handle drops.
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use fairgate::echo::Stats;
+
+/// A loopback address with a port that was free a moment ago.
+pub fn free_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr")
+}
+
+/// Polls `cond` every 20 ms until it holds or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The echo upstream, serving on the test's runtime.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub stats: Arc<Stats>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let stats = Arc::new(Stats::default());
+        let addr = fairgate::echo::serve("127.0.0.1:0".parse().unwrap(), stats.clone())
+            .await
+            .expect("start echo upstream");
+        Upstream { addr, stats }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.stats.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A plain HTTP client that never uses a proxy from the environment.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
+/// The gateway binary running one config.
+pub struct Gateway {
+    child: Option<Child>,
+    pub listen: SocketAddr,
+    pub admin: SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+pub struct GatewayOptions {
+    pub env: Vec<(String, String)>,
+    /// Wait for `/readyz` before returning.
+    pub wait_ready: bool,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions {
+            env: Vec::new(),
+            wait_ready: true,
+        }
+    }
+}
+
+impl Gateway {
+    /// Starts the gateway with `yaml`, where `$LISTEN`, `$ADMIN` and `$DIR`
+    /// are replaced by a free proxy address, a free admin address and the
+    /// config's directory.
+    pub async fn start(yaml: &str) -> Gateway {
+        Self::start_with(yaml, GatewayOptions::default()).await
+    }
+
+    pub async fn start_with(yaml: &str, options: GatewayOptions) -> Gateway {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let listen = free_addr();
+        let admin = free_addr();
+        let text = yaml
+            .replace("$LISTEN", &listen.to_string())
+            .replace("$ADMIN", &admin.to_string())
+            .replace("$DIR", &dir.path().display().to_string());
+        let config = dir.path().join("fairgate.yaml");
+        std::fs::write(&config, text).expect("write config");
+        let log = dir.path().join("gateway.log");
+        let mut gw = Gateway {
+            child: None,
+            listen,
+            admin,
+            dir,
+            log,
+        };
+        gw.spawn(&options);
+        if options.wait_ready {
+            gw.wait_ready().await;
+        }
+        gw
+    }
+
+    fn spawn(&mut self, options: &GatewayOptions) {
+        let out = std::fs::File::create(&self.log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairgate"));
+        cmd.arg("serve")
+            .arg("-c")
+            .arg(self.config_path())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        for (k, v) in &options.env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn the fairgate binary"));
+    }
+
+    pub async fn wait_ready(&mut self) {
+        let url = format!("http://{}/readyz", self.admin);
+        let c = client();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = c.get(&url).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("gateway exited with {status} before ready:\n{}", self.logs());
+            }
+            assert!(Instant::now() < deadline, "gateway not ready in 30 s:\n{}", self.logs());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("fairgate.yaml")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.listen, path)
+    }
+
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The gateway's log lines, parsed as JSON; non-JSON lines are skipped.
+    pub fn log_lines(&self) -> Vec<serde_json::Value> {
+        self.logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Peak resident memory (VmHWM) in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        proc_status_kib(self.pid(), "VmHWM:")
+    }
+
+    pub fn signal(&self, signal: i32) {
+        let rc = unsafe { libc::kill(self.pid() as i32, signal) };
+        assert_eq!(rc, 0, "kill({}) failed", self.pid());
+    }
+
+    /// Waits up to `within` for the process to exit.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Body of `GET /metrics` on the admin listener.
+    pub async fn metrics(&self) -> String {
+        client()
+            .get(self.admin_url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .expect("field in /proc status")
+}
+
+/// A value from a metrics text: the sample whose name and labels start with `prefix`.
+pub fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// `redis-server` on a free loopback port, with persistence off.
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn redis_server_binary() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("redis-server"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "redis-server not found on PATH. These tests need a real Redis: \
+             install it with `apt-get install -y redis-server` (Debian/Ubuntu)"
+        )
+    })
+}
+
+impl Redis {
+    pub async fn start() -> Redis {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra: &[&str]) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_addr().port();
+        let child = Self::spawn(dir.path(), port, extra);
+        let redis = Redis { child, port, dir };
+        redis.wait_up().await;
+        redis
+    }
+
+    fn spawn(dir: &Path, port: u16, extra: &[&str]) -> Child {
+        let mut cmd = Command::new(redis_server_binary());
+        cmd.args(["--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--dir", &dir.display().to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd.spawn().expect("spawn redis-server")
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub async fn wait_up(&self) {
+        let port = self.port;
+        let up = eventually(Duration::from_secs(10), || async move {
+            redis_cli(port, &["PING"]).is_some_and(|o| o.trim() == "PONG")
+        })
+        .await;
+        assert!(up, "redis-server on port {port} did not answer PING");
+    }
+
+    /// Runs one command with `redis-cli` and returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        redis_cli(self.port, args).expect("redis-cli")
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Sends raw bytes on a new connection and returns everything read until
+/// the server closes it (send `Connection: close`).
+pub async fn raw_http(addr: SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
