@@ -33,6 +33,24 @@ pub enum Command {
     },
     /// A self-contained tour on 127.0.0.1:8080 with a built-in echo upstream.
     Demo,
+    /// Print a JWT signed with the config's HS key, for development and tests.
+    Token {
+        #[arg(short, long, env = "FAIRGATE_CONFIG")]
+        config: PathBuf,
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        plan: Option<String>,
+        /// Lifetime, e.g. 15m, 1h, 1d.
+        #[arg(long, default_value = "1h", value_parser = parse_ttl)]
+        ttl: std::time::Duration,
+    },
+}
+
+fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
+    crate::config::file::parse_duration(text)
 }
 
 pub fn init_logging() {
@@ -56,6 +74,47 @@ pub fn main(cli: Cli) -> i32 {
         Command::Check { config } => check(&config),
         Command::Serve { config } => serve(&config),
         Command::Demo => demo(),
+        Command::Token {
+            config,
+            tenant,
+            user,
+            plan,
+            ttl,
+        } => token(&config, &tenant, user.as_deref(), plan.as_deref(), ttl),
+    }
+}
+
+fn token(
+    path: &Path,
+    tenant: &str,
+    user: Option<&str>,
+    plan: Option<&str>,
+    ttl: std::time::Duration,
+) -> i32 {
+    let loaded = match Config::load(path) {
+        Ok(loaded) => loaded,
+        Err(problems) => {
+            eprint!("{problems}");
+            return 1;
+        }
+    };
+    let Some(auth) = &loaded.config.auth else {
+        eprintln!("{}: no `auth` section to sign with", path.display());
+        return 1;
+    };
+    if !crate::auth::tenant_id_ok(tenant) {
+        eprintln!("--tenant must match [A-Za-z0-9._@-]{{1,128}}");
+        return 1;
+    }
+    match crate::auth::mint(auth, tenant, user, plan, ttl) {
+        Ok(token) => {
+            println!("{token}");
+            0
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            1
+        }
     }
 }
 
@@ -71,9 +130,6 @@ fn check(path: &Path) -> i32 {
         }
         Err(problems) => {
             for line in problems.render_errors() {
-                println!("{line}");
-            }
-            for line in problems.render_warnings() {
                 println!("{line}");
             }
             1

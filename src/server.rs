@@ -28,6 +28,16 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
     let server_cfg = config.server.clone();
     let admin_listen = config.admin.listen;
     let policy = Policy::build(config, 1)?;
+    if let Some(verifier) = &policy.verifier {
+        if !verifier.remote.is_empty() {
+            // First JWKS fetch before serving, so valid tokens pass from the start.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(verifier.refresh_remote(true));
+        }
+    }
     let shared = Arc::new(Shared {
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
@@ -179,10 +189,15 @@ impl BackgroundService for Supervisor {
                 _ = shutdown.changed() => self.drain().await,
                 _ = hangup.recv() => {
                     if let Some(path) = &self.config_path {
-                        let _ = crate::config::reload::reload(&self.shared, path);
+                        let _ = crate::config::reload::reload(&self.shared, path).await;
                     }
                 }
-                _ = tick.tick() => self.health_checks(&mut last_checks),
+                _ = tick.tick() => {
+                    self.health_checks(&mut last_checks);
+                    if let Some(verifier) = self.shared.policy.load().verifier.clone() {
+                        tokio::spawn(async move { verifier.refresh_remote(false).await });
+                    }
+                }
             }
         }
     }

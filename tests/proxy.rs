@@ -175,7 +175,10 @@ async fn forwarded_headers_and_request_ids() {
     assert_eq!(returned.len(), 32);
     assert!(returned.bytes().all(|b| b.is_ascii_hexdigit()));
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["headers"]["x-request-id"], serde_json::json!([returned]));
+    assert_eq!(
+        body["headers"]["x-request-id"],
+        serde_json::json!([returned])
+    );
 
     // No id at all: generated.
     let r = c.get(gw.url("/x")).send().await.unwrap();
@@ -208,15 +211,24 @@ async fn trusted_proxy_chain_gives_the_client_address() {
         body["headers"]["x-forwarded-for"],
         serde_json::json!(["203.0.113.7, 10.1.2.3, 127.0.0.1"])
     );
-    assert_eq!(body["headers"]["x-forwarded-proto"], serde_json::json!(["https"]));
+    assert_eq!(
+        body["headers"]["x-forwarded-proto"],
+        serde_json::json!(["https"])
+    );
     // The access log names the right-most untrusted hop as the client.
     let found = eventually(Duration::from_secs(5), || async {
         gw.log_lines().iter().any(|l| {
-            l["request_id"] == "trusted-chain" && l["client"] == "203.0.113.7" && l["route"] == "api"
+            l["request_id"] == "trusted-chain"
+                && l["client"] == "203.0.113.7"
+                && l["route"] == "api"
         })
     })
     .await;
-    assert!(found, "no access line with client 203.0.113.7:\n{}", gw.logs());
+    assert!(
+        found,
+        "no access line with client 203.0.113.7:\n{}",
+        gw.logs()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -288,11 +300,19 @@ async fn dot_segments_are_refused() {
 "#;
     let gw = Gateway::start(&base(&a, &b, "", routes)).await;
     // HTTP clients normalise dot segments away, so write the request by hand.
-    for path in ["/public/../admin", "/public/%2e%2E/admin", "/a/%2e/b", "/x%2F..%2Fadmin"] {
+    for path in [
+        "/public/../admin",
+        "/public/%2e%2E/admin",
+        "/a/%2e/b",
+        "/x%2F..%2Fadmin",
+    ] {
         let raw = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         let response = raw_http(gw.listen, &raw).await;
         assert!(response.starts_with("HTTP/1.1 400"), "{path}: {response}");
-        assert!(response.contains("application/problem+json"), "{path}: {response}");
+        assert!(
+            response.contains("application/problem+json"),
+            "{path}: {response}"
+        );
     }
     assert_eq!(a.requests(), 0);
 }
@@ -305,23 +325,36 @@ async fn max_body_refuses_declared_and_streamed_bodies() {
 "#;
     let gw = Gateway::start(&base(&a, &b, "", routes)).await;
     let c = client();
-    let r = c.post(gw.url("/x")).body(vec![b'a'; 1024]).send().await.unwrap();
+    let r = c
+        .post(gw.url("/x"))
+        .body(vec![b'a'; 1024])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["body_bytes"], 1024);
 
     // Declared too large: refused before any byte goes upstream.
-    let r = c.post(gw.url("/x")).body(vec![b'a'; 1025]).send().await.unwrap();
+    let r = c
+        .post(gw.url("/x"))
+        .body(vec![b'a'; 1025])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 413);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["type"], "urn:fairgate:problem:body-too-large");
     assert_eq!(a.requests(), 1);
 
     // Chunked, no length: refused once the count passes the limit.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..4).map(|_| Ok(vec![b'a'; 512])).collect();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..4).map(|_| Ok(vec![b'a'; 512])).collect();
     let r = c
         .post(gw.url("/x"))
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
         .send()
         .await
         .unwrap();
@@ -341,9 +374,8 @@ async fn gigabyte_bodies_stream_in_bounded_memory() {
     let c = client();
 
     let chunk = bytes::Bytes::from(vec![b'u'; 1 << 20]);
-    let stream = futures_util::stream::iter(
-        (0..1024).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
-    );
+    let stream =
+        futures_util::stream::iter((0..1024).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
     let r = c
         .post(gw.url("/upload"))
         .header("content-length", GIB.to_string())
@@ -368,7 +400,10 @@ async fn gigabyte_bodies_stream_in_bounded_memory() {
     assert_eq!(received, GIB);
 
     let peak = gw.peak_rss_kib();
-    assert!(peak < 64 * 1024, "gateway peak RSS {peak} KiB is over 64 MiB");
+    assert!(
+        peak < 64 * 1024,
+        "gateway peak RSS {peak} KiB is over 64 MiB"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -429,10 +464,9 @@ async fn tls_listener_speaks_http1_and_http2() {
         r#"tls: {{listen: "{tls_addr}", cert: "{fixtures}/gw.pem", key: "{fixtures}/gw.key"}}"#
     );
     let _gw = Gateway::start(&base(&a, &b, &server, routes)).await;
-    let cert = reqwest::Certificate::from_pem(
-        &std::fs::read(format!("{fixtures}/ca.pem")).unwrap(),
-    )
-    .unwrap();
+    let cert =
+        reqwest::Certificate::from_pem(&std::fs::read(format!("{fixtures}/ca.pem")).unwrap())
+            .unwrap();
     let url = format!("https://localhost:{}/tls", tls_addr.port());
 
     let h2 = reqwest::Client::builder()
@@ -445,7 +479,10 @@ async fn tls_listener_speaks_http1_and_http2() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.version(), reqwest::Version::HTTP_2);
     let body: Value = r.json().await.unwrap();
-    assert_eq!(body["headers"]["x-forwarded-proto"], serde_json::json!(["https"]));
+    assert_eq!(
+        body["headers"]["x-forwarded-proto"],
+        serde_json::json!(["https"])
+    );
 
     let h1 = reqwest::Client::builder()
         .no_proxy()
@@ -477,10 +514,16 @@ async fn sigterm_drains_in_flight_requests_then_exits_zero() {
     assert!(started, "the slow request never reached the upstream");
     let sent = Instant::now();
     gw.signal(libc::SIGTERM);
-    let response = slow.await.unwrap().expect("the in-flight request completes");
+    let response = slow
+        .await
+        .unwrap()
+        .expect("the in-flight request completes");
     assert_eq!(response.status(), 200);
     // The grace is 5 s; the process leaves as soon as the request is done.
-    let status = gw.wait_exit(Duration::from_secs(5)).await.expect("exited within the grace");
+    let status = gw
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("exited within the grace");
     assert_eq!(status.code(), Some(0), "{}", gw.logs());
     assert!(sent.elapsed() < Duration::from_secs(5));
 }
@@ -503,7 +546,10 @@ async fn sigterm_gives_up_on_requests_longer_than_the_grace() {
     .await;
     assert!(started);
     gw.signal(libc::SIGTERM);
-    let status = gw.wait_exit(Duration::from_secs(4)).await.expect("exited after the grace");
+    let status = gw
+        .wait_exit(Duration::from_secs(4))
+        .await
+        .expect("exited after the grace");
     assert_eq!(status.code(), Some(0));
 }
 
@@ -528,16 +574,25 @@ async fn admin_reports_health_readiness_and_metrics() {
 
     let m = gw.metrics().await;
     assert_eq!(
-        metric(&m, r#"fairgate_requests_total{route="api",status_class="2xx"}"#),
+        metric(
+            &m,
+            r#"fairgate_requests_total{route="api",status_class="2xx"}"#
+        ),
         Some(3.0),
         "{m}"
     );
     assert_eq!(
-        metric(&m, r#"fairgate_requests_total{route="none",status_class="4xx"}"#),
+        metric(
+            &m,
+            r#"fairgate_requests_total{route="none",status_class="4xx"}"#
+        ),
         Some(1.0)
     );
     assert_eq!(
-        metric(&m, r#"fairgate_upstream_duration_seconds_count{route="api"}"#),
+        metric(
+            &m,
+            r#"fairgate_upstream_duration_seconds_count{route="api"}"#
+        ),
         Some(3.0)
     );
     assert_eq!(metric(&m, "fairgate_config_generation"), Some(1.0));
@@ -566,7 +621,10 @@ async fn one_json_access_line_per_request() {
     .await;
     assert!(found, "{}", gw.logs());
     let lines = gw.log_lines();
-    let line = lines.iter().find(|l| l["request_id"] == "access-1").unwrap();
+    let line = lines
+        .iter()
+        .find(|l| l["request_id"] == "access-1")
+        .unwrap();
     assert_eq!(line["target"], "access");
     assert_eq!(line["route"], "api");
     assert_eq!(line["status"], 200);

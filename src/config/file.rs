@@ -15,6 +15,9 @@ use super::error::Problems;
 pub struct At<'a> {
     pub node: &'a Node,
     pub path: String,
+    /// Where the key naming this node starts (for mappings and lists, whose
+    /// own span starts at their first child).
+    pub key_pos: (usize, usize),
 }
 
 impl<'a> At<'a> {
@@ -22,14 +25,16 @@ impl<'a> At<'a> {
         At {
             node,
             path: String::new(),
+            key_pos: (1, 1),
         }
     }
 
-    /// A value under this mapping, at `key`.
-    pub fn child(&self, key: &str, node: &'a Node) -> At<'a> {
+    /// A value under this mapping, at `key`, whose key starts at `key_pos`.
+    pub fn child(&self, key: &str, node: &'a Node, key_pos: (usize, usize)) -> At<'a> {
         At {
             node,
             path: join(&self.path, key),
+            key_pos,
         }
     }
 
@@ -38,6 +43,16 @@ impl<'a> At<'a> {
         At {
             node,
             path: format!("{}[{index}]", self.path),
+            key_pos: position(node),
+        }
+    }
+
+    /// Where to report a problem with this node as a whole: a scalar at its
+    /// value, a mapping or list at the key that names it.
+    pub fn pos(&self) -> (usize, usize) {
+        match self.node {
+            Node::Scalar(_) => position(self.node),
+            _ => self.key_pos,
         }
     }
 }
@@ -81,15 +96,15 @@ pub fn parse(text: &str, problems: &mut Problems) -> Option<Node> {
 /// The known fields of one mapping.
 pub struct Fields<'a> {
     pub at: At<'a>,
-    entries: Vec<(&'a str, &'a Node)>,
+    entries: Vec<(&'a str, &'a Node, (usize, usize))>,
 }
 
 impl<'a> Fields<'a> {
     pub fn get(&self, key: &str) -> Option<At<'a>> {
         self.entries
             .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(k, node)| self.at.child(k, node))
+            .find(|(k, _, _)| *k == key)
+            .map(|(k, node, pos)| self.at.child(k, node, *pos))
     }
 }
 
@@ -109,7 +124,7 @@ pub fn join(path: &str, key: &str) -> String {
 impl Reader<'_> {
     pub fn error(&mut self, at: &At<'_>, code: &'static str, message: impl std::fmt::Display) {
         self.problems
-            .push(position(at.node), code, format!("{}: {message}", at.path));
+            .push(at.pos(), code, format!("{}: {message}", at.path));
     }
 
     pub fn error_value(
@@ -123,26 +138,34 @@ impl Reader<'_> {
             None => at.path.to_string(),
         };
         self.problems
-            .push(position(at.node), code, format!("{shown}: {message}"));
+            .push(at.pos(), code, format!("{shown}: {message}"));
     }
 
     /// The entries of a mapping, after reporting every key not in `allowed`.
     pub fn mapping<'a>(&mut self, at: &At<'a>, allowed: &[&str]) -> Option<Fields<'a>> {
+        if is_null(at.node) {
+            return Some(Fields {
+                at: at.clone(),
+                entries: Vec::new(),
+            });
+        }
         let Some(map) = at.node.as_mapping() else {
             self.error(at, "config.type_invalid", "expected a mapping");
             return None;
         };
         let mut entries = Vec::new();
         for (key, value) in map.iter() {
+            let key_pos = key
+                .span()
+                .start()
+                .map(|m| (m.line(), m.column()))
+                .unwrap_or((1, 1));
             if allowed.contains(&key.as_str()) {
-                entries.push((key.as_str(), value));
+                entries.push((key.as_str(), value, key_pos));
             } else {
                 let path = join(&at.path, key.as_str());
                 self.problems.push(
-                    key.span()
-                        .start()
-                        .map(|m| (m.line(), m.column()))
-                        .unwrap_or((1, 1)),
+                    key_pos,
                     "config.unknown_field",
                     format!(
                         "{path}: unknown field; expected one of {}",
@@ -158,7 +181,7 @@ impl Reader<'_> {
     }
 
     /// Every entry of a mapping whose keys are names chosen by the operator.
-    pub fn named<'a>(&mut self, at: &At<'a>) -> Vec<(&'a str, &'a Node, (usize, usize))> {
+    pub fn named<'a>(&mut self, at: &At<'a>) -> Vec<(&'a str, At<'a>)> {
         let Some(map) = at.node.as_mapping() else {
             if !is_null(at.node) {
                 self.error(at, "config.type_invalid", "expected a mapping");
@@ -172,7 +195,7 @@ impl Reader<'_> {
                     .start()
                     .map(|m| (m.line(), m.column()))
                     .unwrap_or((1, 1));
-                (k.as_str(), v, pos)
+                (k.as_str(), at.child(k.as_str(), v, pos))
             })
             .collect()
     }
@@ -180,6 +203,7 @@ impl Reader<'_> {
     pub fn sequence<'a>(&mut self, at: &At<'a>) -> Vec<&'a Node> {
         match at.node {
             Node::Sequence(seq) => seq.iter().collect(),
+            _ if is_null(at.node) => Vec::new(),
             _ => {
                 self.error(at, "config.type_invalid", "expected a list");
                 Vec::new()

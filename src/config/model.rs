@@ -13,7 +13,7 @@ use ipnet::IpNet;
 use marked_yaml::Node;
 
 use super::error::Problems;
-use super::file::{self, join, position, At, Reader};
+use super::file::{self, join, At, Reader};
 
 /// A whole, validated configuration file.
 #[derive(Debug, Clone, PartialEq)]
@@ -345,7 +345,7 @@ impl Config {
 
 fn missing(r: &mut Reader<'_>, parent: &At<'_>, key: &str) {
     r.problems.push(
-        position(parent.node),
+        parent.pos(),
         "config.missing_field",
         format!("{}: required", join(&parent.path, key)),
     );
@@ -396,8 +396,8 @@ fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
         .map(|at| {
             r.named(&at)
                 .into_iter()
-                .filter_map(|(name, node, _)| {
-                    let limit = limit(r, &at.child(name, node), name)?;
+                .filter_map(|(name, item)| {
+                    let limit = limit(r, &item, name)?;
                     Some((name.to_string(), limit))
                 })
                 .collect()
@@ -409,14 +409,29 @@ fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
         .map(|at| {
             r.named(&at)
                 .into_iter()
-                .filter_map(|(name, node, _)| {
-                    let c = concurrency(r, &at.child(name, node), name)?;
+                .filter_map(|(name, item)| {
+                    let c = concurrency(r, &item, name)?;
                     Some((name.to_string(), c))
                 })
                 .collect()
         })
         .unwrap_or_default();
-    let tenants = tenants(r, top.get("tenants"), &limits);
+    // Names declared in the file, valid or not, so that a broken limit is
+    // reported once where it is defined, not again at every use.
+    let declared = |key: &str| -> BTreeSet<String> {
+        top.get(key)
+            .and_then(|at| {
+                at.node
+                    .as_mapping()
+                    .map(|m| m.keys().map(|k| k.as_str().to_string()).collect())
+            })
+            .unwrap_or_default()
+    };
+    let declared = Declared {
+        limits: declared("limits"),
+        concurrency: declared("concurrency"),
+    };
+    let tenants = tenants(r, top.get("tenants"), &declared);
     let quota_headers = match top.get("quota_headers") {
         None => QuotaHeaders::Both,
         Some(at) => match r.string(&at).as_deref() {
@@ -470,11 +485,11 @@ fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
         routes: Vec::new(),
         acknowledge,
     };
-    config.routes = routes(r, top.get("routes"), &config);
+    config.routes = routes(r, top.get("routes"), &config, &declared);
 
     if config.store.kind == StoreKind::Memory && !config.acknowledge.contains("store.process_local")
     {
-        let at = top.get("store").map(|a| position(a.node)).unwrap_or((1, 1));
+        let at = top.get("store").map(|a| a.pos()).unwrap_or((1, 1));
         r.problems.warn(
             at,
             "store.process_local",
@@ -518,7 +533,7 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
             .enumerate()
             .filter_map(|(i, node)| socket_addr(r, &at.item(i, node), "server.listen_invalid"))
             .collect();
-        if server.listen.is_empty() {
+        if at.node.as_sequence().is_some_and(|s| s.is_empty()) {
             r.error(&at, "server.listen_invalid", "needs at least one address");
         }
     }
@@ -703,10 +718,11 @@ fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
     if let Some(at) = f.get("local_divisor") {
         match r
             .u64(&at, "store.local_divisor_invalid")
-            .and_then(NonZeroU64::new)
+            .map(NonZeroU64::new)
         {
-            Some(n) => store.local_divisor = n,
-            None => r.error_value(&at, "store.local_divisor_invalid", "must be at least 1"),
+            Some(Some(n)) => store.local_divisor = n,
+            Some(None) => r.error_value(&at, "store.local_divisor_invalid", "must be at least 1"),
+            None => {}
         }
     }
     store
@@ -759,7 +775,10 @@ fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
             }
         }
     }
-    if keys.is_empty() && !r.problems.has_errors() {
+    let listed = f
+        .get("keys")
+        .is_some_and(|k| k.node.as_sequence().is_some_and(|s| !s.is_empty()));
+    if !listed {
         r.error(
             at,
             "auth.key_missing",
@@ -854,7 +873,7 @@ fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource>
             );
             return None;
         }
-        return Some(KeySource::Secret { kid, alg, env });
+        return loadable(r, at, KeySource::Secret { kid, alg, env });
     }
     if f.get("public_key_file").is_some() {
         let alg = need_alg(r)?;
@@ -867,11 +886,11 @@ fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource>
             return None;
         }
         let path = key_file(r, &f, "public_key_file", base)?;
-        return Some(KeySource::PublicKeyFile { kid, alg, path });
+        return loadable(r, at, KeySource::PublicKeyFile { kid, alg, path });
     }
     if f.get("jwks_file").is_some() {
         let path = key_file(r, &f, "jwks_file", base)?;
-        return Some(KeySource::JwksFile { path });
+        return loadable(r, at, KeySource::JwksFile { path });
     }
     if let Some(url_at) = f.get("jwks_url") {
         let url = r.string(&url_at)?;
@@ -897,6 +916,17 @@ fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource>
     None
 }
 
+/// The source, if its key material loads; else `auth.key_invalid`.
+fn loadable(r: &mut Reader<'_>, at: &At<'_>, source: KeySource) -> Option<KeySource> {
+    match crate::auth::keys::load_static(&source) {
+        Ok(_) => Some(source),
+        Err(why) => {
+            r.error(at, "auth.key_invalid", why);
+            None
+        }
+    }
+}
+
 fn key_file(r: &mut Reader<'_>, f: &file::Fields<'_>, key: &str, base: &Path) -> Option<PathBuf> {
     let at = f.get(key)?;
     let text = r.string(&at)?;
@@ -915,8 +945,7 @@ fn key_file(r: &mut Reader<'_>, f: &file::Fields<'_>, key: &str, base: &Path) ->
 fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<String, Upstream> {
     let mut out = BTreeMap::new();
     let Some(at) = at else { return out };
-    for (name, node, _) in r.named(&at) {
-        let at = at.child(name, node);
+    for (name, at) in r.named(&at) {
         let Some(f) = r.mapping(
             &at,
             &[
@@ -945,7 +974,7 @@ fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<String, Upstrea
                         r.error_value(&item, "upstreams.target_invalid", "expected HOST:PORT");
                     }
                 }
-                if targets.is_empty() {
+                if t.node.as_sequence().is_some_and(|s| s.is_empty()) {
                     r.error(&t, "upstreams.target_invalid", "needs at least one target");
                 }
             }
@@ -1015,7 +1044,11 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
         "d" => 86_400,
         _ => return Err("unit must be one of s, m, h, d".into()),
     };
-    let period = Duration::from_secs(n * secs);
+    let period = n
+        .checked_mul(secs)
+        .filter(|s| *s <= 366 * 86_400)
+        .map(Duration::from_secs)
+        .ok_or_else(|| "period must be at most a year".to_string())?;
     if period.as_micros() as u64 / count == 0 {
         return Err("more than 1,000,000 per second is not supported".into());
     }
@@ -1085,7 +1118,7 @@ fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
         return None;
     }
     let (key, value) = map.iter().next()?;
-    let value_at = at.child(key.as_str(), value);
+    let value_at = at.child(key.as_str(), value, at.key_pos);
     let name = value
         .as_scalar()
         .map(|s| s.as_str().to_string())
@@ -1128,8 +1161,8 @@ fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit> {
     };
     let mut plans = BTreeMap::new();
     if let Some(p) = f.get("plans") {
-        for (plan, node, _) in r.named(&p) {
-            if let Some(b) = bucket(r, &p.child(plan, node)) {
+        for (plan, item) in r.named(&p) {
+            if let Some(b) = bucket(r, &item) {
                 plans.insert(plan.to_string(), b);
             }
         }
@@ -1194,9 +1227,13 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
         };
         let scope = m.get("scope").and_then(|s| scope(r, &s));
         // Reuse the bucket reader on the same mapping; it ignores scope/shadow.
-        let capacity = m
-            .get("capacity")
-            .and_then(|c| r.u64(&c, "limits.capacity_invalid"));
+        let capacity = m.get("capacity").and_then(|c| {
+            let n = r.u64(&c, "limits.capacity_invalid")?;
+            if n == 0 {
+                r.error_value(&c, "limits.capacity_invalid", "must be at least 1");
+            }
+            Some(n)
+        });
         let rate = m.get("rate").and_then(|at| {
             let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
             parse_rate(text)
@@ -1275,12 +1312,11 @@ fn concurrency(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Concurrenc
 fn tenants(
     r: &mut Reader<'_>,
     at: Option<At<'_>>,
-    limits: &BTreeMap<String, Limit>,
+    declared: &Declared,
 ) -> BTreeMap<String, TenantOverride> {
     let mut out = BTreeMap::new();
     let Some(at) = at else { return out };
-    for (tenant, node, _) in r.named(&at) {
-        let at = at.child(tenant, node);
+    for (tenant, at) in r.named(&at) {
         if !crate::auth::tenant_id_ok(tenant) {
             r.error(
                 &at,
@@ -1296,9 +1332,8 @@ fn tenants(
             ..Default::default()
         };
         if let Some(l) = f.get("limits") {
-            for (name, node, _) in r.named(&l) {
-                let item = l.child(name, node);
-                if !limits.contains_key(name) {
+            for (name, item) in r.named(&l) {
+                if !declared.limits.contains(name) {
                     r.error(
                         &item,
                         "tenants.limit_unknown",
@@ -1345,7 +1380,17 @@ const METHODS: &[&str] = &[
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
 ];
 
-fn routes(r: &mut Reader<'_>, at: Option<At<'_>>, config: &Config) -> Vec<Route> {
+struct Declared {
+    limits: BTreeSet<String>,
+    concurrency: BTreeSet<String>,
+}
+
+fn routes(
+    r: &mut Reader<'_>,
+    at: Option<At<'_>>,
+    config: &Config,
+    declared: &Declared,
+) -> Vec<Route> {
     let mut out: Vec<Route> = Vec::new();
     let Some(at) = at else {
         r.problems
@@ -1353,7 +1398,7 @@ fn routes(r: &mut Reader<'_>, at: Option<At<'_>>, config: &Config) -> Vec<Route>
         return out;
     };
     for (i, node) in r.sequence(&at).into_iter().enumerate() {
-        if let Some(route) = route(r, &at.item(i, node), config) {
+        if let Some(route) = route(r, &at.item(i, node), config, declared) {
             if out.iter().any(|o| o.name == route.name) {
                 r.error(
                     &at.item(i, node),
@@ -1367,7 +1412,7 @@ fn routes(r: &mut Reader<'_>, at: Option<At<'_>>, config: &Config) -> Vec<Route>
     out
 }
 
-fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<Route> {
+fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) -> Option<Route> {
     let f = r.mapping(
         at,
         &[
@@ -1458,7 +1503,7 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<Route> {
             Some("required") | Some("jwt") => true,
             _ => {
                 r.error_value(&a, "routes.auth_invalid", "must be none or required");
-                true
+                false
             }
         },
         None => true,
@@ -1472,25 +1517,25 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<Route> {
     }
     let exempt = f.get("exempt").and_then(|e| r.bool(&e)).unwrap_or(false);
     let limits = f.get("limits").map(|l| {
-        let names = r.strings(&l);
-        for (i, name) in names.iter().enumerate() {
-            let item = l.item(
-                i,
-                l.node
-                    .as_sequence()
-                    .and_then(|s| s.get(i))
-                    .unwrap_or(l.node),
-            );
-            match config.limits.get(name) {
-                None => r.error_value(&item, "routes.limit_unknown", "no limit with this name"),
+        let mut names = Vec::new();
+        for (i, node) in r.sequence(&l).into_iter().enumerate() {
+            let item = l.item(i, node);
+            let Some(name) = r.string(&item) else {
+                continue;
+            };
+            match config.limits.get(&name) {
                 Some(limit) => check_scope(r, &item, &limit.scope, auth, &path),
+                None if declared.limits.contains(&name) => {}
+                None => r.error_value(&item, "routes.limit_unknown", "no limit with this name"),
             }
+            names.push(name);
         }
         names
     });
     let concurrency = f.get("concurrency").and_then(|c| {
         let name = r.string(&c)?;
         match config.concurrency.get(&name) {
+            None if declared.concurrency.contains(&name) => {}
             None => r.error_value(
                 &c,
                 "routes.concurrency_unknown",
@@ -1641,6 +1686,16 @@ fn path_match(r: &mut Reader<'_>, at: &At<'_>, prefix: bool) -> PathMatch {
                     at,
                     "routes.match_invalid",
                     "a capture is {NAME} with NAME of A-Z a-z 0-9 _ -",
+                );
+            }
+            if segments
+                .iter()
+                .any(|s| matches!(s, Segment::Capture(c) if c == name))
+            {
+                r.error_value(
+                    at,
+                    "routes.match_invalid",
+                    format!("capture {{{name}}} appears twice"),
                 );
             }
             segments.push(Segment::Capture(name.to_string()));

@@ -30,8 +30,8 @@ fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
 }
 
 /// Loads `path` and, if it is valid, makes it the policy in force.
-pub fn reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
-    let result = try_reload(shared, path);
+pub async fn reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
+    let result = try_reload(shared, path).await;
     match &result {
         Ok(generation) => {
             METRICS.config_reloads.with_label_values(&["ok"]).inc();
@@ -48,7 +48,7 @@ pub fn reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
     result
 }
 
-fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
+async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
     let loaded = Config::load(path)?;
     for line in &loaded.warnings {
         tracing::warn!(problem = %line, "config.warning");
@@ -72,6 +72,9 @@ fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
         p.push((1, 1), "upstreams.target_invalid", e);
         p
     })?;
+    if let Some(verifier) = &policy.verifier {
+        verifier.refresh_remote(true).await;
+    }
     shared.policy.store(Arc::new(policy));
     Ok(generation)
 }

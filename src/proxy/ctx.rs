@@ -23,7 +23,7 @@ pub struct Ctx {
     pub request_body_bytes: u64,
     /// Status of a response the gateway made itself.
     pub refused: Option<u16>,
-    pub tenant: Option<String>,
+    pub identity: Option<crate::auth::Identity>,
     /// What the limiter decided: `exempt`, `allowed`, `limited`, ... or `-`.
     pub decision: &'static str,
     _in_flight: InFlight,
@@ -42,7 +42,7 @@ impl Ctx {
             upstream_started: None,
             request_body_bytes: 0,
             refused: None,
-            tenant: None,
+            identity: None,
             decision: "-",
             _in_flight: InFlight::new(),
         }

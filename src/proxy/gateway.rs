@@ -60,6 +60,27 @@ impl Gateway {
         if route.exempt {
             ctx.decision = "exempt";
         }
+        if route.auth {
+            let verifier = policy.verifier.as_ref().ok_or_else(|| {
+                Refusal::new(
+                    500,
+                    "internal",
+                    "Internal error",
+                    "authentication is not configured",
+                )
+            })?;
+            let authorization = req
+                .headers
+                .get(http::header::AUTHORIZATION)
+                .map(|v| v.as_bytes());
+            match verifier.verify(authorization).await {
+                Ok(identity) => ctx.identity = Some(identity),
+                Err(e) => {
+                    METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
+                    return Err(Refusal::unauthorized(e));
+                }
+            }
+        }
         if let Some(max) = route.max_body {
             let declared = req
                 .headers
@@ -202,6 +223,16 @@ impl ProxyHttp for Gateway {
         let ids = &config.identity_headers;
         for name in [&ids.tenant, &ids.user, &ids.plan] {
             upstream.remove_header(name);
+        }
+        if let Some(identity) = &ctx.identity {
+            upstream.insert_header(ids.tenant.clone(), identity.tenant.as_str())?;
+            upstream.insert_header(ids.plan.clone(), identity.plan.as_str())?;
+            if let Some(user) = &identity.user {
+                // User ids may hold any bytes a JWT string can; send only header-safe ones.
+                if let Ok(value) = http::HeaderValue::from_str(user) {
+                    upstream.insert_header(ids.user.clone(), value)?;
+                }
+            }
         }
         let route = ctx
             .route()
@@ -366,7 +397,7 @@ impl ProxyHttp for Gateway {
             path = req.uri.path(),
             status,
             duration_ms = elapsed.as_secs_f64() * 1000.0,
-            tenant = ctx.tenant.as_deref().unwrap_or("-"),
+            tenant = ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str()),
             decision = ctx.decision,
             client = %ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default(),
             request_id = %ctx.request_id,

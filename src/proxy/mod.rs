@@ -19,6 +19,7 @@ use crate::config::Config;
 /// One immutable policy: a validated config and what was built from it.
 pub struct Policy {
     pub config: Config,
+    pub verifier: Option<Arc<crate::auth::Verifier>>,
     pub pools: HashMap<String, Arc<upstream::Pool>>,
     pub generation: u64,
 }
@@ -26,8 +27,13 @@ pub struct Policy {
 impl Policy {
     pub fn build(config: Config, generation: u64) -> Result<Self, String> {
         let pools = upstream::build_pools(&config)?;
+        let verifier = match &config.auth {
+            Some(auth) => Some(Arc::new(crate::auth::Verifier::new(auth, &config.tenants)?)),
+            None => None,
+        };
         Ok(Policy {
             config,
+            verifier,
             pools,
             generation,
         })

@@ -74,6 +74,21 @@ impl Refusal {
         )
     }
 
+    /// 401 with RFC 6750 `WWW-Authenticate`: bare `Bearer` when no token
+    /// was sent, `error="invalid_token"` with a description otherwise.
+    pub fn unauthorized(error: crate::auth::AuthError) -> Self {
+        let challenge = match error {
+            crate::auth::AuthError::Missing => "Bearer".to_string(),
+            e => format!(
+                "Bearer error=\"invalid_token\", error_description=\"{}\"",
+                e.description()
+            ),
+        };
+        Refusal::new(401, "unauthorized", "Unauthorized", error.description())
+            .header(http::header::WWW_AUTHENTICATE, challenge)
+            .extra("reason", json!(error.reason()))
+    }
+
     pub fn body(&self, request_id: &str) -> Bytes {
         let mut obj = Map::new();
         obj.insert(

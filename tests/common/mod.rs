@@ -53,7 +53,9 @@ impl Upstream {
     }
 
     pub fn requests(&self) -> u64 {
-        self.stats.requests.load(std::sync::atomic::Ordering::SeqCst)
+        self.stats
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -151,9 +153,16 @@ impl Gateway {
                 }
             }
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("gateway exited with {status} before ready:\n{}", self.logs());
+                panic!(
+                    "gateway exited with {status} before ready:\n{}",
+                    self.logs()
+                );
             }
-            assert!(Instant::now() < deadline, "gateway not ready in 30 s:\n{}", self.logs());
+            assert!(
+                Instant::now() < deadline,
+                "gateway not ready in 30 s:\n{}",
+                self.logs()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -1,0 +1,229 @@
+//! `fairgate check` on the broken configs in `config/bad/`, through the real
+//! binary: each file must fail (exit 1) with exactly the located problem lines
+//! below, `FILE:LINE:COL: CODE: message`. Each fixture is named after the code
+//! it triggers; `many_problems.yaml` proves every problem is reported at once.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Named by `secret_env` in the fixtures that need one valid HS256 key.
+const SECRET_ENV: &str = "FAIRGATE_TEST_SECRET";
+/// Named by `auth.key_missing.yaml`; it must be unset when `check` runs.
+const UNSET_SECRET_ENV: &str = "FAIRGATE_TEST_UNSET_SECRET";
+
+/// Runs `fairgate check -c CONFIG` from the crate root, so the file name it
+/// prints is the relative path given here.
+fn check(config: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["check", "-c", config])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env(SECRET_ENV, "config-check-test-secret")
+        .env_remove(UNSET_SECRET_ENV)
+        .output()
+        .expect("run fairgate check")
+}
+
+fn assert_problems(config: &str, expected: &[&str]) {
+    let out = check(config);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{config}: expected exit 1\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        expected,
+        "{config}: wrong problem lines\nstderr:\n{stderr}"
+    );
+}
+
+/// One `#[test]` per fixture: `test_name: "config/bad/FILE" => [LINES],`.
+/// Also collects every listed path into `FIXTURES`.
+macro_rules! bad_configs {
+    ($($test:ident: $config:literal => [$($line:literal),+ $(,)?],)+) => {
+        const FIXTURES: &[&str] = &[$($config),+];
+
+        $(
+            #[test]
+            fn $test() {
+                assert_problems($config, &[$($line),+]);
+            }
+        )+
+    };
+}
+
+bad_configs! {
+    admin_listen_invalid: "config/bad/admin.listen_invalid.yaml" => [
+        r#"config/bad/admin.listen_invalid.yaml:3:11: admin.listen_invalid: admin.listen "localhost:9090": expected IP:PORT, e.g. 0.0.0.0:8080"#,
+    ],
+    auth_key_invalid: "config/bad/auth.key_invalid.yaml" => [
+        r#"config/bad/auth.key_invalid.yaml:7:23: auth.key_invalid: auth.keys[0].alg "HS999": alg must be one of HS256, HS384, HS512, RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA"#,
+    ],
+    auth_key_missing: "config/bad/auth.key_missing.yaml" => [
+        r#"config/bad/auth.key_missing.yaml:7:42: auth.key_missing: auth.keys[0].secret_env "FAIRGATE_TEST_UNSET_SECRET": environment variable FAIRGATE_TEST_UNSET_SECRET is not set"#,
+    ],
+    concurrency_lease_invalid: "config/bad/concurrency.lease_invalid.yaml" => [
+        r#"config/bad/concurrency.lease_invalid.yaml:12:12: concurrency.lease_invalid: concurrency.uploads.lease "500ms": must be at least 1s"#,
+    ],
+    // Known validator bug: points at `scope:` on the next line, not the name `big uploads` (9:3).
+    concurrency_name_invalid: "config/bad/concurrency.name_invalid.yaml" => [
+        "config/bad/concurrency.name_invalid.yaml:10:10: concurrency.name_invalid: concurrency.big uploads: names use A-Z a-z 0-9 _ - only",
+    ],
+    concurrency_slots_invalid: "config/bad/concurrency.slots_invalid.yaml" => [
+        r#"config/bad/concurrency.slots_invalid.yaml:11:12: concurrency.slots_invalid: concurrency.uploads.slots "0": must be at least 1"#,
+    ],
+    config_acknowledge_unknown: "config/bad/config.acknowledge_unknown.yaml" => [
+        r#"config/bad/config.acknowledge_unknown.yaml:4:14: config.acknowledge_unknown: acknowledge: "store.memory" is not a warning code; known: store.process_local"#,
+    ],
+    config_duration_invalid: "config/bad/config.duration_invalid.yaml" => [
+        r#"config/bad/config.duration_invalid.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
+    ],
+    config_file_missing: "config/bad/config.file_missing.yaml" => [
+        r#"config/bad/config.file_missing.yaml:4:41: config.file_missing: server.tls.cert "no-such-cert.pem": no such file config/bad/no-such-cert.pem"#,
+    ],
+    config_header_invalid: "config/bad/config.header_invalid.yaml" => [
+        r#"config/bad/config.header_invalid.yaml:5:28: config.header_invalid: identity_headers.tenant "X Tenant": not a valid header name"#,
+    ],
+    config_missing_field: "config/bad/config.missing_field.yaml" => [
+        "config/bad/config.missing_field.yaml:9:5: config.missing_field: routes[0].upstream: required",
+    ],
+    config_quota_headers_invalid: "config/bad/config.quota_headers_invalid.yaml" => [
+        r#"config/bad/config.quota_headers_invalid.yaml:5:16: config.quota_headers_invalid: quota_headers "draft": must be one of ietf, legacy, both, none"#,
+    ],
+    config_size_invalid: "config/bad/config.size_invalid.yaml" => [
+        r#"config/bad/config.size_invalid.yaml:9:79: config.size_invalid: routes[0].max_body "5 GiB": unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB"#,
+    ],
+    config_type_invalid: "config/bad/config.type_invalid.yaml" => [
+        r#"config/bad/config.type_invalid.yaml:8:10: config.type_invalid: upstreams.api.tls "maybe": expected true or false"#,
+    ],
+    config_unknown_field: "config/bad/config.unknown_field.yaml" => [
+        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies",
+    ],
+    config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
+        "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
+    ],
+    limits_capacity_invalid: "config/bad/limits.capacity_invalid.yaml" => [
+        r#"config/bad/limits.capacity_invalid.yaml:12:17: limits.capacity_invalid: limits.api.default.capacity "0": must be at least 1"#,
+    ],
+    // Known validator bug: points at `scope:` on the next line, not the name `api.v1` (9:3).
+    limits_name_invalid: "config/bad/limits.name_invalid.yaml" => [
+        "config/bad/limits.name_invalid.yaml:10:10: limits.name_invalid: limits.api.v1: limit names use A-Z a-z 0-9 _ - only",
+    ],
+    limits_rate_invalid: "config/bad/limits.rate_invalid.yaml" => [
+        r#"config/bad/limits.rate_invalid.yaml:11:36: limits.rate_invalid: limits.api.default.rate "5/x": unit must be one of s, m, h, d"#,
+    ],
+    limits_scope_invalid: "config/bad/limits.scope_invalid.yaml" => [
+        r#"config/bad/limits.scope_invalid.yaml:10:12: limits.scope_invalid: limits.api.scope "per_user": must be tenant, tenant_user, tenant_token, client_ip, global, {path: NAME} or {header: NAME}"#,
+    ],
+    routes_auth_invalid: "config/bad/routes.auth_invalid.yaml" => [
+        r#"config/bad/routes.auth_invalid.yaml:12:63: routes.auth_invalid: routes[0].auth "optional": must be none or required"#,
+    ],
+    routes_auth_unconfigured: "config/bad/routes.auth_unconfigured.yaml" => [
+        "config/bad/routes.auth_unconfigured.yaml:9:5: routes.auth_unconfigured: routes[0]: this route authenticates (the default) but there is no `auth` section; add one or set `auth: none`",
+    ],
+    routes_concurrency_unknown: "config/bad/routes.concurrency_unknown.yaml" => [
+        r#"config/bad/routes.concurrency_unknown.yaml:17:18: routes.concurrency_unknown: routes[0].concurrency "downloads": no concurrency policy with this name"#,
+    ],
+    routes_cost_invalid: "config/bad/routes.cost_invalid.yaml" => [
+        r#"config/bad/routes.cost_invalid.yaml:9:75: routes.cost_invalid: routes[0].cost "0": must be at least 1"#,
+    ],
+    routes_limit_unknown: "config/bad/routes.limit_unknown.yaml" => [
+        r#"config/bad/routes.limit_unknown.yaml:13:83: routes.limit_unknown: routes[0].limits[1] "burst": no limit with this name"#,
+    ],
+    routes_match_invalid: "config/bad/routes.match_invalid.yaml" => [
+        r#"config/bad/routes.match_invalid.yaml:9:38: routes.match_invalid: routes[0].match.path_prefix "v1": paths start with /"#,
+    ],
+    routes_method_invalid: "config/bad/routes.method_invalid.yaml" => [
+        r#"config/bad/routes.method_invalid.yaml:9:56: routes.method_invalid: routes[0].match.methods[1] "FETCH": not an HTTP method"#,
+    ],
+    routes_name_duplicate: "config/bad/routes.name_duplicate.yaml" => [
+        r#"config/bad/routes.name_duplicate.yaml:10:5: routes.name_duplicate: routes[1]: route name "api" is used twice"#,
+    ],
+    routes_name_invalid: "config/bad/routes.name_invalid.yaml" => [
+        r#"config/bad/routes.name_invalid.yaml:9:12: routes.name_invalid: routes[0].name "api/v1": route names use A-Z a-z 0-9 _ - only"#,
+    ],
+    routes_path_capture_unknown: "config/bad/routes.path_capture_unknown.yaml" => [
+        r#"config/bad/routes.path_capture_unknown.yaml:13:88: routes.path_capture_unknown: routes[0].limits[0] "webhooks": the limit uses path capture {provider} but the route's path has none"#,
+    ],
+    routes_scope_needs_auth: "config/bad/routes.scope_needs_auth.yaml" => [
+        r#"config/bad/routes.scope_needs_auth.yaml:13:78: routes.scope_needs_auth: routes[0].limits[0] "api": this limit is scoped by tenant but the route has `auth: none`"#,
+    ],
+    routes_strip_prefix_invalid: "config/bad/routes.strip_prefix_invalid.yaml" => [
+        "config/bad/routes.strip_prefix_invalid.yaml:9:85: routes.strip_prefix_invalid: routes[0].strip_prefix: true needs match.path_prefix",
+    ],
+    routes_upstream_unknown: "config/bad/routes.upstream_unknown.yaml" => [
+        r#"config/bad/routes.upstream_unknown.yaml:9:52: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,
+    ],
+    server_cidr_invalid: "config/bad/server.cidr_invalid.yaml" => [
+        r#"config/bad/server.cidr_invalid.yaml:4:35: server.cidr_invalid: server.trusted_proxies[1] "10.0.0.0/33": expected a CIDR such as 10.0.0.0/8 or an IP address"#,
+    ],
+    server_listen_invalid: "config/bad/server.listen_invalid.yaml" => [
+        r#"config/bad/server.listen_invalid.yaml:3:30: server.listen_invalid: server.listen[1] "8081": expected IP:PORT, e.g. 0.0.0.0:8080"#,
+    ],
+    server_threads_invalid: "config/bad/server.threads_invalid.yaml" => [
+        r#"config/bad/server.threads_invalid.yaml:4:12: server.threads_invalid: server.threads "0": must be 1 to 1024"#,
+    ],
+    store_key_prefix_invalid: "config/bad/store.key_prefix_invalid.yaml" => [
+        r#"config/bad/store.key_prefix_invalid.yaml:5:15: store.key_prefix_invalid: store.key_prefix "{fairgate}:": must not contain { or }"#,
+    ],
+    store_kind_invalid: "config/bad/store.kind_invalid.yaml" => [
+        r#"config/bad/store.kind_invalid.yaml:3:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
+    ],
+    store_local_divisor_invalid: "config/bad/store.local_divisor_invalid.yaml" => [
+        r#"config/bad/store.local_divisor_invalid.yaml:5:18: store.local_divisor_invalid: store.local_divisor "0": must be at least 1"#,
+    ],
+    store_on_unavailable_invalid: "config/bad/store.on_unavailable_invalid.yaml" => [
+        r#"config/bad/store.on_unavailable_invalid.yaml:5:19: store.on_unavailable_invalid: store.on_unavailable "retry": must be one of local, allow, deny"#,
+    ],
+    store_url_invalid: "config/bad/store.url_invalid.yaml" => [
+        r#"config/bad/store.url_invalid.yaml:4:8: store.url_invalid: store.url "http://127.0.0.1:6379/0": expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]"#,
+    ],
+    // Known validator bug: points at `plan:` on the next line, not the id `acme corp` (9:3).
+    tenants_id_invalid: "config/bad/tenants.id_invalid.yaml" => [
+        "config/bad/tenants.id_invalid.yaml:10:9: tenants.id_invalid: tenants.acme corp: tenant ids match [A-Za-z0-9._@-]{1,128}",
+    ],
+    tenants_limit_unknown: "config/bad/tenants.limit_unknown.yaml" => [
+        r#"config/bad/tenants.limit_unknown.yaml:15:16: tenants.limit_unknown: tenants.acme.limits.uploads: no limit named "uploads""#,
+    ],
+    upstreams_target_invalid: "config/bad/upstreams.target_invalid.yaml" => [
+        r#"config/bad/upstreams.target_invalid.yaml:7:33: upstreams.target_invalid: upstreams.api.targets[1] "127.0.0.1:0": expected HOST:PORT"#,
+    ],
+    many_problems: "config/bad/many_problems.yaml" => [
+        r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
+        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies",
+        r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
+        r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
+        r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,
+        r#"config/bad/many_problems.yaml:21:83: routes.limit_unknown: routes[1].limits[1] "nope": no limit with this name"#,
+    ],
+}
+
+#[test]
+fn every_bad_config_has_a_test() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/bad");
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .expect("read config/bad")
+        .map(|entry| entry.expect("read config/bad entry").file_name())
+        .map(|name| format!("config/bad/{}", name.to_string_lossy()))
+        .filter(|path| path.ends_with(".yaml"))
+        .collect();
+    on_disk.sort();
+    let mut listed = FIXTURES.to_vec();
+    listed.sort_unstable();
+    assert_eq!(on_disk, listed, "config/bad/ and the table above differ");
+}
+
+#[test]
+fn demo_config_is_ok() {
+    let out = check("config/demo.yaml");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "config/demo.yaml: expected exit 0\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(stdout.lines().next(), Some("ok"), "stdout:\n{stdout}");
+}
