@@ -67,15 +67,14 @@ bad_configs! {
     concurrency_lease_invalid: "config/bad/concurrency.lease_invalid.yaml" => [
         r#"config/bad/concurrency.lease_invalid.yaml:12:12: concurrency.lease_invalid: concurrency.uploads.lease "500ms": must be at least 1s"#,
     ],
-    // Known validator bug: points at `scope:` on the next line, not the name `big uploads` (9:3).
     concurrency_name_invalid: "config/bad/concurrency.name_invalid.yaml" => [
-        "config/bad/concurrency.name_invalid.yaml:10:10: concurrency.name_invalid: concurrency.big uploads: names use A-Z a-z 0-9 _ - only",
+        "config/bad/concurrency.name_invalid.yaml:9:3: concurrency.name_invalid: concurrency.big uploads: names use A-Z a-z 0-9 _ - only",
     ],
     concurrency_slots_invalid: "config/bad/concurrency.slots_invalid.yaml" => [
         r#"config/bad/concurrency.slots_invalid.yaml:11:12: concurrency.slots_invalid: concurrency.uploads.slots "0": must be at least 1"#,
     ],
     config_acknowledge_unknown: "config/bad/config.acknowledge_unknown.yaml" => [
-        r#"config/bad/config.acknowledge_unknown.yaml:4:14: config.acknowledge_unknown: acknowledge: "store.memory" is not a warning code; known: store.process_local"#,
+        r#"config/bad/config.acknowledge_unknown.yaml:4:36: config.acknowledge_unknown: acknowledge[1] "store.memory": not a warning code; known: store.process_local"#,
     ],
     config_duration_invalid: "config/bad/config.duration_invalid.yaml" => [
         r#"config/bad/config.duration_invalid.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
@@ -107,9 +106,8 @@ bad_configs! {
     limits_capacity_invalid: "config/bad/limits.capacity_invalid.yaml" => [
         r#"config/bad/limits.capacity_invalid.yaml:12:17: limits.capacity_invalid: limits.api.default.capacity "0": must be at least 1"#,
     ],
-    // Known validator bug: points at `scope:` on the next line, not the name `api.v1` (9:3).
     limits_name_invalid: "config/bad/limits.name_invalid.yaml" => [
-        "config/bad/limits.name_invalid.yaml:10:10: limits.name_invalid: limits.api.v1: limit names use A-Z a-z 0-9 _ - only",
+        "config/bad/limits.name_invalid.yaml:9:3: limits.name_invalid: limits.api.v1: limit names use A-Z a-z 0-9 _ - only",
     ],
     limits_rate_invalid: "config/bad/limits.rate_invalid.yaml" => [
         r#"config/bad/limits.rate_invalid.yaml:11:36: limits.rate_invalid: limits.api.default.rate "5/x": unit must be one of s, m, h, d"#,
@@ -180,15 +178,18 @@ bad_configs! {
     store_url_invalid: "config/bad/store.url_invalid.yaml" => [
         r#"config/bad/store.url_invalid.yaml:4:8: store.url_invalid: store.url "http://127.0.0.1:6379/0": expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]"#,
     ],
-    // Known validator bug: points at `plan:` on the next line, not the id `acme corp` (9:3).
     tenants_id_invalid: "config/bad/tenants.id_invalid.yaml" => [
-        "config/bad/tenants.id_invalid.yaml:10:9: tenants.id_invalid: tenants.acme corp: tenant ids match [A-Za-z0-9._@-]{1,128}",
+        "config/bad/tenants.id_invalid.yaml:9:3: tenants.id_invalid: tenants.acme corp: tenant ids match [A-Za-z0-9._@-]{1,128}",
     ],
     tenants_limit_unknown: "config/bad/tenants.limit_unknown.yaml" => [
-        r#"config/bad/tenants.limit_unknown.yaml:15:16: tenants.limit_unknown: tenants.acme.limits.uploads: no limit named "uploads""#,
+        r#"config/bad/tenants.limit_unknown.yaml:15:7: tenants.limit_unknown: tenants.acme.limits.uploads: no limit named "uploads""#,
     ],
     upstreams_target_invalid: "config/bad/upstreams.target_invalid.yaml" => [
         r#"config/bad/upstreams.target_invalid.yaml:7:33: upstreams.target_invalid: upstreams.api.targets[1] "127.0.0.1:0": expected HOST:PORT"#,
+    ],
+    one_problem_per_mistake: "config/bad/one_problem_per_mistake.yaml" => [
+        r#"config/bad/one_problem_per_mistake.yaml:11:34: limits.rate_invalid: limits.hooks.default.rate "1/999999999999999999d": period must be at most a year"#,
+        r#"config/bad/one_problem_per_mistake.yaml:13:29: routes.match_invalid: routes[0].match.path "/a/{x}/{x}": capture {x} appears twice"#,
     ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,

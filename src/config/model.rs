@@ -454,20 +454,21 @@ fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
     let acknowledge: BTreeSet<String> = top
         .get("acknowledge")
         .map(|at| {
-            let codes = r.strings(&at);
-            for code in &codes {
+            let mut codes = BTreeSet::new();
+            for (i, node) in r.sequence(&at).into_iter().enumerate() {
+                let item = at.item(i, node);
+                let Some(code) = r.string(&item) else { continue };
                 if !ACKNOWLEDGEABLE.contains(&code.as_str()) {
-                    r.error(
-                        &at,
+                    let known = ACKNOWLEDGEABLE.join(", ");
+                    r.error_value(
+                        &item,
                         "config.acknowledge_unknown",
-                        format!(
-                            "\"{code}\" is not a warning code; known: {}",
-                            ACKNOWLEDGEABLE.join(", ")
-                        ),
+                        format!("not a warning code; known: {known}"),
                     );
                 }
+                codes.insert(code);
             }
-            codes.into_iter().collect()
+            codes
         })
         .unwrap_or_default();
     let mut config = Config {
