@@ -121,7 +121,7 @@ pub struct RemoteJwks {
 
 /// Unknown-kid refreshes are at most this frequent, so a flood of bad kids
 /// cannot turn into a flood against the identity provider.
-const MIN_REFRESH_GAP: Duration = Duration::from_secs(10);
+const MIN_REFRESH_GAP: Duration = Duration::from_secs(2);
 
 impl RemoteJwks {
     pub fn new(url: String, refresh: Duration) -> Self {

@@ -457,7 +457,9 @@ fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
             let mut codes = BTreeSet::new();
             for (i, node) in r.sequence(&at).into_iter().enumerate() {
                 let item = at.item(i, node);
-                let Some(code) = r.string(&item) else { continue };
+                let Some(code) = r.string(&item) else {
+                    continue;
+                };
                 if !ACKNOWLEDGEABLE.contains(&code.as_str()) {
                     let known = ACKNOWLEDGEABLE.join(", ");
                     r.error_value(
