@@ -32,7 +32,12 @@ impl ServeHttp for Admin {
             "/healthz" => text(200, "text/plain", b"ok\n".to_vec()),
             "/readyz" => {
                 let generation = self.shared.policy.load().generation;
-                if self.shared.ready.load(Ordering::Acquire) {
+                let limiter = &self.shared.limiter;
+                let denying = limiter.degraded()
+                    && limiter.on_unavailable() == crate::config::OnUnavailable::Deny;
+                if denying {
+                    text(503, "text/plain", b"store unavailable\n".to_vec())
+                } else if self.shared.ready.load(Ordering::Acquire) {
                     let body = format!("ready generation={generation}\n");
                     text(200, "text/plain", body.into_bytes())
                 } else {

@@ -163,6 +163,13 @@ fn serve(path: &Path) -> i32 {
 const DEMO_CONFIG: &str = include_str!("../config/demo.yaml");
 
 fn demo() -> i32 {
+    if std::env::var_os("FAIRGATE_JWT_SECRET").is_none() {
+        // Single-threaded here: nothing else reads the environment yet.
+        std::env::set_var(
+            "FAIRGATE_JWT_SECRET",
+            uuid::Uuid::new_v4().simple().to_string(),
+        );
+    }
     let mut loaded = match Config::from_text("config/demo.yaml", DEMO_CONFIG, Path::new(".")) {
         Ok(loaded) => loaded,
         Err(problems) => {
@@ -190,10 +197,35 @@ fn demo() -> i32 {
             .map(|a| a.to_string())
             .unwrap_or_default()
     );
-    println!("Try:");
-    println!("  curl -i http://{listen}/v1/hello                # proxied to the echo upstream");
-    println!("  curl -i http://{listen}/healthz                 # exempt probe");
-    println!("  curl -s http://127.0.0.1:9090/metrics | grep fairgate_requests");
+    let token = |tenant: &str, user: &str| {
+        let auth = loaded
+            .config
+            .auth
+            .as_ref()
+            .expect("the demo config has auth");
+        crate::auth::mint(
+            auth,
+            tenant,
+            Some(user),
+            None,
+            std::time::Duration::from_secs(86_400),
+        )
+        .expect("the demo secret is set")
+    };
+    let acme = token("acme", "alice");
+    let globex = token("globex", "bob");
+    println!("Tokens (valid 24 h):");
+    println!("  ACME={acme}        # tenant acme, plan free: 5 back to back, 1 per 2 s");
+    println!("  GLOBEX={globex}    # tenant globex, plan pro: 20 back to back, 5/s");
+    println!("\nTry:");
+    println!("  curl -i -H \"Authorization: Bearer $ACME\" http://{listen}/v1/hello   # 200 with RateLimit headers");
+    println!("  for i in $(seq 7); do curl -s -o /dev/null -w '%{{http_code}} ' -H \"Authorization: Bearer $ACME\" http://{listen}/v1/hello; done; echo   # 200 x5, then 429");
+    println!("  curl -i -H \"Authorization: Bearer $GLOBEX\" http://{listen}/v1/hello # another tenant is unaffected");
+    println!(
+        "  curl -i http://{listen}/v1/hello                                      # 401: no token"
+    );
+    println!("  curl -i http://{listen}/healthz                                       # exempt probe, never limited");
+    println!("  curl -s http://127.0.0.1:9090/metrics | grep fairgate_ratelimit");
     println!("\nPress Ctrl-C to stop.\n");
     init_logging();
     match crate::server::run(loaded.config, None) {

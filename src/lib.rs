@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod echo;
+pub mod limit;
 pub mod metrics;
 pub mod proxy;
 pub mod server;

@@ -24,6 +24,15 @@ pub struct Metrics {
     pub config_generation: IntGauge,
     /// Requests being processed right now.
     pub in_flight: IntGauge,
+    /// Rate-limit outcomes per bucket: allowed, limited, shadow_limited.
+    pub decisions: IntCounterVec,
+    /// Latency of store calls, by store kind and result (ok, error).
+    pub store_duration: HistogramVec,
+    /// Decisions made without the shared store, by reason (unreachable,
+    /// failed, timed_out, breaker_open).
+    pub fallback: IntCounterVec,
+    /// 1 while the shared store answers, 0 while decisions fall back.
+    pub store_up: IntGauge,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -105,6 +114,32 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_requests_in_flight",
             "Requests being processed.",
+        ),
+        decisions: counter(
+            &r,
+            "fairgate_ratelimit_decisions_total",
+            "Rate-limit outcomes per route and limit.",
+            &["route", "limit", "decision"],
+        ),
+        store_duration: histogram(
+            &r,
+            "fairgate_store_duration_seconds",
+            "Latency of rate-limit store calls.",
+            &["store", "result"],
+            vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+            ],
+        ),
+        fallback: counter(
+            &r,
+            "fairgate_ratelimit_fallback_total",
+            "Decisions made without the shared store, by reason.",
+            &["reason"],
+        ),
+        store_up: gauge(
+            &r,
+            "fairgate_store_up",
+            "1 while the shared store answers, 0 while decisions fall back.",
         ),
         registry: r,
     }

@@ -38,7 +38,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
             rt.block_on(verifier.refresh_remote(true));
         }
     }
+    let limiter = crate::limit::Limiter::new(&policy.config)?;
     let shared = Arc::new(Shared {
+        limiter,
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
     });

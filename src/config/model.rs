@@ -1548,6 +1548,25 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
         }
         Some(name)
     });
+    if config.store.kind == StoreKind::RedisCluster && !exempt {
+        if let Some(names) = &limits {
+            let tenant_keyed = |n: &String| {
+                config.limits.get(n).is_none_or(|l| match l.scope {
+                    Scope::Tenant | Scope::TenantUser | Scope::TenantToken => true,
+                    Scope::Path(_) | Scope::Header(_) => auth,
+                    Scope::ClientIp | Scope::Global => false,
+                })
+            };
+            if names.len() > 1 && !names.iter().all(tenant_keyed) {
+                r.error(
+                    at,
+                    "routes.cross_slot",
+                    "on redis_cluster one atomic check needs one hash slot: a route with several \
+                     limits must key them all by tenant",
+                );
+            }
+        }
+    }
     if !exempt && limits.is_none() {
         let default = if auth {
             &config.default_limits.authenticated

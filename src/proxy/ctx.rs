@@ -24,6 +24,8 @@ pub struct Ctx {
     /// Status of a response the gateway made itself.
     pub refused: Option<u16>,
     pub identity: Option<crate::auth::Identity>,
+    /// Quota headers to add to the response.
+    pub quota: Vec<(http::header::HeaderName, String)>,
     /// What the limiter decided: `exempt`, `allowed`, `limited`, ... or `-`.
     pub decision: &'static str,
     _in_flight: InFlight,
@@ -43,6 +45,7 @@ impl Ctx {
             request_body_bytes: 0,
             refused: None,
             identity: None,
+            quota: Vec::new(),
             decision: "-",
             _in_flight: InFlight::new(),
         }

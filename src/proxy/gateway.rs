@@ -15,9 +15,10 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::{ErrorSource, ErrorType};
 
 use super::ctx::Ctx;
-use super::respond::Refusal;
+use super::respond::{self, Refusal};
 use super::route;
 use super::Shared;
+use crate::limit::{self, Source, Subject};
 use crate::metrics::{status_class, METRICS};
 
 pub struct Gateway {
@@ -81,6 +82,9 @@ impl Gateway {
                 }
             }
         }
+        if !route.exempt {
+            self.limit(session, ctx).await?;
+        }
         if let Some(max) = route.max_body {
             let declared = req
                 .headers
@@ -92,6 +96,80 @@ impl Gateway {
             }
         }
         Ok(())
+    }
+
+    /// Spends the route's buckets; sets the quota headers either way.
+    async fn limit(&self, session: &Session, ctx: &mut Ctx) -> Result<(), Refusal> {
+        let policy = ctx.policy.clone();
+        let route = ctx.route().ok_or_else(Refusal::not_found)?;
+        let subject = Subject {
+            identity: ctx.identity.as_ref(),
+            captures: &ctx.captures,
+            headers: &session.req_header().headers,
+            client_ip: ctx.client_ip,
+        };
+        let planned = limit::plan(&policy.config, route, &subject)
+            .map_err(|_| Refusal::unauthorized(crate::auth::AuthError::MissingClaim))?;
+        if planned.is_empty() {
+            return Ok(());
+        }
+        let decision = self.shared.limiter.decide(planned, route.cost).await;
+        let route_name = route.name.as_str();
+        for (p, state) in &decision.buckets {
+            let outcome = match (state.allowed, p.spend.shadow) {
+                (true, _) => "allowed",
+                (false, true) => "shadow_limited",
+                (false, false) => "limited",
+            };
+            METRICS
+                .decisions
+                .with_label_values(&[route_name, &p.limit, outcome])
+                .inc();
+        }
+        ctx.decision = match (decision.allowed, decision.source) {
+            (_, Source::Denied) => "store_unavailable",
+            (true, Source::Allowed) => "allowed_unchecked",
+            (true, Source::Local) => "allowed_local",
+            (false, Source::Local) => "limited_local",
+            (true, _) => "allowed",
+            (false, _) => "limited",
+        };
+        let mode = policy.config.quota_headers;
+        if let Some((p, state)) = decision.tightest() {
+            ctx.quota = respond::quota_headers(
+                mode,
+                &p.limit,
+                &p.bucket,
+                state.remaining,
+                state.reset_after_ms,
+            );
+        }
+        if decision.source == Source::Denied {
+            return Err(Refusal::new(
+                503,
+                "store-unavailable",
+                "Service unavailable",
+                "the rate-limit store is unavailable",
+            )
+            .header(http::header::RETRY_AFTER, "1"));
+        }
+        if decision.allowed {
+            return Ok(());
+        }
+        let (p, state) = decision.refusing().ok_or_else(Refusal::not_found)?;
+        let quota = respond::quota_headers(
+            mode,
+            &p.limit,
+            &p.bucket,
+            state.remaining,
+            state.reset_after_ms,
+        );
+        Err(Refusal::rate_limited(
+            &p.limit,
+            state.retry_after_ms,
+            state.reset_after_ms,
+            quota,
+        ))
     }
 
     /// The client address: the peer, or when the peer is a trusted proxy the
@@ -305,6 +383,9 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+        for (name, value) in &ctx.quota {
+            response.insert_header(name.clone(), value.as_str())?;
+        }
         Ok(())
     }
 

@@ -43,6 +43,7 @@ impl Policy {
 /// State shared by the proxy, the admin listener and background tasks.
 pub struct Shared {
     pub policy: ArcSwap<Policy>,
+    pub limiter: crate::limit::Limiter,
     /// Listeners are up and the process is not shutting down.
     pub ready: AtomicBool,
 }

@@ -89,6 +89,33 @@ impl Refusal {
             .extra("reason", json!(error.reason()))
     }
 
+    /// 429 for a refused bucket, with `Retry-After` (whole seconds, rounded
+    /// up, at least 1) and a body naming the limit, never a key.
+    pub fn rate_limited(
+        limit: &str,
+        retry_after_ms: Option<u64>,
+        full_after_ms: u64,
+        quota: Vec<(HeaderName, String)>,
+    ) -> Self {
+        let (detail, wait_ms) = match retry_after_ms {
+            Some(ms) => (
+                format!("the \"{limit}\" limit is exhausted; retry later"),
+                ms,
+            ),
+            None => (
+                format!("this request costs more than the \"{limit}\" bucket holds"),
+                full_after_ms,
+            ),
+        };
+        let seconds = wait_ms.div_ceil(1000).max(1);
+        let mut r = Refusal::new(429, "rate-limited", "Too many requests", detail)
+            .header(http::header::RETRY_AFTER, seconds.to_string())
+            .extra("limit", json!(limit))
+            .extra("retry_after_ms", json!(wait_ms));
+        r.headers.extend(quota);
+        r
+    }
+
     pub fn body(&self, request_id: &str) -> Bytes {
         let mut obj = Map::new();
         obj.insert(
@@ -123,4 +150,44 @@ impl Refusal {
         session.write_response_body(Some(body), true).await?;
         Ok(())
     }
+}
+
+/// Quota headers for one bucket (SPEC section 5): IETF draft fields and/or
+/// the legacy `X-RateLimit-*` trio.
+pub fn quota_headers(
+    mode: crate::config::QuotaHeaders,
+    limit: &str,
+    bucket: &crate::config::Bucket,
+    remaining: u64,
+    reset_after_ms: u64,
+) -> Vec<(HeaderName, String)> {
+    use crate::config::QuotaHeaders;
+    let full_window = (bucket.capacity * bucket.rate.interval_us()).div_ceil(1_000_000);
+    let reset = reset_after_ms.div_ceil(1000);
+    let mut out = Vec::new();
+    if matches!(mode, QuotaHeaders::Ietf | QuotaHeaders::Both) {
+        out.push((
+            HeaderName::from_static("ratelimit-policy"),
+            format!("\"{limit}\";q={};w={full_window}", bucket.capacity),
+        ));
+        out.push((
+            HeaderName::from_static("ratelimit"),
+            format!("\"{limit}\";r={remaining};t={reset}"),
+        ));
+    }
+    if matches!(mode, QuotaHeaders::Legacy | QuotaHeaders::Both) {
+        out.push((
+            HeaderName::from_static("x-ratelimit-limit"),
+            bucket.capacity.to_string(),
+        ));
+        out.push((
+            HeaderName::from_static("x-ratelimit-remaining"),
+            remaining.to_string(),
+        ));
+        out.push((
+            HeaderName::from_static("x-ratelimit-reset"),
+            reset.to_string(),
+        ));
+    }
+    out
 }

@@ -359,3 +359,87 @@ pub async fn raw_http(addr: SocketAddr, request: &str) -> String {
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// A 3-master Redis Cluster (no replicas) on free loopback ports.
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(
+                Redis::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+                .await,
+            );
+        }
+        let mut args = vec!["--cluster".to_string(), "create".to_string()];
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let out = Command::new("redis-cli")
+            .args(&args)
+            .output()
+            .expect("redis-cli --cluster create (install redis-tools)");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Cluster { nodes };
+        let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+        let ok = eventually(Duration::from_secs(20), || {
+            let ports = ports.clone();
+            async move {
+                ports.iter().all(|p| {
+                    redis_cli(*p, &["CLUSTER", "INFO"]).is_some_and(|i| {
+                        i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
+                    })
+                })
+            }
+        })
+        .await;
+        assert!(ok, "the cluster did not reach cluster_state:ok");
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect()
+    }
+}
+
+/// Keys on one node (SCAN, so it is safe on a live server).
+pub fn scan_keys(port: u16) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let out = redis_cli(port, &["SCAN", &cursor, "COUNT", "1000"]).expect("SCAN");
+        let mut lines = out.lines();
+        cursor = lines.next().unwrap_or("0").to_string();
+        keys.extend(lines.filter(|l| !l.is_empty()).map(str::to_string));
+        if cursor == "0" {
+            return keys;
+        }
+    }
+}
+
+/// Calls of one command from `INFO commandstats` (e.g. `evalsha`).
+pub fn command_calls(port: u16, command: &str) -> u64 {
+    let info = redis_cli(port, &["INFO", "commandstats"]).expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

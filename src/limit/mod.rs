@@ -1,0 +1,287 @@
+//! Rate limiting: which buckets a request spends (`keys`, planned here from
+//! the policy and the identity), the bucket arithmetic (`bucket`), the stores
+//! (`store`) and what to do when the shared store fails (`fallback`).
+
+pub mod bucket;
+pub mod fallback;
+pub mod keys;
+pub mod store;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bucket::{BucketState, Spend};
+use fallback::Breaker;
+use store::memory::{MemoryStore, SystemClock};
+use store::{Store, StoreError};
+
+use crate::auth::Identity;
+use crate::config::{Bucket, Config, Limit, OnUnavailable, Route, Scope, StoreKind};
+use crate::metrics::METRICS;
+
+/// One bucket a request will spend from, with the policy that sized it.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub limit: String,
+    pub bucket: Bucket,
+    pub spend: Spend,
+}
+
+/// What a request brings that scopes can key on.
+pub struct Subject<'a> {
+    pub identity: Option<&'a Identity>,
+    pub captures: &'a [(String, String)],
+    pub headers: &'a http::HeaderMap,
+    pub client_ip: Option<IpAddr>,
+}
+
+/// A scope that needs a claim the token lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingClaim;
+
+/// The bucket size for this limit and identity: tenant override, then plan, then default.
+pub fn sizing(config: &Config, limit: &Limit, identity: Option<&Identity>) -> Bucket {
+    if let Some(id) = identity {
+        if let Some(b) = config
+            .tenants
+            .get(&id.tenant)
+            .and_then(|t| t.limits.get(&limit.name))
+        {
+            return *b;
+        }
+        if let Some(b) = limit.plans.get(&id.plan) {
+            return *b;
+        }
+    }
+    limit.default
+}
+
+/// Every bucket the route spends from, in the route's order.
+pub fn plan(
+    config: &Config,
+    route: &Route,
+    subject: &Subject<'_>,
+) -> Result<Vec<Planned>, MissingClaim> {
+    let prefix = config.store.key_prefix.as_str();
+    let tid = subject.identity.map(|i| i.tenant.as_str());
+    config
+        .route_limits(route)
+        .into_iter()
+        .map(|limit| {
+            let name = limit.name.as_str();
+            let key = match &limit.scope {
+                Scope::Tenant => keys::tenant(prefix, tid.ok_or(MissingClaim)?, name),
+                Scope::TenantUser => {
+                    let id = subject.identity.ok_or(MissingClaim)?;
+                    let user = id.user.as_deref().ok_or(MissingClaim)?;
+                    keys::tenant_user(prefix, &id.tenant, user, name)
+                }
+                Scope::TenantToken => {
+                    let id = subject.identity.ok_or(MissingClaim)?;
+                    let jti = id.token.as_deref().ok_or(MissingClaim)?;
+                    keys::tenant_token(prefix, &id.tenant, jti, name)
+                }
+                Scope::ClientIp => keys::client_ip(
+                    prefix,
+                    subject
+                        .client_ip
+                        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                    name,
+                ),
+                Scope::Global => keys::global(prefix, name),
+                Scope::Path(capture) => {
+                    let v = subject
+                        .captures
+                        .iter()
+                        .find(|(k, _)| k == capture)
+                        .map(|(_, v)| v.as_str());
+                    keys::value(prefix, tid, name, v)
+                }
+                Scope::Header(h) => {
+                    let v = subject.headers.get(h).and_then(|v| v.to_str().ok());
+                    keys::value(prefix, tid, name, v)
+                }
+            };
+            let bucket = sizing(config, limit, subject.identity);
+            Ok(Planned {
+                limit: limit.name.clone(),
+                bucket,
+                spend: Spend {
+                    key,
+                    capacity: bucket.capacity,
+                    interval_us: bucket.rate.interval_us(),
+                    shadow: limit.shadow,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Who decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Store,
+    /// The in-process fallback bucket (`on_unavailable: local`).
+    Local,
+    /// `on_unavailable: allow`: passed without counting.
+    Allowed,
+    /// `on_unavailable: deny`.
+    Denied,
+}
+
+pub struct Decision {
+    pub allowed: bool,
+    pub buckets: Vec<(Planned, BucketState)>,
+    pub source: Source,
+}
+
+/// The limiter a gateway process holds for its whole life (store settings
+/// need a restart; limits come from each request's policy snapshot).
+pub struct Limiter {
+    store: Arc<dyn Store>,
+    local: MemoryStore,
+    breaker: Breaker,
+    timeout: Duration,
+    on_unavailable: OnUnavailable,
+    divisor: u64,
+}
+
+impl Limiter {
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let s = &config.store;
+        let password = match &s.password_env {
+            Some(env) => Some(
+                std::env::var(env).map_err(|_| format!("store.password_env: {env} is not set"))?,
+            ),
+            None => None,
+        };
+        let store: Arc<dyn Store> = match s.kind {
+            StoreKind::Memory => Arc::new(MemoryStore::new(Arc::new(SystemClock))),
+            StoreKind::Redis => Arc::new(store::redis::RedisStore::single(
+                &s.urls[0], password, s.timeout,
+            )?),
+            StoreKind::RedisCluster => Arc::new(store::redis::RedisStore::cluster(
+                &s.urls, password, s.timeout,
+            )?),
+        };
+        Ok(Limiter {
+            store,
+            local: MemoryStore::new(Arc::new(SystemClock)),
+            breaker: Breaker::new(Duration::from_millis(500)),
+            timeout: s.timeout,
+            on_unavailable: s.on_unavailable,
+            divisor: s.local_divisor.get(),
+        })
+    }
+
+    /// Whether decisions are currently made without the shared store.
+    pub fn degraded(&self) -> bool {
+        self.breaker.is_open()
+    }
+
+    pub fn on_unavailable(&self) -> OnUnavailable {
+        self.on_unavailable
+    }
+
+    /// Checks and spends every planned bucket in one store call.
+    pub async fn decide(&self, planned: Vec<Planned>, cost: u64) -> Decision {
+        let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
+        let error = if self.breaker.should_try() {
+            let started = Instant::now();
+            let result =
+                match tokio::time::timeout(self.timeout, self.store.spend(&spends, cost)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(StoreError::TimedOut),
+                };
+            let outcome = if result.is_ok() { "ok" } else { "error" };
+            METRICS
+                .store_duration
+                .with_label_values(&[self.store.kind(), outcome])
+                .observe(started.elapsed().as_secs_f64());
+            match result {
+                Ok(states) => {
+                    self.breaker.success();
+                    return decision(planned, states, Source::Store);
+                }
+                Err(e) => {
+                    self.breaker.failure(e.reason(), &e);
+                    e.reason()
+                }
+            }
+        } else {
+            "breaker_open"
+        };
+        METRICS.fallback.with_label_values(&[error]).inc();
+        self.fallback(planned, cost)
+    }
+
+    fn fallback(&self, planned: Vec<Planned>, cost: u64) -> Decision {
+        match self.on_unavailable {
+            OnUnavailable::Allow => Decision {
+                allowed: true,
+                buckets: Vec::new(),
+                source: Source::Allowed,
+            },
+            OnUnavailable::Deny => Decision {
+                allowed: false,
+                buckets: Vec::new(),
+                source: Source::Denied,
+            },
+            OnUnavailable::Local => {
+                // Each of N replicas gets 1/N of the capacity and rate.
+                let planned: Vec<Planned> = planned
+                    .into_iter()
+                    .map(|mut p| {
+                        p.bucket.capacity = (p.bucket.capacity / self.divisor).max(1);
+                        p.spend.capacity = p.bucket.capacity;
+                        p.spend.interval_us = p.spend.interval_us.saturating_mul(self.divisor);
+                        p.bucket.rate.period *= self.divisor as u32;
+                        p
+                    })
+                    .collect();
+                let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
+                let states = self.local.spend_now(&spends, cost);
+                decision(planned, states, Source::Local)
+            }
+        }
+    }
+}
+
+fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> Decision {
+    let allowed = planned
+        .iter()
+        .zip(&states)
+        .all(|(p, s)| s.allowed || p.spend.shadow);
+    Decision {
+        allowed,
+        buckets: planned.into_iter().zip(states).collect(),
+        source,
+    }
+}
+
+impl Decision {
+    /// The bucket to report in quota headers: the one with the fewest tokens
+    /// left (first in route order on ties), among non-shadow buckets if any.
+    pub fn tightest(&self) -> Option<&(Planned, BucketState)> {
+        let real: Vec<_> = self
+            .buckets
+            .iter()
+            .filter(|(p, _)| !p.spend.shadow)
+            .collect();
+        let pool = if real.is_empty() {
+            self.buckets.iter().collect()
+        } else {
+            real
+        };
+        pool.into_iter().min_by_key(|(_, s)| s.remaining)
+    }
+
+    /// The refusing bucket that takes longest to allow the request.
+    pub fn refusing(&self) -> Option<&(Planned, BucketState)> {
+        self.buckets
+            .iter()
+            .filter(|(p, s)| !s.allowed && !p.spend.shadow)
+            .max_by_key(|(_, s)| s.retry_after_ms.unwrap_or(u64::MAX))
+    }
+}

@@ -1,0 +1,154 @@
+//! The in-process store: the same GCRA as the Lua script, with an injected
+//! clock. Memory stays bounded: a bucket whose TAT has passed is full, which
+//! is exactly what an absent entry means, so sweeping it never refills a
+//! bucket early.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use super::{Store, StoreError};
+use crate::limit::bucket::{decide, BucketState, Spend};
+
+/// Microseconds since some fixed origin.
+pub trait Clock: Send + Sync {
+    fn now_us(&self) -> u64;
+}
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_us(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64)
+    }
+}
+
+/// A clock tests move by hand.
+#[derive(Default)]
+pub struct ManualClock(pub AtomicU64);
+
+impl Clock for ManualClock {
+    fn now_us(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl ManualClock {
+    pub fn advance_us(&self, us: u64) {
+        self.0.fetch_add(us, Ordering::SeqCst);
+    }
+}
+
+pub struct MemoryStore {
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    tats: HashMap<String, u64>,
+    /// Size after the last sweep; the next sweep runs when the map doubles.
+    swept_len: usize,
+}
+
+impl MemoryStore {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        MemoryStore {
+            clock,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Entries currently held (full buckets may linger until the next sweep).
+    pub fn len(&self) -> usize {
+        self.lock().tats.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Spends synchronously; also what the fallback path calls.
+    pub fn spend_now(&self, spends: &[Spend], cost: u64) -> Vec<BucketState> {
+        let now = self.clock.now_us();
+        let mut state = self.lock();
+        let tats: Vec<Option<u64>> = spends
+            .iter()
+            .map(|s| state.tats.get(&s.key).copied())
+            .collect();
+        let (states, writes) = decide(now, spends, &tats, cost);
+        if let Some(writes) = writes {
+            for (spend, write) in spends.iter().zip(writes) {
+                if let Some(tat) = write {
+                    state.tats.insert(spend.key.clone(), tat);
+                }
+            }
+        }
+        if state.tats.len() >= (state.swept_len * 2).max(1024) {
+            state.tats.retain(|_, tat| *tat > now);
+            state.swept_len = state.tats.len();
+        }
+        states
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn spend(&self, spends: &[Spend], cost: u64) -> Result<Vec<BucketState>, StoreError> {
+        Ok(self.spend_now(spends, cost))
+    }
+
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spend(key: &str) -> Spend {
+        Spend {
+            key: key.into(),
+            capacity: 2,
+            interval_us: 1_000_000,
+            shadow: false,
+        }
+    }
+
+    #[test]
+    fn sweeping_never_refills_early() {
+        let clock = Arc::new(ManualClock::default());
+        let store = MemoryStore::new(clock.clone());
+        let hot = spend("hot");
+        assert!(store.spend_now(std::slice::from_ref(&hot), 2)[0].allowed);
+        // Enough idle buckets to force sweeps while `hot` is still empty.
+        for i in 0..5000 {
+            store.spend_now(&[spend(&format!("idle{i}"))], 1);
+        }
+        assert!(
+            !store.spend_now(std::slice::from_ref(&hot), 1)[0].allowed,
+            "hot was refilled by a sweep"
+        );
+        // Once every bucket is full again, a sweep drops them all.
+        clock.advance_us(3_000_000);
+        for i in 0..4000 {
+            store.spend_now(&[spend(&format!("new{i}"))], 1);
+        }
+        assert!(
+            store.len() <= 4001,
+            "idle full buckets were not evicted: {}",
+            store.len()
+        );
+        assert!(store.spend_now(&[hot], 1)[0].allowed);
+    }
+}

@@ -1,0 +1,219 @@
+//! Redis and Redis Cluster stores. One decision is one `EVALSHA` round trip
+//! on a multiplexed connection (concurrent requests pipeline on it). When
+//! Redis answers `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`), the same
+//! call is sent once as `EVAL`, which runs it and caches the script on the
+//! node that owns the keys — on a cluster that is the right node by
+//! construction, with `MOVED`/`ASK` followed by the client.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
+use tokio::sync::OnceCell;
+
+use super::{Store, StoreError};
+use crate::limit::bucket::{BucketState, Spend};
+
+pub const TOKEN_BUCKET_LUA: &str = include_str!("../../../lua/token_bucket.lua");
+
+/// A Lua script and its SHA1.
+pub struct Script {
+    pub source: &'static str,
+    pub sha: String,
+}
+
+impl Script {
+    pub fn new(source: &'static str) -> Self {
+        Script {
+            source,
+            sha: redis::Script::new(source).get_hash().to_string(),
+        }
+    }
+
+    fn call(&self, by_sha: bool, keys: &[&str], args: &[u64]) -> Cmd {
+        let mut cmd = if by_sha {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(&self.sha);
+            c
+        } else {
+            let mut c = redis::cmd("EVAL");
+            c.arg(self.source);
+            c
+        };
+        cmd.arg(keys.len()).arg(keys).arg(args);
+        cmd
+    }
+}
+
+enum Conn {
+    Single {
+        client: redis::Client,
+        manager: OnceLock<ConnectionManager>,
+        timeout: Duration,
+    },
+    Cluster {
+        client: Box<redis::cluster::ClusterClient>,
+        conn: OnceCell<ClusterConnection>,
+    },
+}
+
+pub struct RedisStore {
+    conn: Conn,
+    bucket: Script,
+}
+
+fn classify(e: RedisError) -> StoreError {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+        StoreError::Unreachable(e.to_string())
+    } else {
+        StoreError::Failed(e.to_string())
+    }
+}
+
+fn is_noscript(e: &RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+impl RedisStore {
+    /// A single server. Connects lazily, so the gateway starts with Redis down.
+    pub fn single(url: &str, password: Option<String>, timeout: Duration) -> Result<Self, String> {
+        let mut info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
+            .map_err(|e| format!("store.url: {e}"))?;
+        if let Some(p) = password {
+            let settings = info.redis_settings().clone().set_password(p);
+            info = info.set_redis_settings(settings);
+        }
+        let client = redis::Client::open(info).map_err(|e| format!("store.url: {e}"))?;
+        Ok(RedisStore {
+            conn: Conn::Single {
+                client,
+                manager: OnceLock::new(),
+                timeout,
+            },
+            bucket: Script::new(TOKEN_BUCKET_LUA),
+        })
+    }
+
+    pub fn cluster(
+        nodes: &[String],
+        password: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let mut builder = redis::cluster::ClusterClient::builder(nodes.to_vec())
+            .connection_timeout(timeout.max(Duration::from_millis(100)))
+            .response_timeout(timeout.max(Duration::from_millis(100)));
+        if let Some(p) = password {
+            builder = builder.password(p);
+        }
+        let client = builder.build().map_err(|e| format!("store.nodes: {e}"))?;
+        Ok(RedisStore {
+            conn: Conn::Cluster {
+                client: Box::new(client),
+                conn: OnceCell::new(),
+            },
+            bucket: Script::new(TOKEN_BUCKET_LUA),
+        })
+    }
+
+    /// Sends `cmd`, returning the reply.
+    async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
+        match &self.conn {
+            Conn::Single {
+                client,
+                manager,
+                timeout,
+            } => {
+                let mut conn = match manager.get() {
+                    Some(m) => m.clone(),
+                    None => {
+                        let config = ConnectionManagerConfig::new()
+                            .set_connection_timeout(Some(
+                                (*timeout).max(Duration::from_millis(100)),
+                            ))
+                            .set_number_of_retries(1)
+                            .set_max_delay(Duration::from_millis(500));
+                        let m = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+                        manager.get_or_init(|| m).clone()
+                    }
+                };
+                cmd.query_async(&mut conn).await
+            }
+            Conn::Cluster { client, conn } => {
+                let mut c = conn
+                    .get_or_try_init(|| client.get_async_connection())
+                    .await?
+                    .clone();
+                cmd.query_async(&mut c).await
+            }
+        }
+    }
+
+    /// Runs a script by SHA, loading it with `EVAL` after `NOSCRIPT`.
+    pub async fn run(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[u64],
+    ) -> Result<Value, StoreError> {
+        match self.query(&script.call(true, keys, args)).await {
+            Err(e) if is_noscript(&e) => self
+                .query(&script.call(false, keys, args))
+                .await
+                .map_err(classify),
+            other => other.map_err(classify),
+        }
+    }
+}
+
+fn integers(value: Value) -> Result<Vec<i64>, StoreError> {
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::Int(n) => Ok(n),
+                other => Err(StoreError::Failed(format!(
+                    "unexpected reply item {other:?}"
+                ))),
+            })
+            .collect(),
+        other => Err(StoreError::Failed(format!("unexpected reply {other:?}"))),
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn spend(&self, spends: &[Spend], cost: u64) -> Result<Vec<BucketState>, StoreError> {
+        let keys: Vec<&str> = spends.iter().map(|s| s.key.as_str()).collect();
+        let mut args = Vec::with_capacity(1 + 3 * spends.len());
+        args.push(cost);
+        for s in spends {
+            args.extend([s.capacity, s.interval_us.max(1), u64::from(s.shadow)]);
+        }
+        let reply = integers(self.run(&self.bucket, &keys, &args).await?)?;
+        if reply.len() != 4 * spends.len() {
+            return Err(StoreError::Failed(format!(
+                "reply of {} integers",
+                reply.len()
+            )));
+        }
+        Ok(reply
+            .chunks(4)
+            .map(|c| BucketState {
+                allowed: c[0] == 1,
+                remaining: c[1].max(0) as u64,
+                retry_after_ms: (c[2] >= 0).then_some(c[2] as u64),
+                reset_after_ms: c[3].max(0) as u64,
+            })
+            .collect())
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.conn {
+            Conn::Single { .. } => "redis",
+            Conn::Cluster { .. } => "redis_cluster",
+        }
+    }
+}
