@@ -1090,11 +1090,20 @@ fn bucket(r: &mut Reader<'_>, at: &At<'_>) -> Option<Bucket> {
             None
         }
     };
-    Some(Bucket {
+    let bucket = Bucket {
         capacity: capacity?,
         rate: rate?,
-    })
+    };
+    // Bucket arithmetic runs in integer microseconds, also as Lua doubles
+    // (exact below 2^53): keep capacity x interval far inside that.
+    if bucket.capacity.saturating_mul(bucket.rate.interval_us()) > MAX_WINDOW_US {
+        r.error(at, "limits.capacity_invalid", "capacity / rate must refill within 10 years");
+        return None;
+    }
+    Some(bucket)
 }
+
+const MAX_WINDOW_US: u64 = 10 * 366 * 86_400 * 1_000_000;
 
 fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
     const HELP: &str =

@@ -61,7 +61,7 @@ pub fn decide(
         let mut write = None;
         if cost <= spend.capacity {
             let new_tat = tat + cost * interval;
-            let allow_at = new_tat - tau;
+            let allow_at = new_tat.saturating_sub(tau);
             if now >= allow_at {
                 state.allowed = true;
                 state.retry_after_ms = Some(0);
