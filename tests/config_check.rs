@@ -18,6 +18,8 @@ fn check(config: &str) -> Output {
         .args(["check", "-c", config])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env(SECRET_ENV, "config-check-test-secret")
+        // The secret the shipped configs (demo, example) name.
+        .env("FAIRGATE_JWT_SECRET", "config-check-test-secret")
         .env_remove(UNSET_SECRET_ENV)
         .output()
         .expect("run fairgate check")
@@ -217,14 +219,26 @@ fn every_bad_config_has_a_test() {
 }
 
 #[test]
-fn demo_config_is_ok() {
-    let out = check("config/demo.yaml");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "config/demo.yaml: expected exit 0\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    assert_eq!(stdout.lines().next(), Some("ok"), "stdout:\n{stdout}");
+fn every_shipped_config_is_ok() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let name = format!("config/{}", path.file_name().unwrap().to_string_lossy());
+        let out = check(&name);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: expected exit 0\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        assert_eq!(stdout.lines().next(), Some("ok"), "{name}:\n{stdout}");
+        assert!(!stdout.contains("(warning)"), "{name} has unacknowledged warnings:\n{stdout}");
+        checked += 1;
+    }
+    assert!(checked >= 1);
 }

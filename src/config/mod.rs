@@ -5,6 +5,7 @@ pub mod error;
 pub mod file;
 pub mod model;
 pub mod reload;
+pub mod schema;
 
 pub use error::Problems;
 pub use model::*;

@@ -14,6 +14,7 @@ use marked_yaml::Node;
 
 use super::error::Problems;
 use super::file::{self, join, At, Reader};
+use super::schema;
 
 /// A whole, validated configuration file.
 #[derive(Debug, Clone, PartialEq)]
@@ -363,28 +364,11 @@ fn socket_addr(r: &mut Reader<'_>, at: &At<'_>, code: &'static str) -> Option<So
 }
 
 fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
-    let top = r.mapping(
-        &At::root(root),
-        &[
-            "server",
-            "admin",
-            "store",
-            "auth",
-            "upstreams",
-            "limits",
-            "default_limits",
-            "concurrency",
-            "tenants",
-            "quota_headers",
-            "identity_headers",
-            "routes",
-            "acknowledge",
-        ],
-    )?;
+    let top = r.mapping(&At::root(root), schema::TOP)?;
     let server = server(r, top.get("server"), base);
     let admin = Admin {
         listen: top.get("admin").and_then(|at| {
-            let f = r.mapping(&at, &["listen"])?;
+            let f = r.mapping(&at, schema::ADMIN)?;
             socket_addr(r, &f.get("listen")?, "admin.listen_invalid")
         }),
     };
@@ -517,16 +501,7 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
         trusted_proxies: Vec::new(),
     };
     let Some(at) = at else { return server };
-    let Some(f) = r.mapping(
-        &at,
-        &[
-            "listen",
-            "tls",
-            "threads",
-            "shutdown_grace",
-            "trusted_proxies",
-        ],
-    ) else {
+    let Some(f) = r.mapping(&at, schema::SERVER) else {
         return server;
     };
     if let Some(at) = f.get("listen") {
@@ -541,7 +516,7 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
         }
     }
     if let Some(at) = f.get("tls") {
-        if let Some(t) = r.mapping(&at, &["listen", "cert", "key"]) {
+        if let Some(t) = r.mapping(&at, schema::SERVER_TLS) {
             let listen = t
                 .get("listen")
                 .and_then(|a| socket_addr(r, &a, "server.listen_invalid"));
@@ -618,19 +593,7 @@ fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
         local_divisor: NonZeroU64::MIN,
     };
     let Some(at) = at else { return store };
-    let Some(f) = r.mapping(
-        &at,
-        &[
-            "kind",
-            "url",
-            "nodes",
-            "password_env",
-            "key_prefix",
-            "timeout",
-            "on_unavailable",
-            "local_divisor",
-        ],
-    ) else {
+    let Some(f) = r.mapping(&at, schema::STORE) else {
         return store;
     };
     if let Some(at) = f.get("kind") {
@@ -749,17 +712,7 @@ const ALGORITHMS: &[&str] = &[
 ];
 
 fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
-    let f = r.mapping(
-        at,
-        &[
-            "issuer",
-            "audience",
-            "leeway",
-            "keys",
-            "claims",
-            "default_plan",
-        ],
-    )?;
+    let f = r.mapping(at, schema::AUTH)?;
     let issuer = f.get("issuer").and_then(|at| r.string(&at));
     let audience = match f.get("audience") {
         Some(at) if at.node.as_sequence().is_some() => r.strings(&at),
@@ -795,7 +748,7 @@ fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
         token: "jti".into(),
     };
     if let Some(at) = f.get("claims") {
-        if let Some(c) = r.mapping(&at, &["tenant", "user", "plan", "token"]) {
+        if let Some(c) = r.mapping(&at, schema::AUTH_CLAIMS) {
             for (key, slot) in [
                 ("tenant", &mut claims.tenant),
                 ("user", &mut claims.user),
@@ -823,18 +776,7 @@ fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
 }
 
 fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource> {
-    let f = r.mapping(
-        at,
-        &[
-            "kid",
-            "alg",
-            "secret_env",
-            "public_key_file",
-            "jwks_file",
-            "jwks_url",
-            "refresh",
-        ],
-    )?;
+    let f = r.mapping(at, schema::AUTH_KEY)?;
     let kid = f.get("kid").and_then(|at| r.string(&at));
     let alg = match f.get("alg") {
         Some(a) => {
@@ -949,18 +891,7 @@ fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<String, Upstrea
     let mut out = BTreeMap::new();
     let Some(at) = at else { return out };
     for (name, at) in r.named(&at) {
-        let Some(f) = r.mapping(
-            &at,
-            &[
-                "targets",
-                "tls",
-                "sni",
-                "tls_verify",
-                "connect_timeout",
-                "read_timeout",
-                "health_check_interval",
-            ],
-        ) else {
+        let Some(f) = r.mapping(&at, schema::UPSTREAM) else {
             continue;
         };
         let mut targets = Vec::new();
@@ -1059,7 +990,7 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
 }
 
 fn bucket(r: &mut Reader<'_>, at: &At<'_>) -> Option<Bucket> {
-    let f = r.mapping(at, &["capacity", "rate"])?;
+    let f = r.mapping(at, schema::BUCKET)?;
     let capacity = match f.get("capacity") {
         Some(c) => match r.u64(&c, "limits.capacity_invalid") {
             Some(n) if n >= 1 => Some(n),
@@ -1097,7 +1028,11 @@ fn bucket(r: &mut Reader<'_>, at: &At<'_>) -> Option<Bucket> {
     // Bucket arithmetic runs in integer microseconds, also as Lua doubles
     // (exact below 2^53): keep capacity x interval far inside that.
     if bucket.capacity.saturating_mul(bucket.rate.interval_us()) > MAX_WINDOW_US {
-        r.error(at, "limits.capacity_invalid", "capacity / rate must refill within 10 years");
+        r.error(
+            at,
+            "limits.capacity_invalid",
+            "capacity / rate must refill within 10 years",
+        );
         return None;
     }
     Some(bucket)
@@ -1159,7 +1094,7 @@ fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit> {
             "limit names use A-Z a-z 0-9 _ - only",
         );
     }
-    let f = r.mapping(at, &["scope", "default", "plans", "shadow"])?;
+    let f = r.mapping(at, schema::LIMIT)?;
     let scope = match f.get("scope") {
         Some(s) => scope(r, &s),
         None => Some(Scope::Tenant),
@@ -1222,7 +1157,7 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
             unauthenticated: None,
         };
     }
-    let Some(f) = r.mapping(&at, &["authenticated", "unauthenticated"]) else {
+    let Some(f) = r.mapping(&at, schema::DEFAULT_LIMITS) else {
         return out;
     };
     for (key, slot) in [
@@ -1234,7 +1169,7 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
             *slot = None;
             continue;
         }
-        let Some(m) = r.mapping(&at, &["scope", "capacity", "rate", "shadow"]) else {
+        let Some(m) = r.mapping(&at, schema::DEFAULT_LIMIT) else {
             continue;
         };
         let scope = m.get("scope").and_then(|s| scope(r, &s));
@@ -1284,7 +1219,7 @@ fn concurrency(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Concurrenc
             "names use A-Z a-z 0-9 _ - only",
         );
     }
-    let f = r.mapping(at, &["scope", "slots", "lease"])?;
+    let f = r.mapping(at, schema::CONCURRENCY)?;
     let scope = match f.get("scope") {
         Some(s) => scope(r, &s),
         None => Some(Scope::Tenant),
@@ -1336,7 +1271,7 @@ fn tenants(
                 "tenant ids match [A-Za-z0-9._@-]{1,128}",
             );
         }
-        let Some(f) = r.mapping(&at, &["plan", "limits"]) else {
+        let Some(f) = r.mapping(&at, schema::TENANT) else {
             continue;
         };
         let mut o = TenantOverride {
@@ -1370,7 +1305,7 @@ fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> IdentityHeaders {
         plan: HeaderName::from_static("x-plan"),
     };
     let Some(at) = at else { return out };
-    let Some(f) = r.mapping(&at, &["tenant", "user", "plan"]) else {
+    let Some(f) = r.mapping(&at, schema::IDENTITY_HEADERS) else {
         return out;
     };
     for (key, slot) in [
@@ -1425,23 +1360,7 @@ fn routes(
 }
 
 fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) -> Option<Route> {
-    let f = r.mapping(
-        at,
-        &[
-            "name",
-            "match",
-            "host",
-            "upstream",
-            "auth",
-            "exempt",
-            "limits",
-            "concurrency",
-            "cost",
-            "max_body",
-            "strip_prefix",
-            "forward_authorization",
-        ],
-    )?;
+    let f = r.mapping(at, schema::ROUTE)?;
     let name = match f.get("name") {
         Some(n) => {
             let name = r.string(&n)?;
@@ -1464,7 +1383,7 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
     let mut methods = Vec::new();
     match f.get("match") {
         Some(m) => {
-            if let Some(mf) = r.mapping(&m, &["host", "path", "path_prefix", "methods"]) {
+            if let Some(mf) = r.mapping(&m, schema::ROUTE_MATCH) {
                 if let Some(h) = mf.get("host") {
                     host = host_match(r, &h);
                 }

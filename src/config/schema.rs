@@ -1,0 +1,117 @@
+//! The config's keys, mapping by mapping. The reader refuses any key not
+//! listed here, and `paths()` lists every key as a dotted path, so the
+//! configuration reference can be checked against the parser.
+
+pub const TOP: &[&str] = &[
+    "server",
+    "admin",
+    "store",
+    "auth",
+    "upstreams",
+    "limits",
+    "default_limits",
+    "concurrency",
+    "tenants",
+    "quota_headers",
+    "identity_headers",
+    "routes",
+    "acknowledge",
+];
+pub const SERVER: &[&str] = &[
+    "listen",
+    "tls",
+    "threads",
+    "shutdown_grace",
+    "trusted_proxies",
+];
+pub const SERVER_TLS: &[&str] = &["listen", "cert", "key"];
+pub const ADMIN: &[&str] = &["listen"];
+pub const STORE: &[&str] = &[
+    "kind",
+    "url",
+    "nodes",
+    "password_env",
+    "key_prefix",
+    "timeout",
+    "on_unavailable",
+    "local_divisor",
+];
+pub const AUTH: &[&str] = &[
+    "issuer",
+    "audience",
+    "leeway",
+    "keys",
+    "claims",
+    "default_plan",
+];
+pub const AUTH_CLAIMS: &[&str] = &["tenant", "user", "plan", "token"];
+pub const AUTH_KEY: &[&str] = &[
+    "kid",
+    "alg",
+    "secret_env",
+    "public_key_file",
+    "jwks_file",
+    "jwks_url",
+    "refresh",
+];
+pub const UPSTREAM: &[&str] = &[
+    "targets",
+    "tls",
+    "sni",
+    "tls_verify",
+    "connect_timeout",
+    "read_timeout",
+    "health_check_interval",
+];
+pub const BUCKET: &[&str] = &["capacity", "rate"];
+pub const LIMIT: &[&str] = &["scope", "default", "plans", "shadow"];
+pub const DEFAULT_LIMITS: &[&str] = &["authenticated", "unauthenticated"];
+pub const DEFAULT_LIMIT: &[&str] = &["scope", "capacity", "rate", "shadow"];
+pub const CONCURRENCY: &[&str] = &["scope", "slots", "lease"];
+pub const TENANT: &[&str] = &["plan", "limits"];
+pub const IDENTITY_HEADERS: &[&str] = &["tenant", "user", "plan"];
+pub const ROUTE: &[&str] = &[
+    "name",
+    "match",
+    "host",
+    "upstream",
+    "auth",
+    "exempt",
+    "limits",
+    "concurrency",
+    "cost",
+    "max_body",
+    "strip_prefix",
+    "forward_authorization",
+];
+pub const ROUTE_MATCH: &[&str] = &["host", "path", "path_prefix", "methods"];
+
+/// Every key as a dotted path; operator-chosen names appear as `<name>`,
+/// list items as `[]`: `limits.<name>.plans.<plan>.rate`, `routes[].match.path`.
+pub fn paths() -> Vec<String> {
+    let mut out: Vec<String> = TOP.iter().map(|k| k.to_string()).collect();
+    let mut under = |parent: &str, keys: &[&str]| {
+        out.extend(keys.iter().map(|k| format!("{parent}.{k}")));
+    };
+    under("server", SERVER);
+    under("server.tls", SERVER_TLS);
+    under("admin", ADMIN);
+    under("store", STORE);
+    under("auth", AUTH);
+    under("auth.claims", AUTH_CLAIMS);
+    under("auth.keys[]", AUTH_KEY);
+    under("upstreams.<name>", UPSTREAM);
+    under("limits.<name>", LIMIT);
+    under("limits.<name>.default", BUCKET);
+    under("limits.<name>.plans.<plan>", BUCKET);
+    under("default_limits", DEFAULT_LIMITS);
+    under("default_limits.authenticated", DEFAULT_LIMIT);
+    under("default_limits.unauthenticated", DEFAULT_LIMIT);
+    under("concurrency.<name>", CONCURRENCY);
+    under("tenants.<id>", TENANT);
+    under("tenants.<id>.limits.<limit>", BUCKET);
+    under("identity_headers", IDENTITY_HEADERS);
+    under("routes[]", ROUTE);
+    under("routes[].match", ROUTE_MATCH);
+    out
+}
