@@ -5,7 +5,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 pub struct Metrics {
@@ -33,6 +34,16 @@ pub struct Metrics {
     pub fallback: IntCounterVec,
     /// 1 while the shared store answers, 0 while decisions fall back.
     pub store_up: IntGauge,
+    /// Slot leases taken, by concurrency policy.
+    pub slots_acquired: IntCounterVec,
+    /// Requests refused for want of a slot, by concurrency policy.
+    pub slots_refused: IntCounterVec,
+    /// Leases ended, by policy and reason (complete, error, client_abort, expired_renewal).
+    pub slots_released: IntCounterVec,
+    /// Leases this process holds now, by policy.
+    pub slots_held: IntGaugeVec,
+    /// Unix time of the last successful config load or reload.
+    pub config_last_success: IntGauge,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -140,6 +151,38 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_store_up",
             "1 while the shared store answers, 0 while decisions fall back.",
+        ),
+        slots_acquired: counter(
+            &r,
+            "fairgate_slots_acquired_total",
+            "Slot leases taken, by concurrency policy.",
+            &["policy"],
+        ),
+        slots_refused: counter(
+            &r,
+            "fairgate_slots_refused_total",
+            "Requests refused for want of a slot.",
+            &["policy"],
+        ),
+        slots_released: counter(
+            &r,
+            "fairgate_slots_released_total",
+            "Slot leases ended, by reason.",
+            &["policy", "reason"],
+        ),
+        slots_held: {
+            let g = IntGaugeVec::new(
+                Opts::new("fairgate_slots_held", "Slot leases this process holds."),
+                &["policy"],
+            )
+            .expect("valid metric");
+            r.register(Box::new(g.clone())).expect("unique metric");
+            g
+        },
+        config_last_success: gauge(
+            &r,
+            "fairgate_config_last_reload_success_timestamp_seconds",
+            "Unix time of the last successful config load or reload.",
         ),
         registry: r,
     }

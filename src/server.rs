@@ -173,6 +173,10 @@ impl Supervisor {
         while METRICS.in_flight.get() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        let released = self.shared.limiter.release_all().await;
+        if released > 0 {
+            tracing::info!(released, "slots.released_at_shutdown");
+        }
         tracing::info!(abandoned = METRICS.in_flight.get(), "fairgate.stopped");
         std::process::exit(0);
     }

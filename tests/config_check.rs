@@ -237,7 +237,10 @@ fn every_shipped_config_is_ok() {
             "{name}: expected exit 0\nstdout:\n{stdout}\nstderr:\n{stderr}"
         );
         assert_eq!(stdout.lines().next(), Some("ok"), "{name}:\n{stdout}");
-        assert!(!stdout.contains("(warning)"), "{name} has unacknowledged warnings:\n{stdout}");
+        assert!(
+            !stdout.contains("(warning)"),
+            "{name} has unacknowledged warnings:\n{stdout}"
+        );
         checked += 1;
     }
     assert!(checked >= 1);

@@ -5,6 +5,7 @@
 pub mod bucket;
 pub mod fallback;
 pub mod keys;
+pub mod slots;
 pub mod store;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -17,7 +18,7 @@ use store::memory::{MemoryStore, SystemClock};
 use store::{Store, StoreError};
 
 use crate::auth::Identity;
-use crate::config::{Bucket, Config, Limit, OnUnavailable, Route, Scope, StoreKind};
+use crate::config::{Bucket, Concurrency, Config, Limit, OnUnavailable, Route, Scope, StoreKind};
 use crate::metrics::METRICS;
 
 /// One bucket a request will spend from, with the policy that sized it.
@@ -140,7 +141,8 @@ pub struct Decision {
 /// need a restart; limits come from each request's policy snapshot).
 pub struct Limiter {
     store: Arc<dyn Store>,
-    local: MemoryStore,
+    local: Arc<MemoryStore>,
+    pub held: Arc<slots::Held>,
     breaker: Breaker,
     timeout: Duration,
     on_unavailable: OnUnavailable,
@@ -167,7 +169,8 @@ impl Limiter {
         };
         Ok(Limiter {
             store,
-            local: MemoryStore::new(Arc::new(SystemClock)),
+            local: Arc::new(MemoryStore::new(Arc::new(SystemClock))),
+            held: Arc::default(),
             breaker: Breaker::new(Duration::from_millis(500)),
             timeout: s.timeout,
             on_unavailable: s.on_unavailable,
@@ -246,6 +249,134 @@ impl Limiter {
             }
         }
     }
+}
+
+/// The outcome of asking for a slot.
+pub enum SlotAnswer {
+    Granted(slots::Lease),
+    /// Every slot is held.
+    Full,
+    /// The store is down and `on_unavailable: allow`: no lease, no limit.
+    Unchecked,
+    /// The store is down and `on_unavailable: deny`.
+    Denied,
+}
+
+impl Limiter {
+    /// Asks for a slot of `policy` under `key`.
+    pub async fn acquire(&self, policy: &Concurrency, key: String) -> SlotAnswer {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let lease_us = policy.lease.as_micros() as u64;
+        if self.breaker.should_try() {
+            let call = self.store.acquire(&key, &id, policy.slots, lease_us);
+            let result = match tokio::time::timeout(self.timeout, call).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::TimedOut),
+            };
+            match result {
+                Ok((taken, _)) => {
+                    self.breaker.success();
+                    return self.answer(policy, key, id, taken, self.store.clone());
+                }
+                Err(e) => {
+                    self.breaker.failure(e.reason(), &e);
+                    METRICS.fallback.with_label_values(&[e.reason()]).inc();
+                }
+            }
+        } else {
+            METRICS.fallback.with_label_values(&["breaker_open"]).inc();
+        }
+        match self.on_unavailable {
+            OnUnavailable::Allow => SlotAnswer::Unchecked,
+            OnUnavailable::Deny => SlotAnswer::Denied,
+            OnUnavailable::Local => {
+                let slots = (policy.slots / self.divisor).max(1);
+                let (taken, _) = self.local.acquire_now(&key, &id, slots, lease_us);
+                let local: Arc<dyn Store> = self.local.clone();
+                self.answer(policy, key, id, taken, local)
+            }
+        }
+    }
+
+    fn answer(
+        &self,
+        policy: &Concurrency,
+        key: String,
+        id: String,
+        taken: bool,
+        store: Arc<dyn Store>,
+    ) -> SlotAnswer {
+        if !taken {
+            METRICS
+                .slots_refused
+                .with_label_values(&[&policy.name])
+                .inc();
+            return SlotAnswer::Full;
+        }
+        SlotAnswer::Granted(slots::Lease::start(
+            &policy.name,
+            key,
+            id,
+            store,
+            self.held.clone(),
+            policy.lease,
+            self.timeout,
+        ))
+    }
+
+    /// Releases every lease this process still holds (shutdown).
+    pub async fn release_all(&self) -> usize {
+        self.held.release_all(self.timeout).await
+    }
+}
+
+/// The slot set a request competes in.
+pub fn slot_key(
+    config: &Config,
+    policy: &Concurrency,
+    subject: &Subject<'_>,
+) -> Result<String, MissingClaim> {
+    let prefix = config.store.key_prefix.as_str();
+    let name = policy.name.as_str();
+    let id = subject.identity;
+    Ok(match &policy.scope {
+        Scope::Tenant => keys::slots(prefix, &id.ok_or(MissingClaim)?.tenant, name),
+        Scope::TenantUser => {
+            let id = id.ok_or(MissingClaim)?;
+            let user = keys::encode(id.user.as_deref().ok_or(MissingClaim)?);
+            format!("{prefix}tenant:{{{}}}:user:{user}:slots:{name}", id.tenant)
+        }
+        Scope::TenantToken => {
+            let id = id.ok_or(MissingClaim)?;
+            let jti = keys::encode(id.token.as_deref().ok_or(MissingClaim)?);
+            format!("{prefix}tenant:{{{}}}:token:{jti}:slots:{name}", id.tenant)
+        }
+        Scope::ClientIp => format!(
+            "{prefix}ip:{{{}}}:slots:{name}",
+            subject
+                .client_ip
+                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+        ),
+        Scope::Global => format!("{prefix}global:{{{name}}}:slots"),
+        Scope::Path(_) | Scope::Header(_) => {
+            let value = match &policy.scope {
+                Scope::Path(c) => subject
+                    .captures
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .map(|(_, v)| v.as_str()),
+                Scope::Header(h) => subject.headers.get(h).and_then(|v| v.to_str().ok()),
+                _ => None,
+            };
+            let v = value
+                .map(keys::encode)
+                .unwrap_or_else(|| keys::ABSENT.to_string());
+            match id {
+                Some(id) => format!("{prefix}tenant:{{{}}}:{name}:{{{v}}}:slots", id.tenant),
+                None => format!("{prefix}{name}:{{{v}}}:slots"),
+            }
+        }
+    })
 }
 
 fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> Decision {

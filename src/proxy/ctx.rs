@@ -24,6 +24,8 @@ pub struct Ctx {
     /// Status of a response the gateway made itself.
     pub refused: Option<u16>,
     pub identity: Option<crate::auth::Identity>,
+    /// The concurrency slot this request holds, if its route has a policy.
+    pub lease: Option<crate::limit::slots::Lease>,
     /// Quota headers to add to the response.
     pub quota: Vec<(http::header::HeaderName, String)>,
     /// What the limiter decided: `exempt`, `allowed`, `limited`, ... or `-`.
@@ -46,6 +48,7 @@ impl Ctx {
             refused: None,
             identity: None,
             quota: Vec::new(),
+            lease: None,
             decision: "-",
             _in_flight: InFlight::new(),
         }

@@ -18,7 +18,7 @@ use super::ctx::Ctx;
 use super::respond::{self, Refusal};
 use super::route;
 use super::Shared;
-use crate::limit::{self, Source, Subject};
+use crate::limit::{self, SlotAnswer, Source, Subject};
 use crate::metrics::{status_class, METRICS};
 
 pub struct Gateway {
@@ -84,6 +84,7 @@ impl Gateway {
         }
         if !route.exempt {
             self.limit(session, ctx).await?;
+            self.take_slot(session, ctx).await?;
         }
         if let Some(max) = route.max_body {
             let declared = req
@@ -170,6 +171,64 @@ impl Gateway {
             state.reset_after_ms,
             quota,
         ))
+    }
+
+    /// Takes a concurrency slot on routes with a policy. Runs after the
+    /// bucket check, so a refused bucket never takes a slot.
+    async fn take_slot(&self, session: &Session, ctx: &mut Ctx) -> Result<(), Refusal> {
+        let policy = ctx.policy.clone();
+        let index = ctx.route.ok_or_else(Refusal::not_found)?;
+        let Some(name) = &policy.config.routes[index].concurrency else {
+            return Ok(());
+        };
+        let Some(slots) = policy.config.concurrency.get(name) else {
+            return Ok(());
+        };
+        let subject = Subject {
+            identity: ctx.identity.as_ref(),
+            captures: &ctx.captures,
+            headers: &session.req_header().headers,
+            client_ip: ctx.client_ip,
+        };
+        let key = limit::slot_key(&policy.config, slots, &subject)
+            .map_err(|_| Refusal::unauthorized(crate::auth::AuthError::MissingClaim))?;
+        match self.shared.limiter.acquire(slots, key).await {
+            SlotAnswer::Granted(lease) => {
+                ctx.lease = Some(lease);
+                Ok(())
+            }
+            SlotAnswer::Unchecked => Ok(()),
+            SlotAnswer::Full => {
+                ctx.decision = "no_slot";
+                Err(Refusal::new(
+                    429,
+                    "no-slot",
+                    "Too many concurrent requests",
+                    format!(
+                        "all {} \"{name}\" slots are in use; retry shortly",
+                        slots.slots
+                    ),
+                )
+                .header(http::header::RETRY_AFTER, "1")
+                .header(
+                    http::HeaderName::from_static("ratelimit-policy"),
+                    format!("\"{name}\";q={};qu=\"concurrent-requests\"", slots.slots),
+                )
+                .header(
+                    http::HeaderName::from_static("ratelimit"),
+                    format!("\"{name}\";r=0"),
+                )
+                .extra("limit", serde_json::json!(name))
+                .extra("retry_after_ms", serde_json::json!(1000)))
+            }
+            SlotAnswer::Denied => Err(Refusal::new(
+                503,
+                "store-unavailable",
+                "Service unavailable",
+                "the rate-limit store is unavailable",
+            )
+            .header(http::header::RETRY_AFTER, "1")),
+        }
     }
 
     /// The client address: the peer, or when the peer is a trusted proxy the
@@ -266,6 +325,13 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         if let Some(chunk) = body {
             ctx.request_body_bytes += chunk.len() as u64;
+        }
+        if ctx.lease.as_ref().is_some_and(|l| l.lost()) {
+            // The slot may have been given to someone else: stop this upload.
+            return Error::e_explain(
+                ErrorType::Custom("lease lost"),
+                "slot lease lost mid-upload",
+            );
         }
         if let Some(max) = ctx.route().and_then(|r| r.max_body) {
             if ctx.request_body_bytes > max {
@@ -454,6 +520,16 @@ impl ProxyHttp for Gateway {
             .map(|r| r.status.as_u16())
             .or(ctx.refused)
             .unwrap_or(0);
+        if let Some(lease) = ctx.lease.take() {
+            let reason = match error {
+                _ if lease.lost() => "expired_renewal",
+                Some(e) if e.esource() == &ErrorSource::Downstream => "client_abort",
+                Some(_) => "error",
+                None if status >= 500 || status == 0 => "error",
+                None => "complete",
+            };
+            lease.release(reason).await;
+        }
         let route = ctx.route_label();
         let elapsed = ctx.started.elapsed();
         METRICS

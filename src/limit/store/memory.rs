@@ -52,6 +52,8 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct State {
     tats: HashMap<String, u64>,
+    /// Slot sets: lease id -> expiry.
+    slots: HashMap<String, HashMap<String, u64>>,
     /// Size after the last sweep; the next sweep runs when the map doubles.
     swept_len: usize,
 }
@@ -101,10 +103,72 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    pub fn acquire_now(&self, key: &str, id: &str, slots: u64, lease_us: u64) -> (bool, u64) {
+        let now = self.clock.now_us();
+        let mut state = self.lock();
+        let set = state.slots.entry(key.to_string()).or_default();
+        set.retain(|_, expiry| *expiry > now);
+        let held = set.len() as u64;
+        if held >= slots {
+            return (false, held);
+        }
+        set.insert(id.to_string(), now + lease_us);
+        (true, held + 1)
+    }
+
+    pub fn renew_now(&self, key: &str, id: &str, lease_us: u64) -> bool {
+        let now = self.clock.now_us();
+        let mut state = self.lock();
+        let Some(set) = state.slots.get_mut(key) else {
+            return false;
+        };
+        match set.get_mut(id) {
+            Some(expiry) if *expiry > now => {
+                *expiry = now + lease_us;
+                true
+            }
+            _ => {
+                set.remove(id);
+                false
+            }
+        }
+    }
+
+    pub fn release_now(&self, key: &str, id: &str) {
+        let mut state = self.lock();
+        if let Some(set) = state.slots.get_mut(key) {
+            set.remove(id);
+            if set.is_empty() {
+                state.slots.remove(key);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Store for MemoryStore {
     async fn spend(&self, spends: &[Spend], cost: u64) -> Result<Vec<BucketState>, StoreError> {
         Ok(self.spend_now(spends, cost))
+    }
+
+    async fn acquire(
+        &self,
+        key: &str,
+        id: &str,
+        slots: u64,
+        lease_us: u64,
+    ) -> Result<(bool, u64), StoreError> {
+        Ok(self.acquire_now(key, id, slots, lease_us))
+    }
+
+    async fn renew(&self, key: &str, id: &str, lease_us: u64) -> Result<bool, StoreError> {
+        Ok(self.renew_now(key, id, lease_us))
+    }
+
+    async fn release(&self, key: &str, id: &str) -> Result<(), StoreError> {
+        self.release_now(key, id);
+        Ok(())
     }
 
     fn kind(&self) -> &'static str {

@@ -35,6 +35,21 @@ pub trait Store: Send + Sync {
     /// Checks and spends `cost` from every bucket, all-or-nothing, in one call.
     async fn spend(&self, spends: &[Spend], cost: u64) -> Result<Vec<BucketState>, StoreError>;
 
+    /// Takes a slot lease if fewer than `slots` are held: `(taken, held)`.
+    async fn acquire(
+        &self,
+        key: &str,
+        id: &str,
+        slots: u64,
+        lease_us: u64,
+    ) -> Result<(bool, u64), StoreError>;
+
+    /// Extends a lease; `false` when it is gone (expired or released).
+    async fn renew(&self, key: &str, id: &str, lease_us: u64) -> Result<bool, StoreError>;
+
+    /// Removes a lease; idempotent.
+    async fn release(&self, key: &str, id: &str) -> Result<(), StoreError>;
+
     /// `memory`, `redis` or `redis_cluster`, for metrics.
     fn kind(&self) -> &'static str;
 }

@@ -18,6 +18,7 @@ use super::{Store, StoreError};
 use crate::limit::bucket::{BucketState, Spend};
 
 pub const TOKEN_BUCKET_LUA: &str = include_str!("../../../lua/token_bucket.lua");
+pub const SLOTS_LUA: &str = include_str!("../../../lua/slots.lua");
 
 /// A Lua script and its SHA1.
 pub struct Script {
@@ -33,7 +34,7 @@ impl Script {
         }
     }
 
-    fn call(&self, by_sha: bool, keys: &[&str], args: &[u64]) -> Cmd {
+    fn call<A: redis::ToRedisArgs + Sync>(&self, by_sha: bool, keys: &[&str], args: &[A]) -> Cmd {
         let mut cmd = if by_sha {
             let mut c = redis::cmd("EVALSHA");
             c.arg(&self.sha);
@@ -63,6 +64,7 @@ enum Conn {
 pub struct RedisStore {
     conn: Conn,
     bucket: Script,
+    slots: Script,
 }
 
 fn classify(e: RedisError) -> StoreError {
@@ -94,6 +96,7 @@ impl RedisStore {
                 timeout,
             },
             bucket: Script::new(TOKEN_BUCKET_LUA),
+            slots: Script::new(SLOTS_LUA),
         })
     }
 
@@ -115,6 +118,7 @@ impl RedisStore {
                 conn: OnceCell::new(),
             },
             bucket: Script::new(TOKEN_BUCKET_LUA),
+            slots: Script::new(SLOTS_LUA),
         })
     }
 
@@ -152,11 +156,11 @@ impl RedisStore {
     }
 
     /// Runs a script by SHA, loading it with `EVAL` after `NOSCRIPT`.
-    pub async fn run(
+    pub async fn run<A: redis::ToRedisArgs + Sync>(
         &self,
         script: &Script,
         keys: &[&str],
-        args: &[u64],
+        args: &[A],
     ) -> Result<Value, StoreError> {
         match self.query(&script.call(true, keys, args)).await {
             Err(e) if is_noscript(&e) => self
@@ -208,6 +212,46 @@ impl Store for RedisStore {
                 reset_after_ms: c[3].max(0) as u64,
             })
             .collect())
+    }
+
+    async fn acquire(
+        &self,
+        key: &str,
+        id: &str,
+        slots: u64,
+        lease_us: u64,
+    ) -> Result<(bool, u64), StoreError> {
+        let args = [
+            "acquire".to_string(),
+            id.to_string(),
+            slots.to_string(),
+            lease_us.to_string(),
+        ];
+        let reply = integers(self.run(&self.slots, &[key], &args).await?)?;
+        match reply.as_slice() {
+            [taken, held] => Ok((*taken == 1, (*held).max(0) as u64)),
+            _ => Err(StoreError::Failed(
+                "slots.lua acquire: unexpected reply".into(),
+            )),
+        }
+    }
+
+    async fn renew(&self, key: &str, id: &str, lease_us: u64) -> Result<bool, StoreError> {
+        let args = [
+            "renew".to_string(),
+            id.to_string(),
+            "0".to_string(),
+            lease_us.to_string(),
+        ];
+        match self.run(&self.slots, &[key], &args).await? {
+            Value::Int(n) => Ok(n == 1),
+            other => Err(StoreError::Failed(format!("slots.lua renew: {other:?}"))),
+        }
+    }
+
+    async fn release(&self, key: &str, id: &str) -> Result<(), StoreError> {
+        let args = ["release", id];
+        self.run(&self.slots, &[key], &args).await.map(|_| ())
     }
 
     fn kind(&self) -> &'static str {

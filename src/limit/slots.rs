@@ -1,0 +1,152 @@
+//! Concurrency slot leases (uploads). A `Lease` is a guard: while it lives a
+//! task renews it every lease/3; it is released when the exchange ends, on
+//! every path, and the store's expiry is the backstop when a process dies.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::store::Store;
+use crate::metrics::METRICS;
+
+/// Lease id -> (the store holding it, its slot-set key).
+type LeaseMap = HashMap<String, (Arc<dyn Store>, String)>;
+
+/// Every lease this process holds, so shutdown can release them all.
+#[derive(Default)]
+pub struct Held {
+    leases: Mutex<LeaseMap>,
+}
+
+impl Held {
+    fn insert(&self, id: &str, store: Arc<dyn Store>, key: &str) {
+        self.lock().insert(id.to_string(), (store, key.to_string()));
+    }
+
+    fn remove(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LeaseMap> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Releases every lease still held; called once, at shutdown.
+    pub async fn release_all(&self, timeout: Duration) -> usize {
+        let leases: Vec<_> = self.lock().drain().collect();
+        let count = leases.len();
+        for (id, (store, key)) in leases {
+            let _ = tokio::time::timeout(timeout, store.release(&key, &id)).await;
+        }
+        count
+    }
+}
+
+pub struct Lease {
+    pub policy: String,
+    key: String,
+    id: String,
+    store: Arc<dyn Store>,
+    held: Arc<Held>,
+    lost: Arc<AtomicBool>,
+    renewer: tokio::task::JoinHandle<()>,
+    timeout: Duration,
+    released: bool,
+}
+
+impl Lease {
+    /// Starts renewing a lease just acquired in `store`.
+    pub fn start(
+        policy: &str,
+        key: String,
+        id: String,
+        store: Arc<dyn Store>,
+        held: Arc<Held>,
+        lease: Duration,
+        timeout: Duration,
+    ) -> Lease {
+        held.insert(&id, store.clone(), &key);
+        METRICS.slots_acquired.with_label_values(&[policy]).inc();
+        METRICS.slots_held.with_label_values(&[policy]).inc();
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewer = {
+            let (store, key, id, lost) = (store.clone(), key.clone(), id.clone(), lost.clone());
+            let policy = policy.to_string();
+            let lease_us = lease.as_micros() as u64;
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(lease / 3);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    match tokio::time::timeout(timeout, store.renew(&key, &id, lease_us)).await {
+                        Ok(Ok(true)) => {}
+                        Ok(Ok(false)) => {
+                            lost.store(true, Ordering::Release);
+                            tracing::warn!(policy = %policy, "slots.lease_lost");
+                            return;
+                        }
+                        // A store hiccup: try again next tick; the lease
+                        // outlives two missed renewals.
+                        _ => {}
+                    }
+                }
+            })
+        };
+        Lease {
+            policy: policy.to_string(),
+            key,
+            id,
+            store,
+            held,
+            lost,
+            renewer,
+            timeout,
+            released: false,
+        }
+    }
+
+    /// The store no longer has this lease: the slot may have been reissued.
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Ends the lease, counting why (complete, error, client_abort, expired_renewal).
+    pub async fn release(mut self, reason: &'static str) {
+        self.finish(reason);
+        let _ = tokio::time::timeout(self.timeout, self.store.release(&self.key, &self.id)).await;
+    }
+
+    fn finish(&mut self, reason: &'static str) {
+        self.released = true;
+        self.renewer.abort();
+        self.held.remove(&self.id);
+        METRICS.slots_held.with_label_values(&[&self.policy]).dec();
+        METRICS
+            .slots_released
+            .with_label_values(&[&self.policy, reason])
+            .inc();
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        // Not released by the logging phase (it always runs, so this is a
+        // backstop): release in the background.
+        self.finish("error");
+        let (store, key, id, timeout) = (
+            self.store.clone(),
+            self.key.clone(),
+            self.id.clone(),
+            self.timeout,
+        );
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = tokio::time::timeout(timeout, store.release(&key, &id)).await;
+            });
+        }
+    }
+}
