@@ -187,6 +187,7 @@ impl BackgroundService for Supervisor {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         use tokio::signal::unix::{signal, SignalKind};
         let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+        self.shared.limiter.probe().await;
         self.wait_listeners().await;
         let mut last_checks = HashMap::new();
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -200,6 +201,10 @@ impl BackgroundService for Supervisor {
                 }
                 _ = tick.tick() => {
                     self.health_checks(&mut last_checks);
+                    if self.shared.limiter.degraded() {
+                        let shared = self.shared.clone();
+                        tokio::spawn(async move { shared.limiter.probe().await });
+                    }
                     if let Some(verifier) = self.shared.policy.load().verifier.clone() {
                         tokio::spawn(async move { verifier.refresh_remote(false).await });
                     }

@@ -324,6 +324,21 @@ impl Limiter {
         ))
     }
 
+    /// Asks the store whether it answers, outside any request: at start-up
+    /// and, while decisions fall back, until it is back.
+    pub async fn probe(&self) {
+        match tokio::time::timeout(
+            self.timeout.max(Duration::from_millis(200)),
+            self.store.ping(),
+        )
+        .await
+        {
+            Ok(Ok(())) => self.breaker.success(),
+            Ok(Err(e)) => self.breaker.failure(e.reason(), &e),
+            Err(_) => self.breaker.failure("timed_out", &"store ping timed out"),
+        }
+    }
+
     /// Releases every lease this process still holds (shutdown).
     pub async fn release_all(&self) -> usize {
         self.held.release_all(self.timeout).await

@@ -500,7 +500,8 @@ impl ProxyHttp for Gateway {
         let code = match refusal {
             Some(refusal) => {
                 ctx.refused = Some(refusal.status);
-                let refusal = refusal.close();
+                let mut refusal = refusal.close();
+                refusal.headers.extend(ctx.quota.iter().cloned());
                 if let Err(err) = refusal.send(session, &ctx.request_id).await {
                     tracing::debug!(error = %err, "could not send error response");
                 }

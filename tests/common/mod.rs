@@ -308,6 +308,36 @@ impl Redis {
         cmd.spawn().expect("spawn redis-server")
     }
 
+    /// Starts on a given port (e.g. one a gateway already points at).
+    pub async fn start_on(port: u16, extra: &[&str]) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let child = Self::spawn(dir.path(), port, extra);
+        let redis = Redis { child, port, dir };
+        redis.wait_up().await;
+        redis
+    }
+
+    /// SIGKILL: the server vanishes with everything it held.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A new, empty server on the same port (no scripts, no keys).
+    pub async fn restart(&mut self, extra: &[&str]) {
+        self.kill();
+        self.child = Self::spawn(self.dir.path(), self.port, extra);
+        self.wait_up().await;
+    }
+
+    pub fn pause(&self) {
+        unsafe { libc::kill(self.pid() as i32, libc::SIGSTOP) };
+    }
+
+    pub fn resume(&self) {
+        unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
@@ -319,7 +349,8 @@ impl Redis {
     pub async fn wait_up(&self) {
         let port = self.port;
         let up = eventually(Duration::from_secs(10), || async move {
-            redis_cli(port, &["PING"]).is_some_and(|o| o.trim() == "PONG")
+            // NOAUTH: up, and protected by a password.
+            redis_cli(port, &["PING"]).is_some_and(|o| o.trim() == "PONG" || o.contains("NOAUTH"))
         })
         .await;
         assert!(up, "redis-server on port {port} did not answer PING");

@@ -171,6 +171,10 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     fn kind(&self) -> &'static str {
         "memory"
     }

@@ -254,6 +254,27 @@ impl Store for RedisStore {
         self.run(&self.slots, &[key], &args).await.map(|_| ())
     }
 
+    /// Through the shared connection once requests have made it (recovery
+    /// means that connection works again); before that on a fresh one, so
+    /// the shared connection is always created, and driven, by the proxy's
+    /// runtime rather than the background task's.
+    async fn ping(&self) -> Result<(), StoreError> {
+        let ping = redis::cmd("PING");
+        let reply: Result<Value, RedisError> = match &self.conn {
+            Conn::Single { manager, .. } if manager.get().is_some() => self.query(&ping).await,
+            Conn::Cluster { conn, .. } if conn.get().is_some() => self.query(&ping).await,
+            Conn::Single { client, .. } => match client.get_multiplexed_async_connection().await {
+                Ok(mut c) => ping.query_async(&mut c).await,
+                Err(e) => Err(e),
+            },
+            Conn::Cluster { client, .. } => match client.get_async_connection().await {
+                Ok(mut c) => ping.query_async(&mut c).await,
+                Err(e) => Err(e),
+            },
+        };
+        reply.map(|_| ()).map_err(classify)
+    }
+
     fn kind(&self) -> &'static str {
         match self.conn {
             Conn::Single { .. } => "redis",

@@ -1,0 +1,384 @@
+//! When Redis fails: killed, paused, restarted empty, absent at start-up.
+//! No request fails or waits long, decisions fall back as configured, and
+//! each outage logs exactly one fallback line and one recovered line.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::*;
+use serde_json::json;
+
+const SECRET: &str = "store-failure-secret-0123456789";
+
+fn token(tenant: &str) -> String {
+    let exp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("t".into());
+    jsonwebtoken::encode(
+        &header,
+        &json!({"tid": tenant, "sub": "u", "exp": exp}),
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
+/// A policy with one tenant-scoped bucket of `capacity` refilling slowly
+/// (1/h) unless `capacity` is huge (then 1000/s, for request streams).
+fn config(redis_port: u16, upstream: &Upstream, store_extra: &str, capacity: u64) -> String {
+    let rate = if capacity >= 1_000_000 {
+        "1000/s"
+    } else {
+        "1/h"
+    };
+    format!(
+        r#"
+server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
+admin: {{listen: "$ADMIN"}}
+store: {{kind: redis, url: "redis://127.0.0.1:{redis_port}/0", timeout: 50ms{store_extra}}}
+auth:
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_FAILURE_SECRET}}]
+upstreams:
+  api: {{targets: ["{}"]}}
+limits:
+  api: {{scope: tenant, default: {{capacity: {capacity}, rate: {rate}}}}}
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api]}}
+"#,
+        upstream.addr
+    )
+}
+
+async fn gateway(yaml: &str, env: Vec<(String, String)>) -> Gateway {
+    let mut env = env;
+    env.push(("FAIRGATE_FAILURE_SECRET".into(), SECRET.into()));
+    Gateway::start_with(
+        yaml,
+        GatewayOptions {
+            env,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Counts of log lines with this message.
+fn lines(gw: &Gateway, message: &str) -> Vec<serde_json::Value> {
+    gw.log_lines()
+        .into_iter()
+        .filter(|l| l["message"] == message)
+        .collect()
+}
+
+/// Sends requests from `clients` loops until `stop`; returns (status, latency) of each.
+fn stream(
+    gw: &Gateway,
+    clients: usize,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<(u16, Duration)>> {
+    let url = gw.url("/v1/x");
+    tokio::spawn(async move {
+        let loops = (0..clients).map(|i| {
+            let (url, stop) = (url.clone(), stop.clone());
+            tokio::spawn(async move {
+                let c = client();
+                let t = token(&format!("tenant{i}"));
+                let mut out = Vec::new();
+                // Bounded: at most 20 000 requests per loop.
+                for _ in 0..20_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let started = Instant::now();
+                    let status = match c.get(&url).bearer_auth(&t).send().await {
+                        Ok(r) => r.status().as_u16(),
+                        Err(_) => 0,
+                    };
+                    out.push((status, started.elapsed()));
+                }
+                out
+            })
+        });
+        let mut all = Vec::new();
+        for l in loops {
+            all.extend(l.await.unwrap());
+        }
+        all
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_killed_mid_stream_then_restarted_empty() {
+    let mut redis = Redis::start().await;
+    let up = Upstream::start().await;
+    let gw = gateway(&config(redis.port, &up, "", 1_000_000), vec![]).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = stream(&gw, 4, stop.clone());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    redis.kill();
+    let fell_back = eventually(Duration::from_secs(5), || async {
+        lines(&gw, "rate_limits.fallback").len() == 1
+    })
+    .await;
+    assert!(fell_back, "{}", gw.logs());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Back, empty: no keys, no scripts.
+    redis.restart(&[]).await;
+    let recovered = eventually(Duration::from_secs(10), || async {
+        lines(&gw, "rate_limits.recovered").len() == 1
+    })
+    .await;
+    assert!(recovered, "{}", gw.logs());
+    // Decisions are Redis's again: its keys fill up.
+    let back = eventually(Duration::from_secs(5), || async {
+        !scan_keys(redis.port).is_empty()
+    })
+    .await;
+    assert!(back);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let results = run.await.unwrap();
+    assert!(
+        results.len() > 100,
+        "the stream stalled: {} responses",
+        results.len()
+    );
+    let bad: Vec<_> = results
+        .iter()
+        .filter(|(s, _)| *s != 200 && *s != 429)
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} failed responses, e.g. {:?}",
+        bad.len(),
+        bad.first()
+    );
+    // Exactly one line each for this one outage, naming a reason, never a key.
+    let fallback = lines(&gw, "rate_limits.fallback");
+    assert_eq!(fallback.len(), 1);
+    assert!(
+        ["unreachable", "failed", "timed_out"].contains(&fallback[0]["reason"].as_str().unwrap())
+    );
+    assert_eq!(lines(&gw, "rate_limits.recovered").len(), 1);
+    assert!(!gw.logs().contains("tenant:{"), "a key was logged");
+    let m = gw.metrics().await;
+    assert_eq!(metric(&m, "fairgate_store_up"), Some(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paused_redis_never_holds_requests_past_the_timeout() {
+    let redis = Redis::start().await;
+    let up = Upstream::start().await;
+    let gw = gateway(&config(redis.port, &up, "", 1_000_000), vec![]).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    redis.pause();
+    let paused = Instant::now();
+    let run = stream(&gw, 4, stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let results = run.await.unwrap();
+    redis.resume();
+    assert!(
+        results.iter().all(|(s, _)| *s == 200),
+        "all decided locally"
+    );
+    // The first requests wait for the 50 ms timeout; once the breaker is
+    // open nothing waits on Redis. Judge by counts, not wall-clock budgets.
+    let slow = results
+        .iter()
+        .filter(|(_, d)| *d > Duration::from_millis(100))
+        .count();
+    assert!(
+        (slow as f64) < 0.01 * results.len() as f64 + 8.0,
+        "{slow} of {} responses took over 2x timeout",
+        results.len()
+    );
+    assert!(paused.elapsed() < Duration::from_secs(10));
+    assert_eq!(lines(&gw, "rate_limits.fallback").len(), 1, "{}", gw.logs());
+    assert_eq!(lines(&gw, "rate_limits.fallback")[0]["reason"], "timed_out");
+    let recovered = eventually(Duration::from_secs(10), || async {
+        client()
+            .get(gw.url("/v1/x"))
+            .bearer_auth(token("t"))
+            .send()
+            .await
+            .is_ok()
+            && lines(&gw, "rate_limits.recovered").len() == 1
+    })
+    .await;
+    assert!(recovered, "{}", gw.logs());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_fallback_enforces_the_divided_policy() {
+    let up = Upstream::start().await;
+    let closed = free_addr().port();
+    let gw = gateway(&config(closed, &up, ", local_divisor: 2", 10), vec![]).await;
+    let t = token("acme");
+    let mut ok = 0;
+    for _ in 0..10 {
+        let r = client()
+            .get(gw.url("/v1/x"))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        match r.status().as_u16() {
+            200 => ok += 1,
+            429 => assert_eq!(r.headers()["ratelimit-policy"], r#""api";q=5;w=36000"#),
+            s => panic!("status {s}"),
+        }
+    }
+    assert_eq!(ok, 5, "capacity 10 / divisor 2");
+    let r = client().get(gw.admin_url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "readiness stays up while falling back");
+    let m = gw.metrics().await;
+    assert_eq!(metric(&m, "fairgate_store_up"), Some(0.0));
+    assert!(metric(&m, "fairgate_ratelimit_fallback_total").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deny_refuses_with_503_and_allow_passes_everything() {
+    let up = Upstream::start().await;
+    let closed = free_addr().port();
+    // Not ready by design (readiness is 503 under deny while Redis is down),
+    // so wait for the fallback line instead of /readyz.
+    let deny = Gateway::start_with(
+        &config(closed, &up, ", on_unavailable: deny", 1),
+        GatewayOptions {
+            env: vec![("FAIRGATE_FAILURE_SECRET".into(), SECRET.into())],
+            wait_ready: false,
+        },
+    )
+    .await;
+    let listening = eventually(Duration::from_secs(30), || async {
+        tokio::net::TcpStream::connect(deny.listen).await.is_ok()
+            && lines(&deny, "rate_limits.fallback").len() == 1
+    })
+    .await;
+    assert!(listening, "{}", deny.logs());
+    let r = client()
+        .get(deny.url("/v1/x"))
+        .bearer_auth(token("a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let r = client()
+        .get(deny.admin_url("/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(up.requests(), 0);
+
+    let allow = gateway(&config(closed, &up, ", on_unavailable: allow", 1), vec![]).await;
+    for _ in 0..20 {
+        let r = client()
+            .get(allow.url("/v1/x"))
+            .bearer_auth(token("a"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(up.requests(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn starts_with_redis_down_and_switches_when_it_comes_up() {
+    let up = Upstream::start().await;
+    let port = free_addr().port();
+    let gw = gateway(&config(port, &up, "", 100), vec![]).await;
+    let t = token("acme");
+    let r = client()
+        .get(gw.url("/v1/x"))
+        .bearer_auth(&t)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "serves with Redis down");
+    assert_eq!(lines(&gw, "rate_limits.fallback").len(), 1);
+    let redis = Redis::start_on(port, &[]).await;
+    let switched = eventually(Duration::from_secs(10), || async {
+        client()
+            .get(gw.url("/v1/x"))
+            .bearer_auth(&t)
+            .send()
+            .await
+            .unwrap();
+        !scan_keys(redis.port).is_empty()
+    })
+    .await;
+    assert!(switched, "{}", gw.logs());
+    assert_eq!(lines(&gw, "rate_limits.recovered").len(), 1);
+    assert_eq!(
+        scan_keys(redis.port),
+        vec!["tenant:{acme}:rate:api".to_string()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_passwords_never_reach_the_logs() {
+    let up = Upstream::start().await;
+    let password = "s3cret-redis-pw-do-not-log";
+    let redis = Redis::start_with(&["--requirepass", password]).await;
+    let yaml = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100);
+    let gw = gateway(&yaml, vec![("FG_REDIS_PW".into(), password.into())]).await;
+    let r = client()
+        .get(gw.url("/v1/x"))
+        .bearer_auth(token("acme"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "99");
+    assert_eq!(
+        redis_cli(
+            redis.port,
+            &[
+                "-a",
+                password,
+                "--no-auth-warning",
+                "EXISTS",
+                "tenant:{acme}:rate:api"
+            ]
+        )
+        .unwrap()
+        .trim(),
+        "1"
+    );
+    // A wrong password: failures are logged, the password is not.
+    let wrong = gateway(
+        &yaml,
+        vec![("FG_REDIS_PW".into(), "wrong-pw-also-secret".into())],
+    )
+    .await;
+    let r = client()
+        .get(wrong.url("/v1/x"))
+        .bearer_auth(token("acme"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        lines(&wrong, "rate_limits.fallback").len(),
+        1,
+        "{}",
+        wrong.logs()
+    );
+    for g in [&gw, &wrong] {
+        let logs = g.logs();
+        assert!(
+            !logs.contains(password) && !logs.contains("wrong-pw-also-secret"),
+            "{logs}"
+        );
+    }
+}
