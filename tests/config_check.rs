@@ -20,6 +20,7 @@ fn check(config: &str) -> Output {
         .env(SECRET_ENV, "config-check-test-secret")
         // The secret the shipped configs (demo, example) name.
         .env("FAIRGATE_JWT_SECRET", "config-check-test-secret")
+        .env("REDIS_PASSWORD", "config-check-test-password")
         .env_remove(UNSET_SECRET_ENV)
         .output()
         .expect("run fairgate check")
@@ -188,6 +189,12 @@ bad_configs! {
     ],
     upstreams_target_invalid: "config/bad/upstreams.target_invalid.yaml" => [
         r#"config/bad/upstreams.target_invalid.yaml:7:33: upstreams.target_invalid: upstreams.api.targets[1] "127.0.0.1:0": expected HOST:PORT"#,
+    ],
+    routes_cross_slot: "config/bad/routes.cross_slot.yaml" => [
+        "config/bad/routes.cross_slot.yaml:14:5: routes.cross_slot: routes[0]: on redis_cluster one atomic check needs one hash slot: a route with several limits must key them all by tenant",
+    ],
+    store_password_missing: "config/bad/store.password_missing.yaml" => [
+        r#"config/bad/store.password_missing.yaml:5:17: store.password_missing: store.password_env "FAIRGATE_TEST_UNSET_SECRET": environment variable FAIRGATE_TEST_UNSET_SECRET is not set"#,
     ],
     one_problem_per_mistake: "config/bad/one_problem_per_mistake.yaml" => [
         r#"config/bad/one_problem_per_mistake.yaml:11:34: limits.rate_invalid: limits.hooks.default.rate "1/999999999999999999d": period must be at most a year"#,

@@ -189,7 +189,8 @@ impl Verifier {
             .iter()
             .chain(remote.iter().flat_map(|k| k.iter()))
             .filter(|k| k.alg == alg)
-            .filter(|k| kid.is_none() || k.kid.as_deref() == kid);
+            // Tried by kid; keys configured without a kid are tried for any token.
+            .filter(|k| kid.is_none() || k.kid.is_none() || k.kid.as_deref() == kid);
         let validation = self.validation(alg);
         let mut tried = false;
         for key in candidates {

@@ -651,6 +651,36 @@ fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
     }
     if let Some(at) = f.get("password_env") {
         store.password_env = r.string(&at);
+        if let Some(env) = &store.password_env {
+            if std::env::var_os(env).is_none() {
+                r.error_value(
+                    &at,
+                    "store.password_missing",
+                    format!("environment variable {env} is not set"),
+                );
+            }
+        }
+    }
+    if let (StoreKind::Redis, Some(n)) = (store.kind, f.get("nodes")) {
+        r.error(
+            &n,
+            "store.url_invalid",
+            "nodes is for kind redis_cluster; kind redis takes url",
+        );
+    }
+    if let (StoreKind::RedisCluster, Some(u)) = (store.kind, f.get("url")) {
+        r.error(
+            &u,
+            "store.url_invalid",
+            "url is for kind redis; kind redis_cluster takes nodes",
+        );
+    }
+    if store.kind == StoreKind::Memory {
+        for key in ["url", "nodes", "password_env"] {
+            if let Some(k) = f.get(key) {
+                r.error(&k, "store.url_invalid", "kind memory connects to nothing");
+            }
+        }
     }
     if let Some(at) = f.get("key_prefix") {
         store.key_prefix = at
@@ -777,6 +807,34 @@ fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
 
 fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource> {
     let f = r.mapping(at, schema::AUTH_KEY)?;
+    let sources: Vec<&str> = ["secret_env", "public_key_file", "jwks_file", "jwks_url"]
+        .into_iter()
+        .filter(|k| f.get(k).is_some())
+        .collect();
+    if sources.len() > 1 {
+        r.error(
+            at,
+            "auth.key_invalid",
+            format!(
+                "give exactly one of secret_env, public_key_file, jwks_file, jwks_url (found {})",
+                sources.join(", ")
+            ),
+        );
+        return None;
+    }
+    let jwks = matches!(sources.first(), Some(&"jwks_file") | Some(&"jwks_url"));
+    for key in ["kid", "alg"] {
+        if let (true, Some(k)) = (jwks, f.get(key)) {
+            r.error(
+                &k,
+                "auth.key_invalid",
+                "a JWKS names its own keys' kid and alg",
+            );
+        }
+    }
+    if let (false, Some(k)) = (sources.first() == Some(&"jwks_url"), f.get("refresh")) {
+        r.error(&k, "auth.key_invalid", "refresh applies to jwks_url only");
+    }
     let kid = f.get("kid").and_then(|at| r.string(&at));
     let alg = match f.get("alg") {
         Some(a) => {
@@ -991,6 +1049,11 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
 
 fn bucket(r: &mut Reader<'_>, at: &At<'_>) -> Option<Bucket> {
     let f = r.mapping(at, schema::BUCKET)?;
+    bucket_fields(r, at, &f)
+}
+
+/// `capacity` and `rate` of a mapping that may hold other fields too.
+fn bucket_fields(r: &mut Reader<'_>, at: &At<'_>, f: &file::Fields<'_>) -> Option<Bucket> {
     let capacity = match f.get("capacity") {
         Some(c) => match r.u64(&c, "limits.capacity_invalid") {
             Some(n) if n >= 1 => Some(n),
@@ -1087,7 +1150,13 @@ fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
 }
 
 fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit> {
-    if !name_ok(name) {
+    if name == "default" {
+        r.error(
+            at,
+            "limits.name_invalid",
+            "\"default\" is reserved for default_limits",
+        );
+    } else if !name_ok(name) {
         r.error(
             at,
             "limits.name_invalid",
@@ -1173,27 +1242,7 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
             continue;
         };
         let scope = m.get("scope").and_then(|s| scope(r, &s));
-        // Reuse the bucket reader on the same mapping; it ignores scope/shadow.
-        let capacity = m.get("capacity").and_then(|c| {
-            let n = r.u64(&c, "limits.capacity_invalid")?;
-            if n == 0 {
-                r.error_value(&c, "limits.capacity_invalid", "must be at least 1");
-            }
-            Some(n)
-        });
-        let rate = m.get("rate").and_then(|at| {
-            let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
-            parse_rate(text)
-                .map_err(|why| r.error_value(&at, "limits.rate_invalid", why))
-                .ok()
-        });
-        if m.get("capacity").is_none() {
-            missing(r, &at, "capacity");
-        }
-        if m.get("rate").is_none() {
-            missing(r, &at, "rate");
-        }
-        if let (Some(capacity), Some(rate)) = (capacity.filter(|c| *c >= 1), rate) {
+        if let Some(bucket) = bucket_fields(r, &at, &m) {
             let default_scope = if key == "authenticated" {
                 Scope::Tenant
             } else {
@@ -1202,7 +1251,7 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
             *slot = Some(Limit {
                 name: "default".into(),
                 scope: scope.unwrap_or(default_scope),
-                default: Bucket { capacity, rate },
+                default: bucket,
                 plans: BTreeMap::new(),
                 shadow: m.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false),
             });
@@ -1431,7 +1480,7 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
     let auth = match f.get("auth") {
         Some(a) => match r.string(&a).as_deref() {
             Some("none") => false,
-            Some("required") | Some("jwt") => true,
+            Some("required") => true,
             _ => {
                 r.error_value(&a, "routes.auth_invalid", "must be none or required");
                 false
