@@ -199,6 +199,12 @@ impl Metrics {
     }
 }
 
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 pub fn status_class(status: u16) -> &'static str {
     match status {
         100..=199 => "1xx",

@@ -18,6 +18,7 @@ use pingora::services::background::{background_service, BackgroundService};
 use pingora::services::listening::Service;
 
 use crate::admin::Admin;
+use crate::config::reload;
 use crate::config::Config;
 use crate::metrics::METRICS;
 use crate::proxy::gateway::Gateway;
@@ -46,6 +47,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
     });
     METRICS.config_reloads.with_label_values(&["ok"]).inc();
     METRICS.config_generation.set(1);
+    METRICS.config_last_success.set(crate::metrics::unix_now());
 
     let grace = server_cfg.shutdown_grace;
     let conf = ServerConf {
@@ -191,12 +193,38 @@ impl BackgroundService for Supervisor {
         self.wait_listeners().await;
         let mut last_checks = HashMap::new();
         let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let (mut watch, mut seen) = match &self.config_path {
+            Some(path) => match reload::watch(path) {
+                Ok(w) => (Some(w), reload::digest(path)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "config.watch_unavailable");
+                    (None, None)
+                }
+            },
+            None => (None, None),
+        };
         loop {
             tokio::select! {
                 _ = shutdown.changed() => self.drain().await,
                 _ = hangup.recv() => {
                     if let Some(path) = &self.config_path {
-                        let _ = crate::config::reload::reload(&self.shared, path).await;
+                        seen = reload::digest(path);
+                        let _ = reload::reload(&self.shared, path).await;
+                    }
+                }
+                Some(()) = async { watch.as_mut()?.events.recv().await } => {
+                    // Debounce a burst of events (an editor's write+rename,
+                    // a ConfigMap swap), then reload only if the bytes changed.
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                    if let Some(w) = watch.as_mut() {
+                        while w.events.try_recv().is_ok() {}
+                    }
+                    if let Some(path) = &self.config_path {
+                        let now = reload::digest(path);
+                        if now.is_some() && now != seen {
+                            seen = now;
+                            let _ = reload::reload(&self.shared, path).await;
+                        }
                     }
                 }
                 _ = tick.tick() => {

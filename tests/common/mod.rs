@@ -81,6 +81,9 @@ pub struct GatewayOptions {
     pub env: Vec<(String, String)>,
     /// Wait for `/readyz` before returning.
     pub wait_ready: bool,
+    /// Lay the config out as a Kubernetes ConfigMap volume does:
+    /// `fairgate.yaml -> ..data/fairgate.yaml`, `..data -> ..v1/`.
+    pub configmap: bool,
 }
 
 impl Default for GatewayOptions {
@@ -88,8 +91,20 @@ impl Default for GatewayOptions {
         GatewayOptions {
             env: Vec::new(),
             wait_ready: true,
+            configmap: false,
         }
     }
+}
+
+/// How a new config reaches the file.
+#[derive(Clone, Copy, Debug)]
+pub enum Write {
+    /// Truncate and write the same file.
+    InPlace,
+    /// Write a temporary file, then rename it over (editors, `sed -i`).
+    RenameOver,
+    /// A new `..vN` directory and an atomic `..data` symlink swap (kubelet).
+    ConfigMapSwap,
 }
 
 impl Gateway {
@@ -109,7 +124,15 @@ impl Gateway {
             .replace("$ADMIN", &admin.to_string())
             .replace("$DIR", &dir.path().display().to_string());
         let config = dir.path().join("fairgate.yaml");
-        std::fs::write(&config, text).expect("write config");
+        if options.configmap {
+            let v1 = dir.path().join("..v1");
+            std::fs::create_dir(&v1).unwrap();
+            std::fs::write(v1.join("fairgate.yaml"), text).expect("write config");
+            std::os::unix::fs::symlink("..v1", dir.path().join("..data")).unwrap();
+            std::os::unix::fs::symlink("..data/fairgate.yaml", &config).unwrap();
+        } else {
+            std::fs::write(&config, text).expect("write config");
+        }
         let log = dir.path().join("gateway.log");
         let mut gw = Gateway {
             child: None,
@@ -169,6 +192,32 @@ impl Gateway {
 
     pub fn config_path(&self) -> PathBuf {
         self.dir.path().join("fairgate.yaml")
+    }
+
+    /// Replaces the config (placeholders as in `start`) the way `how` says.
+    pub fn write_config(&self, yaml: &str, how: Write) {
+        let text = yaml
+            .replace("$LISTEN", &self.listen.to_string())
+            .replace("$ADMIN", &self.admin.to_string())
+            .replace("$DIR", &self.dir.path().display().to_string());
+        let dir = self.dir.path();
+        match how {
+            Write::InPlace => std::fs::write(self.config_path(), text).unwrap(),
+            Write::RenameOver => {
+                let tmp = dir.join(".fairgate.yaml.swp");
+                std::fs::write(&tmp, text).unwrap();
+                std::fs::rename(tmp, self.config_path()).unwrap();
+            }
+            Write::ConfigMapSwap => {
+                let n = std::fs::read_dir(dir).unwrap().count();
+                let version = format!("..v{n}");
+                std::fs::create_dir(dir.join(&version)).unwrap();
+                std::fs::write(dir.join(&version).join("fairgate.yaml"), text).unwrap();
+                let tmp = dir.join("..data_tmp");
+                std::os::unix::fs::symlink(&version, &tmp).unwrap();
+                std::fs::rename(tmp, dir.join("..data")).unwrap();
+            }
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
