@@ -254,6 +254,7 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
         GatewayOptions {
             env: vec![("FAIRGATE_FAILURE_SECRET".into(), SECRET.into())],
             wait_ready: false,
+            ..Default::default()
         },
     )
     .await;
