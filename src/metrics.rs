@@ -5,8 +5,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -42,6 +42,8 @@ pub struct Metrics {
     pub slots_released: IntCounterVec,
     /// Leases this process holds now, by policy.
     pub slots_held: IntGaugeVec,
+    /// Refusals made from the denial cache, without a store call.
+    pub denials_cached: IntCounter,
     /// Unix time of the last successful config load or reload.
     pub config_last_success: IntGauge,
 }
@@ -178,6 +180,15 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             .expect("valid metric");
             r.register(Box::new(g.clone())).expect("unique metric");
             g
+        },
+        denials_cached: {
+            let c = IntCounter::new(
+                "fairgate_ratelimit_cached_denials_total",
+                "Refusals made from the denial cache, without a store call.",
+            )
+            .expect("valid metric");
+            r.register(Box::new(c.clone())).expect("unique metric");
+            c
         },
         config_last_success: gauge(
             &r,

@@ -76,10 +76,15 @@ impl Env {
         keys
     }
 
+    /// Script executions: EVALSHA and EVAL calls, less EVALSHAs refused
+    /// with NOSCRIPT (after which the gateway sends the same call as EVAL).
     fn script_calls(&self) -> u64 {
         self.ports()
             .into_iter()
-            .map(|p| command_calls(p, "evalsha") + command_calls(p, "eval"))
+            .map(|p| {
+                command_calls(p, "evalsha") - command_failures(p, "evalsha")
+                    + command_calls(p, "eval")
+            })
             .sum()
     }
 
@@ -187,6 +192,7 @@ on_every_store!(
     keys_have_exactly_the_spec_shapes,
     one_round_trip_per_decision,
     default_limits_apply_to_routes_without_limits,
+    a_flood_costs_redis_one_call_per_gateway_per_refill,
 );
 
 async fn burst_of_sixty_allows_exactly_capacity(backend: Backend) {
@@ -664,5 +670,43 @@ routes:
                 "tenant:{acme}:rate:default".to_string()
             ]
         );
+    }
+}
+
+/// A tenant flooding at far above its rate, over two gateways: each gateway
+/// asks Redis once, learns when the bucket refills, and refuses locally
+/// until then. Redis load follows refills, not the flood; counts stay exact.
+async fn a_flood_costs_redis_one_call_per_gateway_per_refill(backend: Backend) {
+    let env = Env::new(backend).await;
+    let rest = r#"
+limits:
+  api: {scope: tenant, default: {capacity: 5, rate: 1/10s}}
+routes:
+  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
+"#;
+    let gws = join_all((0..2).map(|_| env.gateway(rest))).await;
+    let before = env.script_calls();
+    let t = token("acme", "u1", None);
+    // One sequential client per gateway, 250 requests each.
+    let flood = join_all(gws.iter().map(|gw| {
+        let t = t.clone();
+        async move {
+            let mut statuses = Vec::new();
+            for _ in 0..250 {
+                statuses.push(get(gw, "/v1/x", &t).await.status().as_u16());
+            }
+            statuses
+        }
+    }))
+    .await;
+    let all: Vec<u16> = flood.into_iter().flatten().collect();
+    // `memory` counts per process: each gateway allows 5.
+    let allowed = if env.is_redis() { 5 } else { 10 };
+    assert_eq!(all.iter().filter(|s| **s == 200).count(), allowed);
+    assert_eq!(all.iter().filter(|s| **s == 429).count(), 500 - allowed);
+    if env.is_redis() {
+        // 5 allowed + 1 refusal per gateway (the flood lasts well under the
+        // 10 s refill interval).
+        assert_eq!(env.script_calls() - before, 7);
     }
 }

@@ -3,6 +3,7 @@
 //! (`store`) and what to do when the shared store fails (`fallback`).
 
 pub mod bucket;
+pub mod denials;
 pub mod fallback;
 pub mod keys;
 pub mod slots;
@@ -143,6 +144,8 @@ pub struct Limiter {
     store: Arc<dyn Store>,
     local: Arc<MemoryStore>,
     pub held: Arc<slots::Held>,
+    /// Refusals the shared store made that still hold (not for `memory`).
+    denials: Option<denials::Denials>,
     breaker: Breaker,
     timeout: Duration,
     on_unavailable: OnUnavailable,
@@ -171,6 +174,7 @@ impl Limiter {
             store,
             local: Arc::new(MemoryStore::new(Arc::new(SystemClock))),
             held: Arc::default(),
+            denials: (s.kind != StoreKind::Memory).then(denials::Denials::default),
             breaker: Breaker::new(Duration::from_millis(500)),
             timeout: s.timeout,
             on_unavailable: s.on_unavailable,
@@ -188,7 +192,12 @@ impl Limiter {
     }
 
     /// Checks and spends every planned bucket in one store call.
-    pub async fn decide(&self, planned: Vec<Planned>, cost: u64) -> Decision {
+    /// `generation` is the policy's: cached refusals from older policies
+    /// (which may have had smaller capacities) are ignored.
+    pub async fn decide(&self, planned: Vec<Planned>, cost: u64, generation: u64) -> Decision {
+        if let Some(d) = self.cached_refusal(&planned, cost, generation) {
+            return d;
+        }
         let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
         let error = if self.breaker.should_try() {
             let started = Instant::now();
@@ -205,6 +214,13 @@ impl Limiter {
             match result {
                 Ok(states) => {
                     self.breaker.success();
+                    if let Some(denials) = &self.denials {
+                        for (p, s) in planned.iter().zip(&states) {
+                            if !s.allowed && !p.spend.shadow {
+                                denials.remember(&p.spend.key, cost, generation, started, s);
+                            }
+                        }
+                    }
                     return decision(planned, states, Source::Store);
                 }
                 Err(e) => {
@@ -217,6 +233,25 @@ impl Limiter {
         };
         METRICS.fallback.with_label_values(&[error]).inc();
         self.fallback(planned, cost)
+    }
+
+    /// A refusal decided without the store: some non-shadow bucket is
+    /// known to be short of `cost` until a time not yet reached.
+    fn cached_refusal(&self, planned: &[Planned], cost: u64, generation: u64) -> Option<Decision> {
+        let denials = self.denials.as_ref()?;
+        let now = Instant::now();
+        let (index, state) = planned.iter().enumerate().find_map(|(i, p)| {
+            let hit =
+                (!p.spend.shadow).then(|| denials.check(&p.spend.key, cost, generation, now))??;
+            Some((i, hit))
+        })?;
+        METRICS.denials_cached.inc();
+        // Only the bucket known to be short is reported; the others were not asked.
+        Some(Decision {
+            allowed: false,
+            buckets: vec![(planned[index].clone(), state)],
+            source: Source::Store,
+        })
     }
 
     fn fallback(&self, planned: Vec<Planned>, cost: u64) -> Decision {

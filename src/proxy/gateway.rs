@@ -114,7 +114,11 @@ impl Gateway {
         if planned.is_empty() {
             return Ok(());
         }
-        let decision = self.shared.limiter.decide(planned, route.cost).await;
+        let decision = self
+            .shared
+            .limiter
+            .decide(planned, route.cost, policy.generation)
+            .await;
         let route_name = route.name.as_str();
         for (p, state) in &decision.buckets {
             let outcome = match (state.allowed, p.spend.shadow) {

@@ -515,11 +515,23 @@ pub fn scan_keys(port: u16) -> Vec<String> {
 
 /// Calls of one command from `INFO commandstats` (e.g. `evalsha`).
 pub fn command_calls(port: u16, command: &str) -> u64 {
+    command_stat(port, command, "calls")
+}
+
+/// Calls of one command that failed (e.g. EVALSHA answered NOSCRIPT).
+pub fn command_failures(port: u16, command: &str) -> u64 {
+    command_stat(port, command, "failed_calls")
+}
+
+fn command_stat(port: u16, command: &str, field: &str) -> u64 {
     let info = redis_cli(port, &["INFO", "commandstats"]).expect("INFO");
-    let prefix = format!("cmdstat_{command}:calls=");
+    let prefix = format!("cmdstat_{command}:");
     info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
+        .find_map(|l| l.trim().strip_prefix(&prefix))
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+        })
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
