@@ -2,5 +2,13 @@ use clap::Parser;
 
 fn main() {
     let cli = fairgate::cli::Cli::parse();
+    if !matches!(
+        cli.command,
+        fairgate::cli::Command::Serve { .. } | fairgate::cli::Command::Demo
+    ) {
+        // `fairgate check ... | head` should end quietly when the pipe closes,
+        // as other Unix tools do; servers keep Rust's SIGPIPE-ignoring default.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     std::process::exit(fairgate::cli::main(cli));
 }

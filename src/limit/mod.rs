@@ -364,7 +364,7 @@ impl Limiter {
     pub async fn probe(&self) {
         match tokio::time::timeout(
             self.timeout.max(Duration::from_millis(200)),
-            self.store.ping(),
+            self.store.probe(),
         )
         .await
         {

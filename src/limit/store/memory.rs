@@ -171,7 +171,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
+    async fn probe(&self) -> Result<(), StoreError> {
         Ok(())
     }
 

@@ -50,8 +50,9 @@ pub trait Store: Send + Sync {
     /// Removes a lease; idempotent.
     async fn release(&self, key: &str, id: &str) -> Result<(), StoreError>;
 
-    /// A cheap round trip that proves the store answers.
-    async fn ping(&self) -> Result<(), StoreError>;
+    /// A cheap call that proves the store can decide again (background
+    /// probe while decisions fall back).
+    async fn probe(&self) -> Result<(), StoreError>;
 
     /// `memory`, `redis` or `redis_cluster`, for metrics.
     fn kind(&self) -> &'static str;

@@ -5,14 +5,14 @@
 //! node that owns the keys — on a cluster that is the right node by
 //! construction, with `MOVED`/`ASK` followed by the client.
 
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
-use tokio::sync::OnceCell;
 
 use super::{Store, StoreError};
 use crate::limit::bucket::{BucketState, Spend};
@@ -49,15 +49,18 @@ impl Script {
     }
 }
 
+/// The shared connection is made on first use and dropped by `probe` when
+/// it stops answering, so a connection stuck in a bad state (e.g. a failed
+/// AUTH it will not retry) is replaced rather than waited on.
 enum Conn {
     Single {
         client: redis::Client,
-        manager: OnceLock<ConnectionManager>,
+        manager: ArcSwapOption<ConnectionManager>,
         timeout: Duration,
     },
     Cluster {
         client: Box<redis::cluster::ClusterClient>,
-        conn: OnceCell<ClusterConnection>,
+        conn: ArcSwapOption<ClusterConnection>,
     },
 }
 
@@ -92,7 +95,7 @@ impl RedisStore {
         Ok(RedisStore {
             conn: Conn::Single {
                 client,
-                manager: OnceLock::new(),
+                manager: ArcSwapOption::empty(),
                 timeout,
             },
             bucket: Script::new(TOKEN_BUCKET_LUA),
@@ -115,7 +118,7 @@ impl RedisStore {
         Ok(RedisStore {
             conn: Conn::Cluster {
                 client: Box::new(client),
-                conn: OnceCell::new(),
+                conn: ArcSwapOption::empty(),
             },
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
@@ -130,8 +133,8 @@ impl RedisStore {
                 manager,
                 timeout,
             } => {
-                let mut conn = match manager.get() {
-                    Some(m) => m.clone(),
+                let mut conn = match manager.load_full() {
+                    Some(m) => (*m).clone(),
                     None => {
                         let config = ConnectionManagerConfig::new()
                             .set_connection_timeout(Some(
@@ -140,16 +143,21 @@ impl RedisStore {
                             .set_number_of_retries(1)
                             .set_max_delay(Duration::from_millis(500));
                         let m = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
-                        manager.get_or_init(|| m).clone()
+                        manager.store(Some(Arc::new(m.clone())));
+                        m
                     }
                 };
                 cmd.query_async(&mut conn).await
             }
             Conn::Cluster { client, conn } => {
-                let mut c = conn
-                    .get_or_try_init(|| client.get_async_connection())
-                    .await?
-                    .clone();
+                let mut c = match conn.load_full() {
+                    Some(c) => (*c).clone(),
+                    None => {
+                        let c = client.get_async_connection().await?;
+                        conn.store(Some(Arc::new(c.clone())));
+                        c
+                    }
+                };
                 cmd.query_async(&mut c).await
             }
         }
@@ -254,25 +262,25 @@ impl Store for RedisStore {
         self.run(&self.slots, &[key], &args).await.map(|_| ())
     }
 
-    /// Through the shared connection once requests have made it (recovery
-    /// means that connection works again); before that on a fresh one, so
-    /// the shared connection is always created, and driven, by the proxy's
-    /// runtime rather than the background task's.
-    async fn ping(&self) -> Result<(), StoreError> {
-        let ping = redis::cmd("PING");
-        let reply: Result<Value, RedisError> = match &self.conn {
-            Conn::Single { manager, .. } if manager.get().is_some() => self.query(&ping).await,
-            Conn::Cluster { conn, .. } if conn.get().is_some() => self.query(&ping).await,
-            Conn::Single { client, .. } => match client.get_multiplexed_async_connection().await {
-                Ok(mut c) => ping.query_async(&mut c).await,
-                Err(e) => Err(e),
-            },
-            Conn::Cluster { client, .. } => match client.get_async_connection().await {
-                Ok(mut c) => ping.query_async(&mut c).await,
-                Err(e) => Err(e),
-            },
+    /// A real decision on a probe bucket through the shared connection:
+    /// recovery means decisions work again, not merely that PING answers
+    /// (under `maxmemory` with `noeviction`, PING works and writes fail).
+    /// A failed probe drops the shared connection so it is made afresh.
+    async fn probe(&self) -> Result<(), StoreError> {
+        let spend = Spend {
+            key: "fairgate:{probe}".into(),
+            capacity: 1_000_000,
+            interval_us: 1,
+            shadow: false,
         };
-        reply.map(|_| ()).map_err(classify)
+        let result = self.spend(&[spend], 1).await.map(|_| ());
+        if result.is_err() {
+            match &self.conn {
+                Conn::Single { manager, .. } => manager.store(None),
+                Conn::Cluster { conn, .. } => conn.store(None),
+            }
+        }
+        result
     }
 
     fn kind(&self) -> &'static str {
