@@ -45,6 +45,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
     });
+    METRICS.init_series(&shared.policy.load().config);
     METRICS.config_reloads.with_label_values(&["ok"]).inc();
     METRICS.config_generation.set(1);
     METRICS.config_last_success.set(crate::metrics::unix_now());

@@ -42,6 +42,21 @@ pub enum AuthError {
 }
 
 impl AuthError {
+    pub const ALL: [AuthError; 12] = [
+        AuthError::Missing,
+        AuthError::Malformed,
+        AuthError::AlgorithmNotAllowed,
+        AuthError::UnknownKey,
+        AuthError::BadSignature,
+        AuthError::Expired,
+        AuthError::NotYetValid,
+        AuthError::WrongIssuer,
+        AuthError::WrongAudience,
+        AuthError::MissingClaim,
+        AuthError::TenantInvalid,
+        AuthError::ClaimInvalid,
+    ];
+
     pub fn reason(self) -> &'static str {
         match self {
             AuthError::Missing => "missing",

@@ -130,6 +130,7 @@ async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
     if let Some(verifier) = &policy.verifier {
         verifier.refresh_remote(true).await;
     }
+    METRICS.init_series(&policy.config);
     shared.policy.store(Arc::new(policy));
     Ok(generation)
 }

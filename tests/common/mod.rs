@@ -308,6 +308,14 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The sum of every sample whose name and labels start with `prefix`.
+pub fn metric_sum(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// `redis-server` on a free loopback port, with persistence off.
 pub struct Redis {
     child: Child,

@@ -1,0 +1,117 @@
+//! The operations kit against the real gateway: every metric the Grafana
+//! dashboard and the Prometheus alerts name exists in `/metrics` after
+//! traffic.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::*;
+use serde_json::json;
+
+const SECRET: &str = "ops-suite-secret-0123456789";
+
+/// Every `fairgate_*` name in a file.
+fn metric_names(path: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let mut names = BTreeSet::new();
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("fairgate_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
+    let redis = Redis::start().await;
+    let up = Upstream::start().await;
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
+admin: {{listen: "$ADMIN"}}
+store: {{kind: redis, url: "{}"}}
+auth:
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_OPS_SECRET}}]
+upstreams:
+  api: {{targets: ["{}"]}}
+limits:
+  api: {{scope: tenant, default: {{capacity: 2, rate: 1/h}}}}
+concurrency:
+  uploads: {{scope: tenant, slots: 1, lease: 30s}}
+routes:
+  - {{name: uploads, match: {{path_prefix: /v1/attachments}}, upstream: api, concurrency: uploads, limits: []}}
+  - {{name: api, match: {{path_prefix: /v1}}, upstream: api, limits: [api]}}
+"#,
+        redis.url(),
+        up.addr
+    );
+    let gw = Gateway::start_with(
+        &yaml,
+        GatewayOptions {
+            env: vec![("FAIRGATE_OPS_SECRET".into(), SECRET.into())],
+            ..Default::default()
+        },
+    )
+    .await;
+    let exp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("t".into());
+    let token = jsonwebtoken::encode(
+        &header,
+        &json!({"tid": "acme", "sub": "u", "exp": exp}),
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap();
+    let c = client();
+    for _ in 0..3 {
+        c.get(gw.url("/v1/x"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+    }
+    c.get(gw.url("/v1/x")).send().await.unwrap();
+    c.post(gw.url("/v1/attachments"))
+        .bearer_auth(&token)
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    gw.signal(libc::SIGHUP);
+    let reloaded = eventually(std::time::Duration::from_secs(2), || async {
+        metric(&gw.metrics().await, "fairgate_config_generation") == Some(2.0)
+    })
+    .await;
+    assert!(reloaded);
+
+    let exported = gw.metrics().await;
+    let mut wanted = metric_names("deploy/grafana/fairgate.json");
+    wanted.extend(metric_names("deploy/prometheus/alerts.yaml"));
+    assert!(wanted.len() >= 10, "{wanted:?}");
+    let missing: Vec<_> = wanted
+        .iter()
+        .filter(|name| {
+            // A sample of the name, or a histogram family's TYPE line with samples.
+            !exported.lines().any(|l| {
+                l.starts_with(&format!("{name}{{"))
+                    || l.starts_with(&format!("{name} "))
+                    || l.starts_with(&format!("{name}_count{{"))
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "named but not exported: {missing:?}\n{exported}"
+    );
+}
