@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of fairgate against nginx and HAProxy.
+
+Every target fronts the same nginx static upstream and gets one worker
+thread, pinned to CPU 1; the load generator (wrk -t1 -c32), the upstream and
+Redis share CPU 0. Targets run interleaved, round after round, so drift in
+the machine hits them all alike. For each: requests/s, p50, p99 and the
+server's CPU microseconds per request (utime+stime from /proc), all also as
+ratios to nginx + limit_req. Writes docs/benchmarks.md and
+docs/benchmarks.png. Run through bench/run, which builds and installs first.
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FAIRGATE = ROOT / "target" / "release" / "fairgate"
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+SECONDS = int(os.environ.get("SECONDS_PER", "5"))
+CONNECTIONS = 32
+TICK = os.sysconf("SC_CLK_TCK")
+WORK = Path(tempfile.mkdtemp(prefix="fairgate-bench-"))
+BASELINE = "nginx + limit_req"
+procs = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listening on {port}")
+
+
+def start(cmd, cpu, env=None, name="proc"):
+    log = open(WORK / f"{name}.log", "w")
+    p = subprocess.Popen(["taskset", "-c", str(cpu)] + cmd, stdout=log, stderr=subprocess.STDOUT,
+                         env={**os.environ, **(env or {})}, cwd=WORK)
+    procs.append(p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def tree(pid):
+    """pid and all its descendants (nginx master and worker, say)."""
+    children = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(d.name))
+            except OSError:
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def cpu_seconds(pids):
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / TICK
+
+
+def write(name, text):
+    path = WORK / name
+    path.write_text(text)
+    return path
+
+
+def nginx_conf(port, body):
+    return write(f"nginx-{port}.conf", f"""
+worker_processes 1;
+daemon off;
+pid {WORK}/nginx-{port}.pid;
+error_log {WORK}/nginx-{port}.err warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {WORK}/tmp-{port};
+  proxy_temp_path {WORK}/tmp-{port};
+  {body}
+}}""")
+
+
+def upstream(port):
+    conf = nginx_conf(port, f"""
+  server {{ listen 127.0.0.1:{port}; keepalive_requests 1000000;
+    location / {{ return 200 "ok\\n"; }} }}""")
+    return start(["nginx", "-c", str(conf)], 0, name="upstream")
+
+
+def nginx_proxy(port, up, limit):
+    zone = "limit_req_zone $http_x_tenant zone=t:10m rate=1000000r/s;" if limit else ""
+    rule = "limit_req zone=t burst=1000000 nodelay;" if limit else ""
+    conf = nginx_conf(port, f"""
+  {zone}
+  upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
+  server {{ listen 127.0.0.1:{port}; keepalive_requests 1000000;
+    location / {{ {rule} proxy_pass http://up; proxy_http_version 1.1;
+      proxy_set_header Connection ""; }} }}""")
+    return start(["nginx", "-c", str(conf)], 1, name=f"nginx-{port}")
+
+
+def haproxy(port, up):
+    conf = write(f"haproxy-{port}.cfg", f"""
+global
+  nbthread 1
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+frontend fe
+  bind 127.0.0.1:{port}
+  stick-table type string len 64 size 200k expire 60s store http_req_rate(1s)
+  http-request track-sc0 hdr(x-tenant)
+  http-request deny deny_status 429 if {{ sc_http_req_rate(0) gt 100000000 }}
+  default_backend be
+backend be
+  http-reuse always
+  server up 127.0.0.1:{up}
+""")
+    return start(["haproxy", "-f", str(conf)], 1, name=f"haproxy-{port}")
+
+
+def fairgate(port, up, store, limits=True, capacity=1_000_000_000, rate="1000000/s"):
+    conf = write(f"fairgate-{port}.yaml", f"""
+server: {{listen: ["127.0.0.1:{port}"], threads: 1, shutdown_grace: 1s}}
+{store}
+upstreams:
+  api: {{targets: ["127.0.0.1:{up}"]}}
+limits:
+  api: {{scope: {{header: X-Tenant}}, default: {{capacity: {capacity}, rate: {rate}}}}}
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [{"api" if limits else ""}]}}
+""")
+    return start([str(FAIRGATE), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn"},
+                 name=f"fairgate-{port}")
+
+
+def redis_server(port, cluster=False):
+    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(WORK)]
+    if cluster:
+        args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"]
+    p = start(args, 0, name=f"redis-{port}")
+    wait_port(port)
+    return p
+
+
+def redis_cli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def wrk(port, seconds, script=None):
+    cmd = ["taskset", "-c", "0", "wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
+           "-H", "X-Tenant: tenant-1"]
+    if script:
+        cmd += ["-s", str(script)]
+    out = subprocess.run(cmd + [f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
+                         check=True).stdout
+
+    def latency(q):
+        m = re.search(rf"^\s+{q}%\s+([\d.]+)(us|ms|s)", out, re.M)
+        v = float(m.group(1))
+        return v / 1000 if m.group(2) == "us" else v * 1000 if m.group(2) == "s" else v
+
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if non2xx:
+        sys.exit(f"port {port}: {non2xx.group(1)} non-2xx responses; a limit refused\n{out}")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return requests, rps, latency(50), latency(99)
+
+
+def main():
+    up_port = free_port()
+    upstream(up_port)
+    wait_port(up_port)
+
+    redis_port = free_port()
+    redis_server(redis_port)
+    cluster_ports = [free_port() for _ in range(3)]
+    for p in cluster_ports:
+        redis_server(p, cluster=True)
+    subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in cluster_ports],
+                    "--cluster-replicas", "0", "--cluster-yes"], capture_output=True, check=True)
+    for _ in range(100):
+        if all("cluster_state:ok" in redis_cli(p, "CLUSTER", "INFO") for p in cluster_ports):
+            break
+        time.sleep(0.1)
+
+    memory = "store: {kind: memory}\nacknowledge: [store.process_local]"
+    redis = f'store: {{kind: redis, url: "redis://127.0.0.1:{redis_port}/0"}}'
+    nodes = ", ".join(f'"redis://127.0.0.1:{p}"' for p in cluster_ports)
+    cluster = f"store: {{kind: redis_cluster, nodes: [{nodes}]}}"
+    targets = [
+        ("upstream direct", lambda p: None, []),
+        ("nginx proxy", lambda p: nginx_proxy(p, up_port, False), []),
+        (BASELINE, lambda p: nginx_proxy(p, up_port, True), []),
+        ("HAProxy + stick table", lambda p: haproxy(p, up_port), []),
+        ("fairgate, no limits", lambda p: fairgate(p, up_port, memory, limits=False), []),
+        ("fairgate, memory store", lambda p: fairgate(p, up_port, memory), []),
+        ("fairgate, Redis", lambda p: fairgate(p, up_port, redis), [redis_port]),
+        ("fairgate, Redis Cluster", lambda p: fairgate(p, up_port, cluster), cluster_ports),
+    ]
+    running = {}
+    for name, launch, _ in targets:
+        port = up_port if name == "upstream direct" else free_port()
+        proc = launch(port)
+        wait_port(port)
+        running[name] = (port, proc)
+        wrk(port, 1)  # warm up: connections, JIT-less caches, script load
+
+    results = {name: [] for name, _, _ in targets}
+    for rnd in range(ROUNDS):
+        for name, _, store_ports in targets:
+            port, proc = running[name]
+            pids = tree(proc.pid) if proc else []
+            redis_pids = [int(redis_cli(p, "INFO", "server").split("process_id:")[1].split()[0])
+                          for p in store_ports]
+            calls_before = sum(script_calls(p) for p in store_ports)
+            cpu0, rcpu0 = cpu_seconds(pids), cpu_seconds(redis_pids)
+            requests, rps, p50, p99 = wrk(port, SECONDS)
+            cpu = cpu_seconds(pids) - cpu0
+            rcpu = cpu_seconds(redis_pids) - rcpu0
+            calls = sum(script_calls(p) for p in store_ports) - calls_before
+            results[name].append({
+                "rps": rps, "p50": p50, "p99": p99,
+                "cpu_us": cpu * 1e6 / requests if proc else None,
+                "redis_us": rcpu * 1e6 / requests if store_ports else None,
+                "calls": calls / requests if store_ports else None,
+            })
+            print(f"round {rnd + 1}/{ROUNDS} {name:28} {rps:9.0f} req/s  p99 {p99:6.2f} ms"
+                  + (f"  {cpu * 1e6 / requests:6.1f} us/req" if proc else ""), flush=True)
+
+    rss = memory_store_tenants(up_port)
+    report(targets, results, rss)
+
+
+def script_calls(port):
+    stats = redis_cli(port, "INFO", "commandstats")
+    total = 0
+    for cmd in ("evalsha", "eval"):
+        m = re.search(rf"cmdstat_{cmd}:calls=(\d+)", stats)
+        total += int(m.group(1)) if m else 0
+    return total
+
+
+def memory_store_tenants(up_port, tenants=100_000):
+    """Resident memory of a memory-store gateway holding `tenants` active buckets."""
+    port = free_port()
+    store = "store: {kind: memory}\nacknowledge: [store.process_local]"
+    proc = fairgate(port, up_port, store, capacity=1000, rate="1/h")
+    wait_port(port)
+    script = write("tenants.lua", f"""
+counter = 0
+request = function()
+  counter = counter + 1
+  wrk.headers["X-Tenant"] = "tenant-" .. (counter % {tenants})
+  return wrk.format(nil)
+end
+""")
+    # Enough requests to touch every tenant at least once.
+    while True:
+        requests, *_ = wrk(port, 5, script)
+        if requests >= tenants * 1.2:
+            break
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    kib = lambda f: int(re.search(rf"{f}:\s+(\d+)", status).group(1))
+    stop(proc)
+    return {"tenants": tenants, "rss_mib": kib("VmRSS") / 1024, "hwm_mib": kib("VmHWM") / 1024}
+
+
+def median(rows, key):
+    values = [r[key] for r in rows if r[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def report(targets, results, rss):
+    base = {k: median(results[BASELINE], k) for k in ("rps", "p99", "cpu_us")}
+    rows = []
+    for name, _, _ in targets:
+        r = {k: median(results[name], k) for k in ("rps", "p50", "p99", "cpu_us", "redis_us", "calls")}
+        r["name"] = name
+        rows.append(r)
+
+    def ratio(v, b):
+        return f"{v / b:.2f}x" if v is not None and b else "–"
+
+    def num(v, fmt):
+        return fmt.format(v) if v is not None else "–"
+
+    lines = [
+        "| target | req/s | p50 ms | p99 ms | server CPU µs/req | req/s vs base | p99 vs base | CPU vs base | Redis CPU µs/req | script calls/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['name']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {num(r['cpu_us'], '{:.1f}')} "
+            f"| {ratio(r['rps'], base['rps'])} | {ratio(r['p99'], base['p99'])} | {ratio(r['cpu_us'], base['cpu_us'])} "
+            f"| {num(r['redis_us'], '{:.1f}')} | {num(r['calls'], '{:.3f}')} |")
+    chart(rows)
+    machine = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = re.search(r"Model name:\s+(.*)", machine)
+    def first_line(cmd):
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        return ((out.stdout or "") + (out.stderr or "")).strip().splitlines()[0]
+
+    versions = "; ".join(first_line(c) for c in (["nginx", "-v"], ["wrk", "-v"], ["haproxy", "-v"],
+                                                 ["redis-server", "--version"]))
+    notes = (ROOT / "bench" / "notes.md").read_text() if (ROOT / "bench" / "notes.md").exists() else ""
+    text = f"""# Benchmarks
+
+Generated by `bench/run` (ROUNDS={ROUNDS}, SECONDS_PER={SECONDS}) on {time.strftime('%Y-%m-%d')}.
+Do not edit the generated part by hand; notes come from `bench/notes.md`.
+
+**Machine:** {model.group(1).strip() if model else 'unknown CPU'}, {os.cpu_count()} CPUs, Linux {os.uname().release}.
+**Versions:** {versions}; fairgate {subprocess.run([str(FAIRGATE), '--version'], capture_output=True, text=True).stdout.strip()} (release build).
+
+**Method:** every target fronts the same nginx upstream (`return 200`), runs one
+worker thread pinned to CPU 1 with access logs off, and is loaded by
+`taskset -c 0 wrk -t1 -c{CONNECTIONS} -d{SECONDS}s --latency -H 'X-Tenant: tenant-1'`
+(upstream, wrk and Redis share CPU 0). Targets alternate within each of {ROUNDS} rounds;
+the table shows medians. CPU µs/req is the server's utime+stime from /proc divided by
+requests served; for Redis targets the Redis CPU is shown separately. Limits never refuse
+(capacities far above the load), so every target does the full work on every request:
+nginx `limit_req` keyed by `$http_x_tenant`, HAProxy `track-sc0 hdr(x-tenant)` with an
+`http_req_rate` stick table, fairgate a `{{header: X-Tenant}}`-scoped token bucket
+(no JWT, since the others do none). Baseline ("base") is **{BASELINE}**.
+
+{chr(10).join(lines)}
+
+![CPU per request and p99 by target](benchmarks.png)
+
+**Memory store, {rss['tenants']:,} active tenants** (one bucket each, none full):
+gateway resident memory {rss['rss_mib']:.1f} MiB (peak {rss['hwm_mib']:.1f} MiB).
+
+{notes}"""
+    (ROOT / "docs" / "benchmarks.md").write_text(text)
+    print(f"wrote docs/benchmarks.md and docs/benchmarks.png ({WORK})")
+
+
+def chart(rows):
+    data = write("chart.dat", "\n".join(
+        f'"{r["name"]}" {r["cpu_us"] if r["cpu_us"] is not None else 0:.2f} {r["p99"]:.3f}' for r in rows))
+    script = write("chart.gp", f"""
+set terminal pngcairo size 1100,520 font ",10"
+set output "{ROOT}/docs/benchmarks.png"
+set multiplot layout 1,2 title "fairgate vs nginx and HAProxy (one worker thread each)"
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.8
+set xtics rotate by -35 left
+set grid ytics
+unset key
+set title "server CPU per request (µs)"
+plot "{data}" using 2:xtic(1) lc rgb "#4477aa"
+set title "p99 latency (ms)"
+plot "{data}" using 3:xtic(1) lc rgb "#cc6677"
+unset multiplot
+""")
+    subprocess.run(["gnuplot", str(script)], check=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for p in procs:
+            stop(p)
+        shutil.rmtree(WORK, ignore_errors=True)

@@ -1,0 +1,117 @@
+//! Micro-benchmarks of the per-request work that is fairgate's own: route
+//! matching, JWT verification and bucket key building. `cargo bench`.
+
+use std::hint::black_box;
+use std::path::Path;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use futures_util::FutureExt;
+
+use fairgate::auth::Verifier;
+use fairgate::config::Config;
+use fairgate::limit::{self, keys, Subject};
+use fairgate::proxy::route;
+
+const SECRET_ENV: &str = "FAIRGATE_BENCH_SECRET";
+
+fn config() -> Config {
+    let mut routes = String::new();
+    for i in 0..20 {
+        routes.push_str(&format!(
+            "  - {{name: r{i}, match: {{path_prefix: /v{i}/items, methods: [GET, POST]}}, upstream: api, limits: [api]}}\n"
+        ));
+    }
+    let yaml = format!(
+        r#"
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+auth:
+  keys: [{{kid: k, alg: HS256, secret_env: {SECRET_ENV}}}]
+upstreams:
+  api: {{targets: ["127.0.0.1:3000"]}}
+limits:
+  api: {{scope: tenant, default: {{capacity: 100, rate: 50/s}}}}
+  user: {{scope: tenant_user, default: {{capacity: 10, rate: 1/s}}}}
+  hooks: {{scope: {{path: provider}}, default: {{capacity: 50, rate: 20/s}}}}
+routes:
+  - {{name: hooks, match: {{path: "/webhooks/{{provider}}/events"}}, upstream: api, limits: [api, user, hooks]}}
+{routes}"#
+    );
+    Config::from_text("bench.yaml", &yaml, Path::new("."))
+        .unwrap_or_else(|p| panic!("{p}"))
+        .config
+}
+
+fn benches(c: &mut Criterion) {
+    // Set before any thread reads the environment.
+    std::env::set_var(SECRET_ENV, "bench-secret-0123456789abcdef");
+    let config = config();
+
+    c.bench_function("route: last of 21 prefix routes", |b| {
+        b.iter(|| {
+            route::find(
+                black_box(&config),
+                "api.example.com",
+                "POST",
+                "/v19/items/42",
+            )
+        })
+    });
+    c.bench_function("route: pattern with a capture", |b| {
+        b.iter(|| {
+            route::find(
+                black_box(&config),
+                "api.example.com",
+                "GET",
+                "/webhooks/stripe/events",
+            )
+        })
+    });
+
+    let auth = config.auth.as_ref().unwrap();
+    let verifier = Verifier::new(auth, &config.tenants).unwrap();
+    let token = fairgate::auth::mint(
+        auth,
+        "acme",
+        Some("auth0|42"),
+        Some("pro"),
+        std::time::Duration::from_secs(3600),
+    )
+    .unwrap();
+    let header = format!("Bearer {token}");
+    c.bench_function("jwt: verify HS256", |b| {
+        b.iter(|| {
+            verifier
+                .verify(Some(black_box(header.as_bytes())))
+                .now_or_never()
+                .expect("no JWKS fetch on this path")
+                .unwrap()
+        })
+    });
+
+    let identity = verifier
+        .verify(Some(header.as_bytes()))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
+    let hooks = &config.routes[0];
+    let captures = vec![("provider".to_string(), "stripe".to_string())];
+    let headers = http::HeaderMap::new();
+    c.bench_function("keys: plan 3 buckets (tenant, user, path)", |b| {
+        b.iter(|| {
+            let subject = Subject {
+                identity: Some(&identity),
+                captures: &captures,
+                headers: &headers,
+                client_ip: None,
+            };
+            limit::plan(black_box(&config), hooks, &subject).unwrap()
+        })
+    });
+    c.bench_function("keys: encode a user id", |b| {
+        b.iter(|| keys::encode(black_box("auth0|5f7c8ec7c33c6c004bbafe82")))
+    });
+}
+
+criterion_group!(micro, benches);
+criterion_main!(micro);
