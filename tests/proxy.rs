@@ -634,3 +634,46 @@ async fn one_json_access_line_per_request() {
     // Query strings can carry secrets; they are not logged.
     assert!(!gw.logs().contains("secret"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_pools_round_robin_and_skip_unhealthy_targets() {
+    let (a, b) = (Upstream::start().await, Upstream::start().await);
+    let dead = free_addr();
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
+admin: {{listen: "$ADMIN"}}
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+upstreams:
+  pair: {{targets: ["{}", "{}"]}}
+  flaky: {{targets: ["{}", "{dead}"], health_check_interval: 200ms, connect_timeout: 200ms}}
+routes:
+  - {{name: pair, match: {{path_prefix: /pair}}, upstream: pair, auth: none}}
+  - {{name: flaky, match: {{path_prefix: /flaky}}, upstream: flaky, auth: none}}
+"#,
+        a.addr, b.addr, a.addr
+    );
+    let gw = Gateway::start(&yaml).await;
+    let c = client();
+    for _ in 0..10 {
+        assert_eq!(c.get(gw.url("/pair")).send().await.unwrap().status(), 200);
+    }
+    assert_eq!(
+        (a.requests(), b.requests()),
+        (5, 5),
+        "round robin over two targets"
+    );
+
+    // Once the health check has seen the dead target, every request goes to the live one.
+    let healthy = eventually(Duration::from_secs(5), || async {
+        let before = a.requests();
+        let mut all_ok = true;
+        for _ in 0..4 {
+            all_ok &= c.get(gw.url("/flaky")).send().await.unwrap().status() == 200;
+        }
+        all_ok && a.requests() == before + 4
+    })
+    .await;
+    assert!(healthy, "the dead target was never skipped");
+}

@@ -282,6 +282,19 @@ fn body_too_large(max: u64) -> Refusal {
     .close()
 }
 
+/// 32 hex digits: a random per-process prefix and a counter. Unique across
+/// replicas without a `getrandom` system call per request (a v4 UUID made
+/// one, measurable in the profile).
+fn new_request_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix:016x}{n:016x}")
+}
+
 /// A request id worth keeping: 1 to 128 printable characters, no spaces.
 fn request_id_ok(id: &[u8]) -> bool {
     (1..=128).contains(&id.len())
@@ -307,7 +320,7 @@ impl ProxyHttp for Gateway {
             Some(v) if request_id_ok(v.as_bytes()) => {
                 String::from_utf8_lossy(v.as_bytes()).into_owned()
             }
-            _ => uuid::Uuid::new_v4().simple().to_string(),
+            _ => new_request_id(),
         };
         self.client_ip(session, ctx);
         match self.admit(session, ctx).await {

@@ -262,25 +262,43 @@ impl Store for RedisStore {
         self.run(&self.slots, &[key], &args).await.map(|_| ())
     }
 
-    /// A real decision on a probe bucket through the shared connection:
-    /// recovery means decisions work again, not merely that PING answers
-    /// (under `maxmemory` with `noeviction`, PING works and writes fail).
-    /// A failed probe drops the shared connection so it is made afresh.
+    /// A real script call on a probe bucket: recovery means decisions work
+    /// again, not merely that PING answers (under `maxmemory` with
+    /// `noeviction`, PING works and writes fail). Through the shared
+    /// connection when requests have made it, and a failure drops it so it
+    /// is made afresh; otherwise on a throwaway connection, so that the
+    /// shared one is always made, and driven, on the proxy's own runtime
+    /// (a driver on another thread costs a cross-thread wake-up per call).
     async fn probe(&self) -> Result<(), StoreError> {
-        let spend = Spend {
-            key: "fairgate:{probe}".into(),
-            capacity: 1_000_000,
-            interval_us: 1,
-            shadow: false,
+        let keys = ["fairgate:{probe}"];
+        let args: [u64; 4] = [1, 1_000_000, 1, 0];
+        let shared = match &self.conn {
+            Conn::Single { manager, .. } => manager.load().is_some(),
+            Conn::Cluster { conn, .. } => conn.load().is_some(),
         };
-        let result = self.spend(&[spend], 1).await.map(|_| ());
-        if result.is_err() {
-            match &self.conn {
-                Conn::Single { manager, .. } => manager.store(None),
-                Conn::Cluster { conn, .. } => conn.store(None),
+        if shared {
+            let result = self.run(&self.bucket, &keys, &args).await.map(|_| ());
+            if result.is_err() {
+                match &self.conn {
+                    Conn::Single { manager, .. } => manager.store(None),
+                    Conn::Cluster { conn, .. } => conn.store(None),
+                }
             }
+            return result;
         }
-        result
+        // EVAL, not EVALSHA: a fresh server may not hold the script yet.
+        let cmd = self.bucket.call(false, &keys, &args);
+        let reply: Result<Value, RedisError> = match &self.conn {
+            Conn::Single { client, .. } => match client.get_multiplexed_async_connection().await {
+                Ok(mut c) => cmd.query_async(&mut c).await,
+                Err(e) => Err(e),
+            },
+            Conn::Cluster { client, .. } => match client.get_async_connection().await {
+                Ok(mut c) => cmd.query_async(&mut c).await,
+                Err(e) => Err(e),
+            },
+        };
+        reply.map(|_| ()).map_err(classify)
     }
 
     fn kind(&self) -> &'static str {
