@@ -400,6 +400,7 @@ async fn gigabyte_bodies_stream_in_bounded_memory() {
     assert_eq!(received, GIB);
 
     let peak = gw.peak_rss_kib();
+    println!("1 GiB up and 1 GiB down: gateway peak RSS {peak} KiB");
     assert!(
         peak < 64 * 1024,
         "gateway peak RSS {peak} KiB is over 64 MiB"

@@ -288,6 +288,7 @@ async fn a_gigabyte_upload_streams_in_bounded_memory() {
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["body_bytes"], GIB);
     let peak = gw.peak_rss_kib();
+    println!("1 GiB upload through a slot route: gateway peak RSS {peak} KiB");
     assert!(peak < 64 * 1024, "gateway peak RSS {peak} KiB");
     assert_eq!(held(&redis), 0);
 }
