@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::*;
 use serde_json::json;
@@ -60,19 +59,7 @@ routes:
         },
     )
     .await;
-    let exp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600;
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
-    header.kid = Some("t".into());
-    let token = jsonwebtoken::encode(
-        &header,
-        &json!({"tid": "acme", "sub": "u", "exp": exp}),
-        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
-    )
-    .unwrap();
+    let token = hs256_token(SECRET, json!({"tid": "acme", "sub": "u"}));
     let c = client();
     for _ in 0..3 {
         c.get(gw.url("/v1/x"))

@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
 use futures_util::future::join_all;
@@ -14,19 +14,7 @@ const SECRET: &str = "slots-suite-secret-0123456789";
 const SET: &str = "tenant:{acme}:slots:uploads";
 
 fn token(tenant: &str) -> String {
-    let exp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600;
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
-    header.kid = Some("t".into());
-    jsonwebtoken::encode(
-        &header,
-        &json!({"tid": tenant, "sub": "u", "exp": exp}),
-        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
-    )
-    .unwrap()
+    hs256_token(SECRET, json!({"tid": tenant, "sub": "u"}))
 }
 
 fn config(

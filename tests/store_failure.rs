@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::json;
@@ -14,19 +14,7 @@ use serde_json::json;
 const SECRET: &str = "store-failure-secret-0123456789";
 
 fn token(tenant: &str) -> String {
-    let exp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600;
-    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
-    header.kid = Some("t".into());
-    jsonwebtoken::encode(
-        &header,
-        &json!({"tid": tenant, "sub": "u", "exp": exp}),
-        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
-    )
-    .unwrap()
+    hs256_token(SECRET, json!({"tid": tenant, "sub": "u"}))
 }
 
 /// A policy with one tenant-scoped bucket of `capacity` refilling slowly

@@ -228,14 +228,18 @@ impl Verifier {
         v.leeway = self.auth.leeway.as_secs();
         v.validate_exp = true;
         v.validate_nbf = true;
+        // jsonwebtoken compares iss/aud only when the token has them, so a
+        // configured check must also make the claim required.
         v.required_spec_claims = ["exp".to_string()].into_iter().collect();
         if let Some(iss) = &self.auth.issuer {
             v.set_issuer(&[iss]);
+            v.required_spec_claims.insert("iss".into());
         }
         if self.auth.audience.is_empty() {
             v.validate_aud = false;
         } else {
             v.set_audience(&self.auth.audience);
+            v.required_spec_claims.insert("aud".into());
         }
         v
     }
@@ -257,6 +261,10 @@ impl Verifier {
             Some(p) => p.clone(),
             None => claim(claims, &names.plan)?.unwrap_or_else(|| self.auth.default_plan.clone()),
         };
+        // The plan is forwarded as a header and selects a policy: keep it plain.
+        if plan.len() > 64 || !plan.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(AuthError::ClaimInvalid);
+        }
         Ok(Identity {
             tenant,
             user,

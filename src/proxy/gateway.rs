@@ -103,12 +103,7 @@ impl Gateway {
     async fn limit(&self, session: &Session, ctx: &mut Ctx) -> Result<(), Refusal> {
         let policy = ctx.policy.clone();
         let route = ctx.route().ok_or_else(Refusal::not_found)?;
-        let subject = Subject {
-            identity: ctx.identity.as_ref(),
-            captures: &ctx.captures,
-            headers: &session.req_header().headers,
-            client_ip: ctx.client_ip,
-        };
+        let subject = subject(session, ctx);
         let planned = limit::plan(&policy.config, route, &subject)
             .map_err(|_| Refusal::unauthorized(crate::auth::AuthError::MissingClaim))?;
         if planned.is_empty() {
@@ -188,12 +183,7 @@ impl Gateway {
         let Some(slots) = policy.config.concurrency.get(name) else {
             return Ok(());
         };
-        let subject = Subject {
-            identity: ctx.identity.as_ref(),
-            captures: &ctx.captures,
-            headers: &session.req_header().headers,
-            client_ip: ctx.client_ip,
-        };
+        let subject = subject(session, ctx);
         let key = limit::slot_key(&policy.config, slots, &subject)
             .map_err(|_| Refusal::unauthorized(crate::auth::AuthError::MissingClaim))?;
         match self.shared.limiter.acquire(slots, key).await {
@@ -269,6 +259,16 @@ impl Gateway {
                 Err(_) => break,
             }
         }
+    }
+}
+
+/// What scopes can key on for this request.
+fn subject<'a>(session: &'a Session, ctx: &'a Ctx) -> Subject<'a> {
+    Subject {
+        identity: ctx.identity.as_ref(),
+        captures: &ctx.captures,
+        headers: &session.req_header().headers,
+        client_ip: ctx.client_ip,
     }
 }
 

@@ -59,6 +59,25 @@ impl Upstream {
     }
 }
 
+/// An HS256 token with kid `t`, signed with `secret`, valid for 10 minutes;
+/// `claims` are added to its `exp`.
+pub fn hs256_token(secret: &str, mut claims: serde_json::Value) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    claims["exp"] = exp.into();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("t".into());
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+    )
+    .unwrap()
+}
+
 /// A plain HTTP client that never uses a proxy from the environment.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -283,6 +302,16 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+            let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            eprintln!(
+                "--- gateway {} (exit: {status:?}), last log lines:\n{}",
+                self.listen,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
         if let Some(child) = self.child.as_mut() {
             let _ = child.kill();
             let _ = child.wait();
