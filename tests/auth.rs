@@ -295,8 +295,16 @@ async fn every_bad_token_is_a_401_with_the_right_challenge() {
             hs(&without("exp")),
             "the token lacks a required claim",
         ),
-        ("no iss", hs(&without("iss")), "the token lacks a required claim"),
-        ("no aud", hs(&without("aud")), "the token lacks a required claim"),
+        (
+            "no iss",
+            hs(&without("iss")),
+            "the token lacks a required claim",
+        ),
+        (
+            "no aud",
+            hs(&without("aud")),
+            "the token lacks a required claim",
+        ),
         (
             "plan with a newline",
             hs(&with("plan", json!("pro\nx"))),

@@ -89,6 +89,24 @@ async fn routes_in_file_order_by_host_path_and_method() {
     assert_eq!(body["type"], "urn:fairgate:problem:no-route");
     assert_eq!(body["title"], "No route");
     assert_eq!((a.requests(), b.requests()), (3, 3));
+
+    // Encoded unreserved characters and empty segments cannot dodge a route:
+    // fairgate routes on the normal form and forwards that same form.
+    let (before_a, before_b) = (a.requests(), b.requests());
+    for sneaky in [
+        "/v1/things/%73pecial",
+        "//v1//things/special",
+        "/v1/things/spec%69al",
+    ] {
+        let raw = format!("GET {sneaky} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        let response = raw_http(gw.listen, &raw).await;
+        assert!(response.starts_with("HTTP/1.1 200"), "{sneaky}: {response}");
+        assert!(
+            response.contains(r#""path":"/v1/things/special""#),
+            "{sneaky}: {response}"
+        );
+    }
+    assert_eq!((a.requests(), b.requests()), (before_a, before_b + 3));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -305,6 +323,8 @@ async fn dot_segments_are_refused() {
         "/public/%2e%2E/admin",
         "/a/%2e/b",
         "/x%2F..%2Fadmin",
+        "/public/..;/admin",
+        "/bad%zzescape",
     ] {
         let raw = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         let response = raw_http(gw.listen, &raw).await;

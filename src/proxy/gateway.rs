@@ -32,15 +32,16 @@ impl Gateway {
     /// is the gateway's own answer.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), Refusal> {
         let req = session.req_header();
-        let path = req.uri.path().to_string();
-        if !route::path_is_safe(&path) {
-            return Err(Refusal::new(
-                400,
-                "bad-path",
-                "Bad request path",
-                "the path contains dot segments",
-            ));
-        }
+        let path = route::normalize(req.uri.path())
+            .filter(|p| route::path_is_safe(p))
+            .ok_or_else(|| {
+                Refusal::new(
+                    400,
+                    "bad-path",
+                    "Bad request path",
+                    "the path has dot segments or a malformed escape",
+                )
+            })?;
         let host = req
             .headers
             .get(http::header::HOST)
@@ -52,6 +53,9 @@ impl Gateway {
         let matched = route::find(&policy.config, &host, req.method.as_str(), &path)
             .ok_or_else(Refusal::not_found)?;
         ctx.route = Some(matched.index);
+        if path != req.uri.path() {
+            ctx.normalized_path = Some(path.clone());
+        }
         ctx.captures = matched
             .captures
             .into_iter()
@@ -440,6 +444,16 @@ impl ProxyHttp for Gateway {
         }
         upstream.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
 
+        if let Some(path) = &ctx.normalized_path {
+            let uri = match upstream.uri.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path.clone(),
+            };
+            let uri = uri
+                .parse()
+                .map_err(|_| Error::explain(ErrorType::InternalError, "bad normalized uri"))?;
+            upstream.set_uri(uri);
+        }
         if let Some(prefix) = &route.strip_prefix {
             let path = upstream.uri.path();
             if let Some(rest) = path.strip_prefix(prefix.as_str()) {

@@ -65,8 +65,45 @@ fn path_matches<'c>(want: &'c PathMatch, path: &str) -> Option<Vec<(&'c str, Str
     }
 }
 
+/// The one form of a path that fairgate routes on and forwards, so it and
+/// the upstream cannot read a request differently: percent-encoded
+/// unreserved characters decoded (RFC 3986 6.2.2.2: `%73` is `s`), other
+/// escapes upper-cased, empty segments (`//`) collapsed. `None` for a
+/// malformed escape.
+pub fn normalize(path: &str) -> Option<String> {
+    if !path.is_ascii() {
+        return None;
+    }
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' {
+            let hex = path.get(i + 1..i + 3)?;
+            let v = u8::from_str_radix(hex, 16).ok()?;
+            if v.is_ascii_alphanumeric() || matches!(v, b'-' | b'.' | b'_' | b'~') {
+                out.push(v as char);
+            } else {
+                out.push('%');
+                out.push_str(&hex.to_ascii_uppercase());
+            }
+            i += 3;
+            continue;
+        }
+        if b == b'/' && out.ends_with('/') {
+            i += 1;
+            continue;
+        }
+        out.push(b as char);
+        i += 1;
+    }
+    Some(out)
+}
+
 /// A path fairgate and the upstream would read alike: absolute, without
-/// `.`/`..` segments (also percent-encoded) and without NUL.
+/// `.`/`..` segments (also percent-encoded, or with `;params` as servlet
+/// containers read them) and without NUL.
 pub fn path_is_safe(path: &str) -> bool {
     if !path.starts_with('/') || path.contains('\0') {
         return false;
@@ -79,7 +116,10 @@ pub fn path_is_safe(path: &str) -> bool {
         .replace("%2f", "/")
         .replace("%5c", "/")
         .replace('\\', "/");
-    lenient.split('/').all(|seg| seg != "." && seg != "..")
+    lenient
+        .split('/')
+        .map(|seg| seg.split(';').next().unwrap_or(""))
+        .all(|seg| seg != "." && seg != "..")
 }
 
 /// The Host header without port, lower-cased.
@@ -111,6 +151,24 @@ mod tests {
         assert!(!path_is_safe("/a%2F..%2Fb"));
         assert!(path_is_safe("/projects/group%2Fname"));
         assert!(!path_is_safe("v1"));
+    }
+
+    #[test]
+    fn normal_form() {
+        assert_eq!(
+            normalize("/v1/auth/%72efresh").as_deref(),
+            Some("/v1/auth/refresh")
+        );
+        assert_eq!(
+            normalize("/webhooks/%73tripe").as_deref(),
+            Some("/webhooks/stripe")
+        );
+        assert_eq!(normalize("//v1///x/").as_deref(), Some("/v1/x/"));
+        assert_eq!(normalize("/a%2fb%3A").as_deref(), Some("/a%2Fb%3A"));
+        assert_eq!(normalize("/bad%zz"), None);
+        assert_eq!(normalize("/cut%4"), None);
+        assert!(!path_is_safe("/public/..;/admin"));
+        assert!(path_is_safe("/items;v=1/x"));
     }
 
     #[test]

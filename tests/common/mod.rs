@@ -305,7 +305,10 @@ impl Drop for Gateway {
         if std::thread::panicking() {
             let logs = self.logs();
             let tail: Vec<&str> = logs.lines().rev().take(40).collect();
-            let status = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            let status = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
             eprintln!(
                 "--- gateway {} (exit: {status:?}), last log lines:\n{}",
                 self.listen,
