@@ -190,6 +190,9 @@ bad_configs! {
     upstreams_target_invalid: "config/bad/upstreams.target_invalid.yaml" => [
         r#"config/bad/upstreams.target_invalid.yaml:7:33: upstreams.target_invalid: upstreams.api.targets[1] "127.0.0.1:0": expected HOST:PORT"#,
     ],
+    routes_limit_duplicate: "config/bad/routes.limit_duplicate.yaml" => [
+        r#"config/bad/routes.limit_duplicate.yaml:11:85: routes.limit_duplicate: routes[0].limits[1] "hooks": this limit is listed twice"#,
+    ],
     routes_cross_slot: "config/bad/routes.cross_slot.yaml" => [
         "config/bad/routes.cross_slot.yaml:14:5: routes.cross_slot: routes[0]: on redis_cluster one atomic check needs one hash slot: a route with several limits must key them all by tenant",
     ],

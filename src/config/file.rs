@@ -271,6 +271,16 @@ impl Reader<'_> {
         }
     }
 
+    /// A duration that must be more than zero (timeouts, intervals).
+    pub fn positive_duration(&mut self, at: &At<'_>) -> Option<Duration> {
+        let d = self.duration(at)?;
+        if d.is_zero() {
+            self.error_value(at, "config.duration_invalid", "must be more than 0");
+            return None;
+        }
+        Some(d)
+    }
+
     pub fn size(&mut self, at: &At<'_>) -> Option<u64> {
         let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
         match parse_size(text) {

@@ -692,7 +692,7 @@ fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
             r.error_value(&at, "store.key_prefix_invalid", "must not contain { or }");
         }
     }
-    if let Some(d) = f.get("timeout").and_then(|at| r.duration(&at)) {
+    if let Some(d) = f.get("timeout").and_then(|at| r.positive_duration(&at)) {
         store.timeout = d;
     }
     if let Some(at) = f.get("on_unavailable") {
@@ -907,7 +907,7 @@ fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource>
         }
         let refresh = f
             .get("refresh")
-            .and_then(|at| r.duration(&at))
+            .and_then(|at| r.positive_duration(&at))
             .unwrap_or(Duration::from_secs(300));
         return Some(KeySource::JwksUrl { url, refresh });
     }
@@ -979,7 +979,7 @@ fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<String, Upstrea
         let tls_verify = flag(r, "tls_verify", true);
         let dur = |r: &mut Reader<'_>, key: &str, default: u64| {
             f.get(key)
-                .and_then(|at| r.duration(&at))
+                .and_then(|at| r.positive_duration(&at))
                 .unwrap_or(Duration::from_millis(default))
         };
         out.insert(
@@ -1149,12 +1149,18 @@ fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
     }
 }
 
+/// Names a limit or concurrency policy cannot take: `default` is what
+/// `default_limits` spend under, and the others begin key shapes of their
+/// own (`global:{...}`, `tenant:{...}`, `ip:{...}`), which a value-scoped
+/// key named alike could otherwise reach.
+const RESERVED_NAMES: &[&str] = &["default", "global", "tenant", "ip"];
+
 fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit> {
-    if name == "default" {
+    if RESERVED_NAMES.contains(&name) {
         r.error(
             at,
             "limits.name_invalid",
-            "\"default\" is reserved for default_limits",
+            format!("\"{name}\" is reserved (default, global, tenant, ip)"),
         );
     } else if !name_ok(name) {
         r.error(
@@ -1261,7 +1267,13 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
 }
 
 fn concurrency(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Concurrency> {
-    if !name_ok(name) {
+    if RESERVED_NAMES.contains(&name) {
+        r.error(
+            at,
+            "concurrency.name_invalid",
+            format!("\"{name}\" is reserved (default, global, tenant, ip)"),
+        );
+    } else if !name_ok(name) {
         r.error(
             at,
             "concurrency.name_invalid",
@@ -1365,9 +1377,21 @@ fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> IdentityHeaders {
         let Some(at) = f.get(key) else { continue };
         let Some(text) = r.string(&at) else { continue };
         match HeaderName::from_bytes(text.as_bytes()) {
+            Ok(h) if RESERVED_HEADERS.contains(&h.as_str()) => r.error_value(
+                &at,
+                "config.header_invalid",
+                "the gateway sets or reads this header itself",
+            ),
             Ok(h) => *slot = h,
             Err(_) => r.error_value(&at, "config.header_invalid", "not a valid header name"),
         }
+    }
+    if out.tenant == out.user || out.tenant == out.plan || out.user == out.plan {
+        r.error(
+            &at,
+            "config.header_invalid",
+            "tenant, user and plan need three different headers",
+        );
     }
     out
 }
@@ -1503,6 +1527,14 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
             let Some(name) = r.string(&item) else {
                 continue;
             };
+            if names.contains(&name) {
+                r.error_value(
+                    &item,
+                    "routes.limit_duplicate",
+                    "this limit is listed twice",
+                );
+                continue;
+            }
             match config.limits.get(&name) {
                 Some(limit) => check_scope(r, &item, &limit.scope, auth, &path),
                 None if declared.limits.contains(&name) => {}
@@ -1635,8 +1667,28 @@ fn check_scope(r: &mut Reader<'_>, at: &At<'_>, scope: &Scope, auth: bool, path:
     }
 }
 
+/// Headers identity headers may not name: the gateway sets or reads them.
+const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-request-id",
+];
+
 fn host_match(r: &mut Reader<'_>, at: &At<'_>) -> Option<HostMatch> {
     let text = r.string(at)?.to_ascii_lowercase();
+    if text
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+    {
+        r.error_value(at, "routes.match_invalid", "hosts match without the port");
+        return None;
+    }
     if let Some(suffix) = text.strip_prefix("*.") {
         return Some(HostMatch::Suffix(format!(".{suffix}")));
     }

@@ -38,9 +38,36 @@ pub struct Subject<'a> {
     pub client_ip: Option<IpAddr>,
 }
 
-/// A scope that needs a claim the token lacks.
+/// Why a request cannot be keyed into a scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MissingClaim;
+pub enum Unkeyable {
+    /// The scope needs a claim (user, token id) the token lacks.
+    MissingClaim,
+    /// A path or header value over `MAX_VALUE_BYTES`.
+    ValueTooLong,
+}
+
+/// Longest path capture or header value a key is built from (SPEC section 4).
+pub const MAX_VALUE_BYTES: usize = 256;
+
+impl Subject<'_> {
+    /// The value a `{path: NAME}` or `{header: NAME}` scope keys on.
+    fn value(&self, scope: &Scope) -> Result<Option<&str>, Unkeyable> {
+        let value = match scope {
+            Scope::Path(capture) => self
+                .captures
+                .iter()
+                .find(|(k, _)| k == capture)
+                .map(|(_, v)| v.as_str()),
+            Scope::Header(h) => self.headers.get(h).and_then(|v| v.to_str().ok()),
+            _ => None,
+        };
+        match value {
+            Some(v) if v.len() > MAX_VALUE_BYTES => Err(Unkeyable::ValueTooLong),
+            v => Ok(v),
+        }
+    }
+}
 
 /// The bucket size for this limit and identity: tenant override, then plan, then default.
 pub fn sizing(config: &Config, limit: &Limit, identity: Option<&Identity>) -> Bucket {
@@ -64,7 +91,7 @@ pub fn plan(
     config: &Config,
     route: &Route,
     subject: &Subject<'_>,
-) -> Result<Vec<Planned>, MissingClaim> {
+) -> Result<Vec<Planned>, Unkeyable> {
     let prefix = config.store.key_prefix.as_str();
     let tid = subject.identity.map(|i| i.tenant.as_str());
     config
@@ -73,15 +100,15 @@ pub fn plan(
         .map(|limit| {
             let name = limit.name.as_str();
             let key = match &limit.scope {
-                Scope::Tenant => keys::tenant(prefix, tid.ok_or(MissingClaim)?, name),
+                Scope::Tenant => keys::tenant(prefix, tid.ok_or(Unkeyable::MissingClaim)?, name),
                 Scope::TenantUser => {
-                    let id = subject.identity.ok_or(MissingClaim)?;
-                    let user = id.user.as_deref().ok_or(MissingClaim)?;
+                    let id = subject.identity.ok_or(Unkeyable::MissingClaim)?;
+                    let user = id.user.as_deref().ok_or(Unkeyable::MissingClaim)?;
                     keys::tenant_user(prefix, &id.tenant, user, name)
                 }
                 Scope::TenantToken => {
-                    let id = subject.identity.ok_or(MissingClaim)?;
-                    let jti = id.token.as_deref().ok_or(MissingClaim)?;
+                    let id = subject.identity.ok_or(Unkeyable::MissingClaim)?;
+                    let jti = id.token.as_deref().ok_or(Unkeyable::MissingClaim)?;
                     keys::tenant_token(prefix, &id.tenant, jti, name)
                 }
                 Scope::ClientIp => keys::client_ip(
@@ -92,17 +119,8 @@ pub fn plan(
                     name,
                 ),
                 Scope::Global => keys::global(prefix, name),
-                Scope::Path(capture) => {
-                    let v = subject
-                        .captures
-                        .iter()
-                        .find(|(k, _)| k == capture)
-                        .map(|(_, v)| v.as_str());
-                    keys::value(prefix, tid, name, v)
-                }
-                Scope::Header(h) => {
-                    let v = subject.headers.get(h).and_then(|v| v.to_str().ok());
-                    keys::value(prefix, tid, name, v)
+                Scope::Path(_) | Scope::Header(_) => {
+                    keys::value(prefix, tid, name, subject.value(&limit.scope)?)
                 }
             };
             let bucket = sizing(config, limit, subject.identity);
@@ -164,10 +182,16 @@ impl Limiter {
         let store: Arc<dyn Store> = match s.kind {
             StoreKind::Memory => Arc::new(MemoryStore::new(Arc::new(SystemClock))),
             StoreKind::Redis => Arc::new(store::redis::RedisStore::single(
-                &s.urls[0], password, s.timeout,
+                &s.urls[0],
+                password,
+                s.timeout,
+                &s.key_prefix,
             )?),
             StoreKind::RedisCluster => Arc::new(store::redis::RedisStore::cluster(
-                &s.urls, password, s.timeout,
+                &s.urls,
+                password,
+                s.timeout,
+                &s.key_prefix,
             )?),
         };
         Ok(Limiter {
@@ -217,7 +241,7 @@ impl Limiter {
                     if let Some(denials) = &self.denials {
                         for (p, s) in planned.iter().zip(&states) {
                             if !s.allowed && !p.spend.shadow {
-                                denials.remember(&p.spend.key, cost, generation, started, s);
+                                denials.remember(&p.spend, cost, generation, started, s);
                             }
                         }
                     }
@@ -242,7 +266,7 @@ impl Limiter {
         let now = Instant::now();
         let (index, state) = planned.iter().enumerate().find_map(|(i, p)| {
             let hit =
-                (!p.spend.shadow).then(|| denials.check(&p.spend.key, cost, generation, now))??;
+                (!p.spend.shadow).then(|| denials.check(&p.spend, cost, generation, now))??;
             Some((i, hit))
         })?;
         METRICS.denials_cached.inc();
@@ -316,6 +340,14 @@ impl Limiter {
                 Err(e) => {
                     self.breaker.failure(e.reason(), &e);
                     METRICS.fallback.with_label_values(&[e.reason()]).inc();
+                    // The call may have reached Redis and taken a slot after
+                    // we stopped waiting: give it back (release is idempotent).
+                    let (store, key, id) = (self.store.clone(), key.clone(), id.clone());
+                    tokio::spawn(async move {
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(5), store.release(&key, &id))
+                                .await;
+                    });
                 }
             }
         } else {
@@ -349,12 +381,11 @@ impl Limiter {
             return SlotAnswer::Full;
         }
         SlotAnswer::Granted(slots::Lease::start(
-            &policy.name,
+            policy,
             key,
             id,
             store,
             self.held.clone(),
-            policy.lease,
             self.timeout,
         ))
     }
@@ -385,20 +416,20 @@ pub fn slot_key(
     config: &Config,
     policy: &Concurrency,
     subject: &Subject<'_>,
-) -> Result<String, MissingClaim> {
+) -> Result<String, Unkeyable> {
     let prefix = config.store.key_prefix.as_str();
     let name = policy.name.as_str();
     let id = subject.identity;
     Ok(match &policy.scope {
-        Scope::Tenant => keys::slots(prefix, &id.ok_or(MissingClaim)?.tenant, name),
+        Scope::Tenant => keys::slots(prefix, &id.ok_or(Unkeyable::MissingClaim)?.tenant, name),
         Scope::TenantUser => {
-            let id = id.ok_or(MissingClaim)?;
-            let user = keys::encode(id.user.as_deref().ok_or(MissingClaim)?);
+            let id = id.ok_or(Unkeyable::MissingClaim)?;
+            let user = keys::encode(id.user.as_deref().ok_or(Unkeyable::MissingClaim)?);
             format!("{prefix}tenant:{{{}}}:user:{user}:slots:{name}", id.tenant)
         }
         Scope::TenantToken => {
-            let id = id.ok_or(MissingClaim)?;
-            let jti = keys::encode(id.token.as_deref().ok_or(MissingClaim)?);
+            let id = id.ok_or(Unkeyable::MissingClaim)?;
+            let jti = keys::encode(id.token.as_deref().ok_or(Unkeyable::MissingClaim)?);
             format!("{prefix}tenant:{{{}}}:token:{jti}:slots:{name}", id.tenant)
         }
         Scope::ClientIp => format!(
@@ -409,16 +440,8 @@ pub fn slot_key(
         ),
         Scope::Global => format!("{prefix}global:{{{name}}}:slots"),
         Scope::Path(_) | Scope::Header(_) => {
-            let value = match &policy.scope {
-                Scope::Path(c) => subject
-                    .captures
-                    .iter()
-                    .find(|(k, _)| k == c)
-                    .map(|(_, v)| v.as_str()),
-                Scope::Header(h) => subject.headers.get(h).and_then(|v| v.to_str().ok()),
-                _ => None,
-            };
-            let v = value
+            let v = subject
+                .value(&policy.scope)?
                 .map(keys::encode)
                 .unwrap_or_else(|| keys::ABSENT.to_string());
             match id {

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::store::Store;
+use crate::config::Concurrency;
 use crate::metrics::METRICS;
 
 /// Lease id -> (the store holding it, its slot-set key).
@@ -58,14 +59,18 @@ pub struct Lease {
 impl Lease {
     /// Starts renewing a lease just acquired in `store`.
     pub fn start(
-        policy: &str,
+        concurrency: &Concurrency,
         key: String,
         id: String,
         store: Arc<dyn Store>,
         held: Arc<Held>,
-        lease: Duration,
         timeout: Duration,
     ) -> Lease {
+        let (policy, lease, slots) = (
+            concurrency.name.as_str(),
+            concurrency.lease,
+            concurrency.slots,
+        );
         held.insert(&id, store.clone(), &key);
         METRICS.slots_acquired.with_label_values(&[policy]).inc();
         METRICS.slots_held.with_label_values(&[policy]).inc();
@@ -82,6 +87,12 @@ impl Lease {
                     match tokio::time::timeout(timeout, store.renew(&key, &id, lease_us)).await {
                         Ok(Ok(true)) => {}
                         Ok(Ok(false)) => {
+                            // Gone (e.g. it expired during a store outage):
+                            // take a slot again if one is free, else stop.
+                            let again = store.acquire(&key, &id, slots, lease_us);
+                            if let Ok(Ok((true, _))) = tokio::time::timeout(timeout, again).await {
+                                continue;
+                            }
                             lost.store(true, Ordering::Release);
                             tracing::warn!(policy = %policy, "slots.lease_lost");
                             return;

@@ -108,8 +108,7 @@ impl Gateway {
         let policy = ctx.policy.clone();
         let route = ctx.route().ok_or_else(Refusal::not_found)?;
         let subject = subject(session, ctx);
-        let planned = limit::plan(&policy.config, route, &subject)
-            .map_err(|_| Refusal::unauthorized(crate::auth::AuthError::MissingClaim))?;
+        let planned = limit::plan(&policy.config, route, &subject).map_err(unkeyable)?;
         if planned.is_empty() {
             return Ok(());
         }
@@ -188,8 +187,7 @@ impl Gateway {
             return Ok(());
         };
         let subject = subject(session, ctx);
-        let key = limit::slot_key(&policy.config, slots, &subject)
-            .map_err(|_| Refusal::unauthorized(crate::auth::AuthError::MissingClaim))?;
+        let key = limit::slot_key(&policy.config, slots, &subject).map_err(unkeyable)?;
         match self.shared.limiter.acquire(slots, key).await {
             SlotAnswer::Granted(lease) => {
                 ctx.lease = Some(lease);
@@ -232,10 +230,11 @@ impl Gateway {
     /// The client address: the peer, or when the peer is a trusted proxy the
     /// right-most untrusted address of `X-Forwarded-For`.
     fn client_ip(&self, session: &Session, ctx: &mut Ctx) {
+        // Canonical: an IPv4 peer on a dual-stack listener is `::ffff:a.b.c.d`.
         let peer = session
             .client_addr()
             .and_then(|a| a.as_inet())
-            .map(|a| a.ip());
+            .map(|a| a.ip().to_canonical());
         let trusted = &ctx.policy.config.server.trusted_proxies;
         let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
         ctx.client_ip = peer;
@@ -253,7 +252,7 @@ impl Gateway {
             .map(|s| s.trim().to_string())
             .collect::<Vec<_>>();
         for hop in chain.iter().rev() {
-            match hop.parse::<IpAddr>() {
+            match hop.parse::<IpAddr>().map(|ip| ip.to_canonical()) {
                 Ok(ip) => {
                     ctx.client_ip = Some(ip);
                     if !is_trusted(&ip) {
@@ -264,6 +263,33 @@ impl Gateway {
             }
         }
     }
+}
+
+fn unkeyable(why: limit::Unkeyable) -> Refusal {
+    match why {
+        limit::Unkeyable::MissingClaim => {
+            Refusal::unauthorized(crate::auth::AuthError::MissingClaim)
+        }
+        limit::Unkeyable::ValueTooLong => Refusal::new(
+            400,
+            "value-too-long",
+            "Bad request",
+            format!(
+                "a path segment or header this route is limited by is over {} bytes",
+                limit::MAX_VALUE_BYTES
+            ),
+        ),
+    }
+}
+
+/// Whether the request carries a body the gateway has not read.
+fn has_body(req: &RequestHeader) -> bool {
+    let declared = req
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() != "0");
+    declared || req.headers.contains_key(http::header::TRANSFER_ENCODING)
 }
 
 /// What scopes can key on for this request.
@@ -331,6 +357,12 @@ impl ProxyHttp for Gateway {
             Ok(()) => Ok(false),
             Err(refusal) => {
                 ctx.refused = Some(refusal.status);
+                // Never read (and so never drain) a body we refused.
+                let refusal = if has_body(session.req_header()) {
+                    refusal.close()
+                } else {
+                    refusal
+                };
                 refusal.send(session, &ctx.request_id).await?;
                 Ok(true)
             }
@@ -493,6 +525,12 @@ impl ProxyHttp for Gateway {
                 let max = ctx.route().and_then(|r| r.max_body).unwrap_or(0);
                 Some(body_too_large(max))
             }
+            Custom("lease lost") => Some(Refusal::new(
+                503,
+                "slot-lost",
+                "Service unavailable",
+                "this upload lost its concurrency slot and was stopped; retry it",
+            )),
             HTTPStatus(code) => Some(Refusal::new(
                 *code,
                 "error",
@@ -544,6 +582,13 @@ impl ProxyHttp for Gateway {
             error_code: code,
             can_reuse_downstream: false,
         }
+    }
+
+    /// How Pingora names a request in its own error logs: method and path,
+    /// never the query string, which may carry tokens.
+    fn request_summary(&self, session: &Session, _ctx: &Ctx) -> String {
+        let req = session.req_header();
+        format!("{} {}", req.method, req.uri.path())
     }
 
     async fn logging(&self, session: &mut Session, error: Option<&Error>, ctx: &mut Ctx) {

@@ -66,6 +66,9 @@ enum Conn {
 
 pub struct RedisStore {
     conn: Conn,
+    /// `{key_prefix}fairgate:{probe}`: inside the configured namespace, so
+    /// a Redis ACL limited to the prefix allows it.
+    probe_key: String,
     bucket: Script,
     slots: Script,
 }
@@ -84,7 +87,12 @@ fn is_noscript(e: &RedisError) -> bool {
 
 impl RedisStore {
     /// A single server. Connects lazily, so the gateway starts with Redis down.
-    pub fn single(url: &str, password: Option<String>, timeout: Duration) -> Result<Self, String> {
+    pub fn single(
+        url: &str,
+        password: Option<String>,
+        timeout: Duration,
+        prefix: &str,
+    ) -> Result<Self, String> {
         let mut info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
             .map_err(|e| format!("store.url: {e}"))?;
         if let Some(p) = password {
@@ -98,6 +106,7 @@ impl RedisStore {
                 manager: ArcSwapOption::empty(),
                 timeout,
             },
+            probe_key: format!("{prefix}fairgate:{{probe}}"),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
         })
@@ -107,6 +116,7 @@ impl RedisStore {
         nodes: &[String],
         password: Option<String>,
         timeout: Duration,
+        prefix: &str,
     ) -> Result<Self, String> {
         let mut builder = redis::cluster::ClusterClient::builder(nodes.to_vec())
             .connection_timeout(timeout.max(Duration::from_millis(100)))
@@ -120,6 +130,7 @@ impl RedisStore {
                 client: Box::new(client),
                 conn: ArcSwapOption::empty(),
             },
+            probe_key: format!("{prefix}fairgate:{{probe}}"),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
         })
@@ -270,7 +281,7 @@ impl Store for RedisStore {
     /// shared one is always made, and driven, on the proxy's own runtime
     /// (a driver on another thread costs a cross-thread wake-up per call).
     async fn probe(&self) -> Result<(), StoreError> {
-        let keys = ["fairgate:{probe}"];
+        let keys = [self.probe_key.as_str()];
         let args: [u64; 4] = [1, 1_000_000, 1, 0];
         let shared = match &self.conn {
             Conn::Single { manager, .. } => manager.load().is_some(),
@@ -293,8 +304,17 @@ impl Store for RedisStore {
                 Ok(mut c) => cmd.query_async(&mut c).await,
                 Err(e) => Err(e),
             },
-            Conn::Cluster { client, .. } => match client.get_async_connection().await {
-                Ok(mut c) => cmd.query_async(&mut c).await,
+            // A cluster connection is costly to make (one per node): keep the
+            // one that just proved the cluster answers, rather than have every
+            // request race to make its own.
+            Conn::Cluster { client, conn } => match client.get_async_connection().await {
+                Ok(mut c) => {
+                    let reply = cmd.query_async(&mut c).await;
+                    if reply.is_ok() {
+                        conn.store(Some(Arc::new(c)));
+                    }
+                    reply
+                }
                 Err(e) => Err(e),
             },
         };
