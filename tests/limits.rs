@@ -181,6 +181,8 @@ on_every_store!(
     one_round_trip_per_decision,
     default_limits_apply_to_routes_without_limits,
     a_flood_costs_redis_one_call_per_gateway_per_refill,
+    a_refusal_at_one_plan_does_not_refuse_a_bigger_plan,
+    values_over_256_bytes_are_refused,
 );
 
 async fn burst_of_sixty_allows_exactly_capacity(backend: Backend) {
@@ -700,5 +702,66 @@ routes:
         // 5 allowed + 1 refusal per gateway (the flood lasts well under the
         // 10 s refill interval).
         assert_eq!(env.script_calls() - before, 7);
+    }
+}
+
+/// One tenant's bucket is sized by each token's plan; a refusal cached for
+/// the small plan must not refuse a token of the big plan.
+async fn a_refusal_at_one_plan_does_not_refuse_a_bigger_plan(backend: Backend) {
+    let env = Env::new(backend).await;
+    let gw = env
+        .gateway(
+            r#"
+limits:
+  api:
+    scope: tenant
+    default: {capacity: 2, rate: 1/h}
+    plans:
+      enterprise: {capacity: 100, rate: 1/h}
+routes:
+  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
+"#,
+        )
+        .await;
+    let free = token("acme", "u1", None);
+    let enterprise = token("acme", "u2", Some("enterprise"));
+    for _ in 0..2 {
+        assert_eq!(get(&gw, "/v1/x", &free).await.status(), 200);
+    }
+    assert_eq!(get(&gw, "/v1/x", &free).await.status(), 429);
+    let r = get(&gw, "/v1/x", &enterprise).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-ratelimit-remaining"), "97");
+}
+
+async fn values_over_256_bytes_are_refused(backend: Backend) {
+    let env = Env::new(backend).await;
+    let gw = env
+        .gateway(
+            r#"
+limits:
+  partner: {scope: {header: X-Partner}, default: {capacity: 100, rate: 1/h}}
+routes:
+  - {name: partner, match: {path: /partner}, upstream: api, auth: none, limits: [partner]}
+"#,
+        )
+        .await;
+    let c = client();
+    let ok = c
+        .get(gw.url("/partner"))
+        .header("x-partner", "p".repeat(256))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let long = c
+        .get(gw.url("/partner"))
+        .header("x-partner", "p".repeat(257))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(long.status(), 400);
+    if env.is_redis() {
+        assert_eq!(env.keys().len(), 1, "the refused value wrote no key");
     }
 }

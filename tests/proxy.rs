@@ -355,7 +355,8 @@ async fn max_body_refuses_declared_and_streamed_bodies() {
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["body_bytes"], 1024);
 
-    // Declared too large: refused before any byte goes upstream.
+    // Declared too large: refused before any byte goes upstream, and the
+    // connection is closed rather than the body read and thrown away.
     let r = c
         .post(gw.url("/x"))
         .body(vec![b'a'; 1025])
@@ -363,9 +364,21 @@ async fn max_body_refuses_declared_and_streamed_bodies() {
         .await
         .unwrap();
     assert_eq!(r.status(), 413);
+    assert_eq!(r.headers()["connection"], "close");
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["type"], "urn:fairgate:problem:body-too-large");
     assert_eq!(a.requests(), 1);
+
+    // Any refusal of a request with an unread body closes the connection
+    // (here: no route), so a refused 5 GiB upload is never drained.
+    let r = c
+        .post(gw.url("/nowhere/..%2Fx"))
+        .body(vec![b'a'; 4096])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["connection"], "close");
 
     // Chunked, no length: refused once the count passes the limit.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
