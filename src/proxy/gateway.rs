@@ -53,8 +53,8 @@ impl Gateway {
         let matched = route::find(&policy.config, &host, req.method.as_str(), &path)
             .ok_or_else(Refusal::not_found)?;
         ctx.route = Some(matched.index);
-        if path != req.uri.path() {
-            ctx.normalized_path = Some(path.clone());
+        if let std::borrow::Cow::Owned(p) = &path {
+            ctx.normalized_path = Some(p.clone());
         }
         ctx.captures = matched
             .captures

@@ -2,6 +2,8 @@
 //! host, path and method all match. Also refuses paths that could mean one
 //! route to fairgate and another to the upstream (dot segments).
 
+use std::borrow::Cow;
+
 use crate::config::{Config, HostMatch, PathMatch, Route, Segment};
 
 /// The chosen route and the values of its path captures.
@@ -70,9 +72,12 @@ fn path_matches<'c>(want: &'c PathMatch, path: &str) -> Option<Vec<(&'c str, Str
 /// unreserved characters decoded (RFC 3986 6.2.2.2: `%73` is `s`), other
 /// escapes upper-cased, empty segments (`//`) collapsed. `None` for a
 /// malformed escape.
-pub fn normalize(path: &str) -> Option<String> {
+pub fn normalize(path: &str) -> Option<Cow<'_, str>> {
     if !path.is_ascii() {
         return None;
+    }
+    if !path.contains('%') && !path.contains("//") {
+        return Some(Cow::Borrowed(path));
     }
     let bytes = path.as_bytes();
     let mut out = String::with_capacity(path.len());
@@ -98,7 +103,7 @@ pub fn normalize(path: &str) -> Option<String> {
         out.push(b as char);
         i += 1;
     }
-    Some(out)
+    Some(Cow::Owned(out))
 }
 
 /// A path fairgate and the upstream would read alike: absolute, without
@@ -108,6 +113,13 @@ pub fn path_is_safe(path: &str) -> bool {
     if !path.starts_with('/') || path.contains('\0') {
         return false;
     }
+    let dot_segment = |seg: &str| {
+        let seg = seg.split(';').next().unwrap_or("");
+        seg == "." || seg == ".."
+    };
+    if !path.contains(['%', '\\']) {
+        return !path.split('/').any(dot_segment);
+    }
     // Read the path as the most lenient upstream would: encoded dots and
     // slashes decoded, backslashes as slashes.
     let lenient = path
@@ -116,10 +128,7 @@ pub fn path_is_safe(path: &str) -> bool {
         .replace("%2f", "/")
         .replace("%5c", "/")
         .replace('\\', "/");
-    lenient
-        .split('/')
-        .map(|seg| seg.split(';').next().unwrap_or(""))
-        .all(|seg| seg != "." && seg != "..")
+    !lenient.split('/').any(dot_segment)
 }
 
 /// The Host header without port, lower-cased.
