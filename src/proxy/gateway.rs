@@ -65,6 +65,17 @@ impl Gateway {
         if route.exempt {
             ctx.decision = "exempt";
         }
+        // Before auth and limits: a body that cannot pass costs no tokens.
+        if let Some(max) = route.max_body {
+            let declared = req
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > max) {
+                return Err(body_too_large(max));
+            }
+        }
         if route.auth {
             let verifier = policy.verifier.as_ref().ok_or_else(|| {
                 Refusal::new(
@@ -89,16 +100,6 @@ impl Gateway {
         if !route.exempt {
             self.limit(session, ctx).await?;
             self.take_slot(session, ctx).await?;
-        }
-        if let Some(max) = route.max_body {
-            let declared = req
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            if declared.is_some_and(|n| n > max) {
-                return Err(body_too_large(max));
-            }
         }
         Ok(())
     }

@@ -58,10 +58,49 @@ enum Conn {
         manager: ArcSwapOption<ConnectionManager>,
         timeout: Duration,
     },
-    Cluster {
-        client: Box<redis::cluster::ClusterClient>,
-        conn: ArcSwapOption<ClusterConnection>,
-    },
+    Cluster(Arc<ClusterConn>),
+}
+
+/// The shared cluster connection and the one attempt at making it. The
+/// attempt runs as its own task (spawned from a request, so on the proxy's
+/// runtime): a request that stops waiting at `store.timeout` does not cancel
+/// it, and concurrent requests wait for the same attempt instead of each
+/// connecting to every node.
+struct ClusterConn {
+    client: redis::cluster::ClusterClient,
+    conn: ArcSwapOption<ClusterConnection>,
+    connecting: std::sync::atomic::AtomicBool,
+    made: tokio::sync::Notify,
+}
+
+impl ClusterConn {
+    async fn get(self: &Arc<Self>) -> Result<ClusterConnection, RedisError> {
+        use std::sync::atomic::Ordering;
+        loop {
+            let made = self.made.notified();
+            if let Some(c) = self.conn.load_full() {
+                return Ok((*c).clone());
+            }
+            if !self.connecting.swap(true, Ordering::AcqRel) {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    match this.client.get_async_connection().await {
+                        Ok(c) => this.conn.store(Some(Arc::new(c))),
+                        Err(e) => tracing::debug!(error = %e, "store.cluster_connect_failed"),
+                    }
+                    this.connecting.store(false, Ordering::Release);
+                    this.made.notify_waiters();
+                });
+            }
+            made.await;
+            if self.conn.load().is_none() {
+                return Err(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "cannot connect to the Redis Cluster",
+                )));
+            }
+        }
+    }
 }
 
 pub struct RedisStore {
@@ -126,10 +165,12 @@ impl RedisStore {
         }
         let client = builder.build().map_err(|e| format!("store.nodes: {e}"))?;
         Ok(RedisStore {
-            conn: Conn::Cluster {
-                client: Box::new(client),
+            conn: Conn::Cluster(Arc::new(ClusterConn {
+                client,
                 conn: ArcSwapOption::empty(),
-            },
+                connecting: Default::default(),
+                made: tokio::sync::Notify::new(),
+            })),
             probe_key: format!("{prefix}fairgate:{{probe}}"),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
@@ -160,15 +201,8 @@ impl RedisStore {
                 };
                 cmd.query_async(&mut conn).await
             }
-            Conn::Cluster { client, conn } => {
-                let mut c = match conn.load_full() {
-                    Some(c) => (*c).clone(),
-                    None => {
-                        let c = client.get_async_connection().await?;
-                        conn.store(Some(Arc::new(c.clone())));
-                        c
-                    }
-                };
+            Conn::Cluster(cluster) => {
+                let mut c = cluster.get().await?;
                 cmd.query_async(&mut c).await
             }
         }
@@ -285,14 +319,14 @@ impl Store for RedisStore {
         let args: [u64; 4] = [1, 1_000_000, 1, 0];
         let shared = match &self.conn {
             Conn::Single { manager, .. } => manager.load().is_some(),
-            Conn::Cluster { conn, .. } => conn.load().is_some(),
+            Conn::Cluster(cluster) => cluster.conn.load().is_some(),
         };
         if shared {
             let result = self.run(&self.bucket, &keys, &args).await.map(|_| ());
             if result.is_err() {
                 match &self.conn {
                     Conn::Single { manager, .. } => manager.store(None),
-                    Conn::Cluster { conn, .. } => conn.store(None),
+                    Conn::Cluster(cluster) => cluster.conn.store(None),
                 }
             }
             return result;
@@ -304,17 +338,8 @@ impl Store for RedisStore {
                 Ok(mut c) => cmd.query_async(&mut c).await,
                 Err(e) => Err(e),
             },
-            // A cluster connection is costly to make (one per node): keep the
-            // one that just proved the cluster answers, rather than have every
-            // request race to make its own.
-            Conn::Cluster { client, conn } => match client.get_async_connection().await {
-                Ok(mut c) => {
-                    let reply = cmd.query_async(&mut c).await;
-                    if reply.is_ok() {
-                        conn.store(Some(Arc::new(c)));
-                    }
-                    reply
-                }
+            Conn::Cluster(cluster) => match cluster.client.get_async_connection().await {
+                Ok(mut c) => cmd.query_async(&mut c).await,
                 Err(e) => Err(e),
             },
         };
@@ -324,7 +349,7 @@ impl Store for RedisStore {
     fn kind(&self) -> &'static str {
         match self.conn {
             Conn::Single { .. } => "redis",
-            Conn::Cluster { .. } => "redis_cluster",
+            Conn::Cluster(_) => "redis_cluster",
         }
     }
 }
