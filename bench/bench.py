@@ -382,7 +382,7 @@ def chart(rows):
     data = write("chart.dat", "\n".join(
         f'"{r["name"]}" {r["cpu_us"] if r["cpu_us"] is not None else 0:.2f} {r["p99"]:.3f}' for r in rows))
     script = write("chart.gp", f"""
-set terminal pngcairo size 1100,520 font ",10"
+set terminal pngcairo size 1100,520 font ",10" noenhanced
 set output "{ROOT}/docs/benchmarks.png"
 set multiplot layout 1,2 title "fairgate vs nginx and HAProxy (one worker thread each)"
 set style data histograms
