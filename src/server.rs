@@ -190,10 +190,7 @@ impl BackgroundService for Supervisor {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         use tokio::signal::unix::{signal, SignalKind};
         let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler");
-        self.shared.limiter.probe().await;
-        self.wait_listeners().await;
-        let mut last_checks = HashMap::new();
-        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        // Watch before reporting ready, so no change after readiness is missed.
         let (mut watch, mut seen) = match &self.config_path {
             Some(path) => match reload::watch(path) {
                 Ok(w) => (Some(w), reload::digest(path)),
@@ -204,6 +201,10 @@ impl BackgroundService for Supervisor {
             },
             None => (None, None),
         };
+        self.shared.limiter.probe().await;
+        self.wait_listeners().await;
+        let mut last_checks = HashMap::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
             tokio::select! {
                 _ = shutdown.changed() => self.drain().await,

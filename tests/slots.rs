@@ -101,8 +101,9 @@ async fn twenty_uploads_over_two_gateways_never_exceed_three() {
         assert_eq!(h["ratelimit"], r#""uploads";r=0"#);
         assert_eq!(h["content-type"], "application/problem+json");
     }
-    // Every lease was released when its upload finished.
-    assert_eq!(held(&redis), 0);
+    // Every lease is released as its response completes (the logging phase
+    // runs after the last byte is sent, so poll briefly).
+    assert!(eventually(Duration::from_secs(1), || async { held(&redis) == 0 }).await);
     let m = a.metrics().await + &b.metrics().await;
     let released: f64 = m
         .lines()
@@ -278,7 +279,7 @@ async fn a_gigabyte_upload_streams_in_bounded_memory() {
     let peak = gw.peak_rss_kib();
     println!("1 GiB upload through a slot route: gateway peak RSS {peak} KiB");
     assert!(peak < 64 * 1024, "gateway peak RSS {peak} KiB");
-    assert_eq!(held(&redis), 0);
+    assert!(eventually(Duration::from_secs(1), || async { held(&redis) == 0 }).await);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -13,10 +13,26 @@ use std::time::{Duration, Instant};
 
 pub use fairgate::echo::Stats;
 
-/// A loopback address with a port that was free a moment ago.
+/// A loopback address with a free port, never the same twice in one test
+/// process. Ports come from 10000-19999, below the kernel's ephemeral range
+/// (so no client socket of a parallel test is handed the same port), and a
+/// Redis Cluster node's bus port (+10000) stays below it too.
 pub fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    l.local_addr().expect("local addr")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 10_000;
+    const SPAN: u32 = 10_000;
+    let start = std::process::id() % SPAN;
+    for _ in 0..SPAN {
+        let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        // Both the port and its cluster bus port must be free now.
+        let bus = SocketAddr::from(([127, 0, 0, 1], (port + 10_000) as u16));
+        if TcpListener::bind(addr).is_ok() && TcpListener::bind(bus).is_ok() {
+            return addr;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + SPAN)
 }
 
 /// Polls `cond` every 20 ms until it holds or `within` passes.
