@@ -253,7 +253,7 @@ async fn refill_lets_exactly_one_more_and_idle_keys_expire(backend: Backend) {
         .gateway(
             r#"
 limits:
-  api: {scope: tenant, default: {capacity: 2, rate: 1/s}}
+  api: {scope: tenant, default: {capacity: 2, rate: 1/2s}}
 routes:
   - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
 "#,
@@ -267,13 +267,13 @@ routes:
     let body: Value = r.json().await.unwrap();
     let wait = body["retry_after_ms"].as_u64().unwrap();
     // Time must pass for a token to come back; wait just past it, well
-    // inside the next token's interval (1 s).
+    // inside the next token's interval (2 s).
     tokio::time::sleep(Duration::from_millis(wait + 150)).await;
     let burst = join_all((0..5).map(|_| get(&gw, "/v1/x", &t))).await;
     assert_eq!(burst.iter().filter(|r| r.status() == 200).count(), 1);
     if env.is_redis() {
         assert_eq!(env.keys(), vec!["tenant:{acme}:rate:api".to_string()]);
-        let gone = eventually(Duration::from_secs(5), || async { env.keys().is_empty() }).await;
+        let gone = eventually(Duration::from_secs(8), || async { env.keys().is_empty() }).await;
         assert!(gone, "the idle bucket's key never expired");
     }
 }
