@@ -223,40 +223,52 @@ impl Limiter {
             return d;
         }
         let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
-        let error = if self.breaker.should_try() {
-            let started = Instant::now();
-            let result =
-                match tokio::time::timeout(self.timeout, self.store.spend(&spends, cost)).await {
-                    Ok(r) => r,
-                    Err(_) => Err(StoreError::TimedOut),
-                };
-            let outcome = if result.is_ok() { "ok" } else { "error" };
-            METRICS
-                .store_duration
-                .with_label_values(&[self.store.kind(), outcome])
-                .observe(started.elapsed().as_secs_f64());
-            match result {
-                Ok(states) => {
-                    self.breaker.success();
-                    if let Some(denials) = &self.denials {
-                        for (p, s) in planned.iter().zip(&states) {
-                            if !s.allowed && !p.spend.shadow {
-                                denials.remember(&p.spend, cost, generation, started, s);
-                            }
+        let sent = Instant::now();
+        match self.guarded(self.store.spend(&spends, cost)).await {
+            Ok(states) => {
+                if let Some(denials) = &self.denials {
+                    for (p, s) in planned.iter().zip(&states) {
+                        if !s.allowed && !p.spend.shadow {
+                            denials.remember(&p.spend, cost, generation, sent, s);
                         }
                     }
-                    return decision(planned, states, Source::Store);
                 }
-                Err(e) => {
-                    self.breaker.failure(e.reason(), &e);
-                    e.reason()
-                }
+                decision(planned, states, Source::Store)
             }
-        } else {
-            "breaker_open"
-        };
-        METRICS.fallback.with_label_values(&[error]).inc();
-        self.fallback(planned, cost)
+            Err(_) => self.fallback(planned, cost),
+        }
+    }
+
+    /// One call to the shared store under the breaker and `store.timeout`.
+    /// An `Err` is the reason the decision falls back (already counted).
+    async fn guarded<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, &'static str> {
+        if !self.breaker.should_try() {
+            METRICS.fallback.with_label_values(&["breaker_open"]).inc();
+            return Err("breaker_open");
+        }
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or(Err(StoreError::TimedOut));
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        METRICS
+            .store_duration
+            .with_label_values(&[self.store.kind(), outcome])
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(v) => {
+                self.breaker.success();
+                Ok(v)
+            }
+            Err(e) => {
+                self.breaker.failure(e.reason(), &e);
+                METRICS.fallback.with_label_values(&[e.reason()]).inc();
+                Err(e.reason())
+            }
+        }
     }
 
     /// A refusal decided without the store: some non-shadow bucket is
@@ -326,32 +338,19 @@ impl Limiter {
     pub async fn acquire(&self, policy: &Concurrency, key: String) -> SlotAnswer {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let lease_us = policy.lease.as_micros() as u64;
-        if self.breaker.should_try() {
-            let call = self.store.acquire(&key, &id, policy.slots, lease_us);
-            let result = match tokio::time::timeout(self.timeout, call).await {
-                Ok(r) => r,
-                Err(_) => Err(StoreError::TimedOut),
-            };
-            match result {
-                Ok((taken, _)) => {
-                    self.breaker.success();
-                    return self.answer(policy, key, id, taken, self.store.clone());
-                }
-                Err(e) => {
-                    self.breaker.failure(e.reason(), &e);
-                    METRICS.fallback.with_label_values(&[e.reason()]).inc();
-                    // The call may have reached Redis and taken a slot after
-                    // we stopped waiting: give it back (release is idempotent).
-                    let (store, key, id) = (self.store.clone(), key.clone(), id.clone());
-                    tokio::spawn(async move {
-                        let _ =
-                            tokio::time::timeout(Duration::from_secs(5), store.release(&key, &id))
-                                .await;
-                    });
-                }
+        let call = self.store.acquire(&key, &id, policy.slots, lease_us);
+        match self.guarded(call).await {
+            Ok((taken, _)) => return self.answer(policy, key, id, taken, self.store.clone()),
+            Err("breaker_open") => {}
+            Err(_) => {
+                // The call may have reached Redis and taken a slot after we
+                // stopped waiting: give it back (release is idempotent).
+                let (store, key, id) = (self.store.clone(), key.clone(), id.clone());
+                tokio::spawn(async move {
+                    let release = store.release(&key, &id);
+                    let _ = tokio::time::timeout(Duration::from_secs(5), release).await;
+                });
             }
-        } else {
-            METRICS.fallback.with_label_values(&["breaker_open"]).inc();
         }
         match self.on_unavailable {
             OnUnavailable::Allow => SlotAnswer::Unchecked,

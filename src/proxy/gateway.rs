@@ -138,16 +138,6 @@ impl Gateway {
             (true, _) => "allowed",
             (false, _) => "limited",
         };
-        let mode = policy.config.quota_headers;
-        if let Some((p, state)) = decision.tightest() {
-            ctx.quota = respond::quota_headers(
-                mode,
-                &p.limit,
-                &p.bucket,
-                state.remaining,
-                state.reset_after_ms,
-            );
-        }
         if decision.source == Source::Denied {
             return Err(Refusal::new(
                 503,
@@ -157,10 +147,26 @@ impl Gateway {
             )
             .header(http::header::RETRY_AFTER, "1"));
         }
-        if decision.allowed {
-            return Ok(());
-        }
-        let (p, state) = decision.refusing().ok_or_else(Refusal::not_found)?;
+        // Allowed: report the tightest bucket; refused: the one that refused.
+        let mode = policy.config.quota_headers;
+        let reported = if decision.allowed {
+            decision.tightest()
+        } else {
+            decision.refusing()
+        };
+        let Some((p, state)) = reported else {
+            // Allowed with no bucket to report (`allow` while the store is down).
+            return if decision.allowed {
+                Ok(())
+            } else {
+                Err(Refusal::new(
+                    500,
+                    "internal",
+                    "Internal error",
+                    "no refusing bucket",
+                ))
+            };
+        };
         let quota = respond::quota_headers(
             mode,
             &p.limit,
@@ -168,6 +174,10 @@ impl Gateway {
             state.remaining,
             state.reset_after_ms,
         );
+        if decision.allowed {
+            ctx.quota = quota;
+            return Ok(());
+        }
         Err(Refusal::rate_limited(
             &p.limit,
             state.retry_after_ms,
@@ -477,31 +487,28 @@ impl ProxyHttp for Gateway {
         }
         upstream.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
 
-        if let Some(path) = &ctx.normalized_path {
+        // The path the upstream gets: the normal form routed on, less the
+        // route's `strip_prefix`; the URI is rebuilt only when it changed.
+        let routed = ctx.normalized_path.as_deref();
+        let path = routed.unwrap_or(upstream.uri.path());
+        let stripped = route.strip_prefix.as_deref().and_then(|prefix| {
+            let rest = path.strip_prefix(prefix)?;
+            match rest {
+                "" => Some("/"),
+                r if r.starts_with('/') => Some(r),
+                _ => None,
+            }
+        });
+        if routed.is_some() || stripped.is_some() {
+            let path = stripped.unwrap_or(path);
             let uri = match upstream.uri.query() {
                 Some(q) => format!("{path}?{q}"),
-                None => path.clone(),
+                None => path.to_string(),
             };
             let uri = uri
                 .parse()
-                .map_err(|_| Error::explain(ErrorType::InternalError, "bad normalized uri"))?;
+                .map_err(|_| Error::explain(ErrorType::InternalError, "bad upstream uri"))?;
             upstream.set_uri(uri);
-        }
-        if let Some(prefix) = &route.strip_prefix {
-            let path = upstream.uri.path();
-            if let Some(rest) = path.strip_prefix(prefix.as_str()) {
-                if rest.is_empty() || rest.starts_with('/') {
-                    let rest = if rest.is_empty() { "/" } else { rest };
-                    let uri = match upstream.uri.query() {
-                        Some(q) => format!("{rest}?{q}"),
-                        None => rest.to_string(),
-                    };
-                    let uri = uri.parse().map_err(|_| {
-                        Error::explain(ErrorType::InternalError, "bad rewritten uri")
-                    })?;
-                    upstream.set_uri(uri);
-                }
-            }
         }
         Ok(())
     }
