@@ -260,6 +260,17 @@ impl Reader<'_> {
         }
     }
 
+    /// A whole number of at least 1 (capacities, slots, costs).
+    pub fn count(&mut self, at: &At<'_>, code: &'static str) -> Option<u64> {
+        match self.u64(at, code)? {
+            0 => {
+                self.error_value(at, code, "must be at least 1");
+                None
+            }
+            n => Some(n),
+        }
+    }
+
     pub fn duration(&mut self, at: &At<'_>) -> Option<Duration> {
         let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
         match parse_duration(text) {

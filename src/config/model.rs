@@ -712,13 +712,11 @@ fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
         };
     }
     if let Some(at) = f.get("local_divisor") {
-        match r
-            .u64(&at, "store.local_divisor_invalid")
-            .map(NonZeroU64::new)
+        if let Some(n) = r
+            .count(&at, "store.local_divisor_invalid")
+            .and_then(NonZeroU64::new)
         {
-            Some(Some(n)) => store.local_divisor = n,
-            Some(None) => r.error_value(&at, "store.local_divisor_invalid", "must be at least 1"),
-            None => {}
+            store.local_divisor = n;
         }
     }
     store
@@ -1055,14 +1053,7 @@ fn bucket(r: &mut Reader<'_>, at: &At<'_>) -> Option<Bucket> {
 /// `capacity` and `rate` of a mapping that may hold other fields too.
 fn bucket_fields(r: &mut Reader<'_>, at: &At<'_>, f: &file::Fields<'_>) -> Option<Bucket> {
     let capacity = match f.get("capacity") {
-        Some(c) => match r.u64(&c, "limits.capacity_invalid") {
-            Some(n) if n >= 1 => Some(n),
-            Some(_) => {
-                r.error_value(&c, "limits.capacity_invalid", "must be at least 1");
-                None
-            }
-            None => None,
-        },
+        Some(c) => r.count(&c, "limits.capacity_invalid"),
         None => {
             missing(r, at, "capacity");
             None
@@ -1286,14 +1277,7 @@ fn concurrency(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Concurrenc
         None => Some(Scope::Tenant),
     };
     let slots = match f.get("slots") {
-        Some(s) => match r.u64(&s, "concurrency.slots_invalid") {
-            Some(n) if n >= 1 => Some(n),
-            Some(_) => {
-                r.error_value(&s, "concurrency.slots_invalid", "must be at least 1");
-                None
-            }
-            None => None,
-        },
+        Some(s) => r.count(&s, "concurrency.slots_invalid"),
         None => {
             missing(r, at, "slots");
             None
@@ -1586,17 +1570,10 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
             check_scope(r, at, &d.scope, auth, &path);
         }
     }
-    let cost = match f.get("cost") {
-        Some(c) => match r.u64(&c, "routes.cost_invalid") {
-            Some(n) if n >= 1 => n,
-            Some(_) => {
-                r.error_value(&c, "routes.cost_invalid", "must be at least 1");
-                1
-            }
-            None => 1,
-        },
-        None => 1,
-    };
+    let cost = f
+        .get("cost")
+        .and_then(|c| r.count(&c, "routes.cost_invalid"))
+        .unwrap_or(1);
     let max_body = f.get("max_body").and_then(|m| r.size(&m));
     let strip_prefix =
         f.get("strip_prefix")
