@@ -132,15 +132,6 @@ fn token(tenant: &str, user: &str, plan: Option<&str>) -> String {
     hs256_token(SECRET, claims)
 }
 
-async fn get(gw: &Gateway, path: &str, token: &str) -> reqwest::Response {
-    client()
-        .get(gw.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-}
-
 fn header(r: &reqwest::Response, name: &str) -> String {
     r.headers()
         .get(name)

@@ -53,12 +53,7 @@ async fn gateway(yaml: &str, configmap: bool) -> Gateway {
 }
 
 async fn policy_header(gw: &Gateway, tenant: &str) -> String {
-    let r = client()
-        .get(gw.url("/v1/x"))
-        .bearer_auth(token(tenant))
-        .send()
-        .await
-        .unwrap();
+    let r = get(gw, "/v1/x", &token(tenant)).await;
     r.headers()
         .get("ratelimit-policy")
         .map(|v| v.to_str().unwrap().to_string())
@@ -103,12 +98,7 @@ async fn sighup_reloads_and_bucket_state_survives() {
     let up = Upstream::start().await;
     let gw = gateway(&config(&redis, &up, 10, ""), false).await;
     for _ in 0..4 {
-        client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(token("acme"))
-            .send()
-            .await
-            .unwrap();
+        get(&gw, "/v1/x", &token("acme")).await;
     }
     gw.signal(libc::SIGHUP);
     assert!(
@@ -118,12 +108,7 @@ async fn sighup_reloads_and_bucket_state_survives() {
         .await
     );
     // Same keys, same state: 4 spent before the reload.
-    let r = client()
-        .get(gw.url("/v1/x"))
-        .bearer_auth(token("acme"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(&gw, "/v1/x", &token("acme")).await;
     assert_eq!(r.headers()["x-ratelimit-remaining"], "5");
     // A lowered capacity applies to the live bucket at once: 5 spent of 6.
     gw.write_config(&config(&redis, &up, 6, ""), Write::RenameOver);
@@ -133,20 +118,10 @@ async fn sighup_reloads_and_bucket_state_survives() {
         })
         .await
     );
-    let r = client()
-        .get(gw.url("/v1/x"))
-        .bearer_auth(token("acme"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(&gw, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-ratelimit-remaining"], "0");
-    let r = client()
-        .get(gw.url("/v1/x"))
-        .bearer_auth(token("acme"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(&gw, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 429);
     let m = gw.metrics().await;
     assert_eq!(

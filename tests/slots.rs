@@ -66,6 +66,22 @@ async fn upload(gw: &Gateway, query: &str, body: Vec<u8>) -> reqwest::Response {
         .unwrap()
 }
 
+/// An upload of one byte that runs while the test goes on.
+fn upload_in_background(
+    gw: &Gateway,
+    query: &str,
+) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+    let url = gw.url(&format!("/v1/attachments{query}"));
+    tokio::spawn(async move {
+        client()
+            .post(url)
+            .bearer_auth(token("acme"))
+            .body("x")
+            .send()
+            .await
+    })
+}
+
 fn held(redis: &Redis) -> u64 {
     redis.cli(&["ZCARD", SET]).trim().parse().unwrap()
 }
@@ -125,24 +141,13 @@ async fn a_refused_bucket_takes_no_slot() {
         "concurrency: uploads, limits: [api], max_body",
     );
     let gw = gateway(&yaml).await;
-    let first = tokio::spawn({
-        let url = gw.url("/v1/attachments?sleep_ms=1000");
-        async move {
-            client()
-                .post(url)
-                .bearer_auth(token("acme"))
-                .body("x")
-                .send()
-                .await
-                .unwrap()
-        }
-    });
+    let first = upload_in_background(&gw, "?sleep_ms=1000");
     assert!(eventually(Duration::from_secs(5), || async { held(&redis) == 1 }).await);
     let r = upload(&gw, "", b"y".to_vec()).await;
     assert_eq!(r.status(), 429);
     assert_eq!(r.headers()["ratelimit-policy"], r#""api";q=1;w=3600"#);
     assert_eq!(held(&redis), 1, "the refused request took a slot");
-    assert_eq!(first.await.unwrap().status(), 200);
+    assert_eq!(first.await.unwrap().unwrap().status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -187,15 +192,7 @@ async fn leases_of_a_killed_gateway_expire() {
     let (doomed, survivor) = (gateway(&yaml).await, gateway(&yaml).await);
     let mut uploads = Vec::new();
     for _ in 0..3 {
-        let url = doomed.url("/v1/attachments?sleep_ms=20000");
-        uploads.push(tokio::spawn(async move {
-            client()
-                .post(url)
-                .bearer_auth(token("acme"))
-                .body("x")
-                .send()
-                .await
-        }));
+        uploads.push(upload_in_background(&doomed, "?sleep_ms=20000"));
     }
     assert!(eventually(Duration::from_secs(5), || async { held(&redis) == 3 }).await);
     doomed.signal(libc::SIGKILL);
@@ -225,18 +222,7 @@ async fn a_long_upload_keeps_its_slot_by_renewal() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
     let gw = gateway(&config(&redis, &up, 1, "1s", "")).await;
-    let long = tokio::spawn({
-        let url = gw.url("/v1/attachments?sleep_ms=3500");
-        async move {
-            client()
-                .post(url)
-                .bearer_auth(token("acme"))
-                .body("x")
-                .send()
-                .await
-                .unwrap()
-        }
-    });
+    let long = upload_in_background(&gw, "?sleep_ms=3500");
     assert!(eventually(Duration::from_secs(5), || async { held(&redis) == 1 }).await);
     let started = Instant::now();
     let mut refused = 0;
@@ -246,7 +232,7 @@ async fn a_long_upload_keeps_its_slot_by_renewal() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert!(refused >= 8);
-    assert_eq!(long.await.unwrap().status(), 200);
+    assert_eq!(long.await.unwrap().unwrap().status(), 200);
     assert_eq!(max_in_flight(&up), 1);
     // The lease is released as the response completes.
     let admitted = eventually(Duration::from_secs(1), || async {
@@ -288,15 +274,7 @@ async fn sigterm_releases_every_lease() {
     let up = Upstream::start().await;
     let mut gw = gateway(&config(&redis, &up, 3, "30s", "")).await;
     for _ in 0..3 {
-        let url = gw.url("/v1/attachments?sleep_ms=30000");
-        tokio::spawn(async move {
-            client()
-                .post(url)
-                .bearer_auth(token("acme"))
-                .body("x")
-                .send()
-                .await
-        });
+        upload_in_background(&gw, "?sleep_ms=30000");
     }
     assert!(eventually(Duration::from_secs(5), || async { held(&redis) == 3 }).await);
     gw.signal(libc::SIGTERM);

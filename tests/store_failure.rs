@@ -213,12 +213,7 @@ async fn local_fallback_enforces_the_divided_policy() {
     let t = token("acme");
     let mut ok = 0;
     for _ in 0..10 {
-        let r = client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
+        let r = get(&gw, "/v1/x", &t).await;
         match r.status().as_u16() {
             200 => ok += 1,
             429 => assert_eq!(r.headers()["ratelimit-policy"], r#""api";q=5;w=36000"#),
@@ -257,12 +252,7 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
     })
     .await;
     assert!(listening, "{}", deny.logs());
-    let r = client()
-        .get(deny.url("/v1/x"))
-        .bearer_auth(token("a"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(&deny, "/v1/x", &token("a")).await;
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
     let r = client()
@@ -275,12 +265,7 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
 
     let allow = gateway(&config(closed, &up, ", on_unavailable: allow", 1), vec![]).await;
     for _ in 0..20 {
-        let r = client()
-            .get(allow.url("/v1/x"))
-            .bearer_auth(token("a"))
-            .send()
-            .await
-            .unwrap();
+        let r = get(&allow, "/v1/x", &token("a")).await;
         assert_eq!(r.status(), 200);
     }
     assert_eq!(up.requests(), 20);
@@ -292,22 +277,12 @@ async fn starts_with_redis_down_and_switches_when_it_comes_up() {
     let port = free_addr().port();
     let gw = gateway(&config(port, &up, "", 100), vec![]).await;
     let t = token("acme");
-    let r = client()
-        .get(gw.url("/v1/x"))
-        .bearer_auth(&t)
-        .send()
-        .await
-        .unwrap();
+    let r = get(&gw, "/v1/x", &t).await;
     assert_eq!(r.status(), 200, "serves with Redis down");
     assert_eq!(lines(&gw, "rate_limits.fallback").len(), 1);
     let redis = Redis::start_on(port, &[]).await;
     let switched = eventually(Duration::from_secs(10), || async {
-        client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
+        get(&gw, "/v1/x", &t).await;
         scan_keys(redis.port).contains(&"tenant:{acme}:rate:api".to_string())
     })
     .await;
@@ -322,12 +297,7 @@ async fn redis_passwords_never_reach_the_logs() {
     let redis = Redis::start_with(&["--requirepass", password]).await;
     let yaml = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100);
     let gw = gateway(&yaml, vec![("FG_REDIS_PW".into(), password.into())]).await;
-    let r = client()
-        .get(gw.url("/v1/x"))
-        .bearer_auth(token("acme"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(&gw, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-ratelimit-remaining"], "99");
     assert_eq!(
@@ -351,12 +321,7 @@ async fn redis_passwords_never_reach_the_logs() {
         vec![("FG_REDIS_PW".into(), "wrong-pw-also-secret".into())],
     )
     .await;
-    let r = client()
-        .get(wrong.url("/v1/x"))
-        .bearer_auth(token("acme"))
-        .send()
-        .await
-        .unwrap();
+    let r = get(&wrong, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(
         lines(&wrong, "rate_limits.fallback").len(),
@@ -382,12 +347,7 @@ async fn a_full_redis_is_one_outage_not_a_flapping_breaker() {
     // Writes now fail with OOM while PING still answers.
     redis.cli(&["CONFIG", "SET", "maxmemory", "1"]);
     for _ in 0..30 {
-        let r = client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
+        let r = get(&gw, "/v1/x", &t).await;
         assert_eq!(r.status(), 200);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -399,12 +359,7 @@ async fn a_full_redis_is_one_outage_not_a_flapping_breaker() {
     );
     redis.cli(&["CONFIG", "SET", "maxmemory", "0"]);
     let recovered = eventually(Duration::from_secs(5), || async {
-        client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
+        get(&gw, "/v1/x", &t).await;
         lines(&gw, "rate_limits.recovered").len() == 1
     })
     .await;
@@ -419,16 +374,7 @@ async fn a_rejected_password_is_retried_once_it_becomes_valid() {
     let yaml = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100);
     let gw = gateway(&yaml, vec![("FG_REDIS_PW".into(), "new-password-2".into())]).await;
     let t = token("acme");
-    assert_eq!(
-        client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(get(&gw, "/v1/x", &t).await.status(), 200);
     assert_eq!(lines(&gw, "rate_limits.fallback").len(), 1);
     redis_cli(
         redis.port,
@@ -444,12 +390,7 @@ async fn a_rejected_password_is_retried_once_it_becomes_valid() {
     )
     .unwrap();
     let recovered = eventually(Duration::from_secs(10), || async {
-        client()
-            .get(gw.url("/v1/x"))
-            .bearer_auth(&t)
-            .send()
-            .await
-            .unwrap();
+        get(&gw, "/v1/x", &t).await;
         lines(&gw, "rate_limits.recovered").len() == 1
     })
     .await;

@@ -103,6 +103,16 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// `GET path` on the gateway with a bearer token.
+pub async fn get(gw: &Gateway, path: &str, token: &str) -> reqwest::Response {
+    client()
+        .get(gw.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// The gateway binary running one config.
 pub struct Gateway {
     child: Option<Child>,
