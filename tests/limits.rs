@@ -176,17 +176,18 @@ on_every_store!(
     values_over_256_bytes_are_refused,
 );
 
+/// One tenant-scoped limit `api` sized `bucket`, on every path.
+fn tenant_limit(bucket: &str) -> String {
+    format!(
+        "limits:\n  api: {{scope: tenant, default: {bucket}}}\nroutes:\n  \
+         - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api]}}\n"
+    )
+}
+
 async fn burst_of_sixty_allows_exactly_capacity(backend: Backend) {
     let env = Env::new(backend).await;
     let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 5, rate: 1/10s}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#,
-        )
+        .gateway(&tenant_limit("{capacity: 5, rate: 1/10s}"))
         .await;
     let t = token("acme", "u1", None);
     let responses = join_all((0..60).map(|_| get(&gw, "/v1/x", &t))).await;
@@ -203,14 +204,7 @@ routes:
 async fn sequential_sixth_is_the_first_refused(backend: Backend) {
     let env = Env::new(backend).await;
     let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 5, rate: 1/10s}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#,
-        )
+        .gateway(&tenant_limit("{capacity: 5, rate: 1/10s}"))
         .await;
     let t = token("acme", "u1", None);
     for i in 1..=5 {
@@ -241,14 +235,7 @@ routes:
 async fn refill_lets_exactly_one_more_and_idle_keys_expire(backend: Backend) {
     let env = Env::new(backend).await;
     let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 2, rate: 1/2s}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#,
-        )
+        .gateway(&tenant_limit("{capacity: 2, rate: 1/2s}"))
         .await;
     let t = token("acme", "u1", None);
     assert_eq!(get(&gw, "/v1/x", &t).await.status(), 200);
@@ -346,12 +333,7 @@ routes:
 
 async fn three_gateways_share_one_budget(backend: Backend) {
     let env = Env::new(backend).await;
-    let rest = r#"
-limits:
-  api: {scope: tenant, default: {capacity: 20, rate: 1/h}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#;
+    let rest = &tenant_limit("{capacity: 20, rate: 1/h}");
     let gws = join_all((0..3).map(|_| env.gateway(rest))).await;
     let t = token("acme", "u1", None);
     let responses = join_all((0..90).map(|i| get(&gws[i % 3], "/v1/x", &t))).await;
@@ -367,14 +349,7 @@ routes:
 async fn script_flush_is_survived(backend: Backend) {
     let env = Env::new(backend).await;
     let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 10, rate: 1/h}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#,
-        )
+        .gateway(&tenant_limit("{capacity: 10, rate: 1/h}"))
         .await;
     let t = token("acme", "u1", None);
     for expect in ["9", "8"] {
@@ -663,12 +638,7 @@ routes:
 /// until then. Redis load follows refills, not the flood; counts stay exact.
 async fn a_flood_costs_redis_one_call_per_gateway_per_refill(backend: Backend) {
     let env = Env::new(backend).await;
-    let rest = r#"
-limits:
-  api: {scope: tenant, default: {capacity: 5, rate: 1/10s}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#;
+    let rest = &tenant_limit("{capacity: 5, rate: 1/10s}");
     let gws = join_all((0..2).map(|_| env.gateway(rest))).await;
     let before = env.script_calls();
     let t = token("acme", "u1", None);

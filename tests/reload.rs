@@ -61,14 +61,7 @@ async fn policy_header(gw: &Gateway, tenant: &str) -> String {
 }
 
 async fn generation(gw: &Gateway) -> String {
-    client()
-        .get(gw.admin_url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    gw.admin_text("/readyz").await
 }
 
 #[tokio::test(flavor = "multi_thread")]

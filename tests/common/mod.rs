@@ -315,14 +315,13 @@ impl Gateway {
 
     /// Body of `GET /metrics` on the admin listener.
     pub async fn metrics(&self) -> String {
-        client()
-            .get(self.admin_url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
+        self.admin_text("/metrics").await
+    }
+
+    /// Body of a `GET` on the admin listener.
+    pub async fn admin_text(&self, path: &str) -> String {
+        let r = client().get(self.admin_url(path)).send().await.unwrap();
+        r.text().await.unwrap()
     }
 }
 
