@@ -56,6 +56,10 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
         // Backstops only: the drain task below exits as soon as requests finish.
         grace_period_seconds: Some(grace.as_secs() + 1),
         graceful_shutdown_timeout_seconds: Some(1),
+        // One thread has nothing to steal from; Tokio's single-threaded
+        // scheduler then runs woken tasks in order, so the Redis driver sends
+        // the commands of all ready requests in one write (docs/benchmarks.md).
+        work_stealing: server_cfg.threads > 1,
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);

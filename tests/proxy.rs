@@ -537,7 +537,10 @@ async fn sigterm_drains_in_flight_requests_then_exits_zero() {
     let routes = r#"
   - {name: api, match: {path_prefix: /}, upstream: a, auth: none}
 "#;
-    let yaml = base(&a, &b, "", routes).replace("read_timeout: 500ms", "read_timeout: 10s");
+    // One worker thread: the single-threaded runtime drains too.
+    let yaml = base(&a, &b, "", routes)
+        .replace("read_timeout: 500ms", "read_timeout: 10s")
+        .replace("shutdown_grace: 5s", "shutdown_grace: 5s\n  threads: 1");
     let mut gw = Gateway::start(&yaml).await;
     let url = gw.url("/slow?sleep_ms=1500");
     let slow = tokio::spawn(async move { client().get(url).send().await });

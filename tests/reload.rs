@@ -19,10 +19,11 @@ fn token(tenant: &str) -> String {
 
 fn config(redis: &Redis, up: &Upstream, capacity: u64, routes_extra: &str) -> String {
     // Small buckets refill slowly so tests can see them; huge ones never run dry.
+    // One worker thread: reloads work on the single-threaded runtime.
     let rate = if capacity >= 1000 { "1000/s" } else { "1/h" };
     format!(
         r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
+server: {{listen: ["$LISTEN"], shutdown_grace: 1s, threads: 1}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "{}", timeout: 1s}}
 auth:
