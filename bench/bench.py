@@ -8,6 +8,12 @@ the machine hits them all alike. For each: requests/s, p50, p99 and the
 server's CPU microseconds per request (utime+stime from /proc), all also as
 ratios to nginx + limit_req. Writes docs/benchmarks.md and
 docs/benchmarks.png. Run through bench/run, which builds and installs first.
+
+To compare a change side by side without touching the docs (A/B mode):
+  ONLY="nginx proxy,fairgate"      run only targets whose name contains one of these
+  CANDIDATE=/path/to/fairgate      add every fairgate target again with this binary
+  CANDIDATE_ENV="K=V K2=V2"        environment for the candidate's processes
+Either prints the medians and leaves docs/ alone.
 """
 import os
 import re
@@ -23,19 +29,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FAIRGATE = ROOT / "target" / "release" / "fairgate"
+BARE_PINGORA = ROOT / "target" / "release" / "examples" / "bare_pingora"
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 SECONDS = int(os.environ.get("SECONDS_PER", "5"))
 CONNECTIONS = 32
 TICK = os.sysconf("SC_CLK_TCK")
 WORK = Path(tempfile.mkdtemp(prefix="fairgate-bench-"))
 BASELINE = "nginx + limit_req"
+ONLY = [o.strip() for o in os.environ.get("ONLY", "").split(",") if o.strip()]
+CANDIDATE = os.environ.get("CANDIDATE")
+CANDIDATE_ENV = dict(kv.split("=", 1) for kv in os.environ.get("CANDIDATE_ENV", "").split())
 procs = []
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(below=65536):
+    """A free loopback port under `below` (a Redis Cluster node needs its
+    port + 10000 for the cluster bus)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < below:
+            return port
 
 
 def wait_port(port, timeout=20):
@@ -46,7 +61,8 @@ def wait_port(port, timeout=20):
                 return
         except OSError:
             time.sleep(0.05)
-    sys.exit(f"nothing listening on {port}")
+    logs = "".join(f"--- {log.name}\n{log.read_text()[-2000:]}" for log in WORK.glob(f"*{port}*.log"))
+    sys.exit(f"nothing listening on {port}\n{logs}")
 
 
 def start(cmd, cpu, env=None, name="proc"):
@@ -85,12 +101,13 @@ def tree(pid):
     return out
 
 
-def cpu_seconds(pids):
+def cpu_seconds(pids, user_only=False):
+    """utime+stime of `pids` (utime only with `user_only`), in seconds."""
     total = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            total += int(fields[11]) + (0 if user_only else int(fields[12]))
         except OSError:
             pass
     return total / TICK
@@ -159,7 +176,8 @@ backend be
     return start(["haproxy", "-f", str(conf)], 1, name=f"haproxy-{port}")
 
 
-def fairgate(port, up, store, limits=True, capacity=1_000_000_000, rate="1000000/s"):
+def fairgate(port, up, store, limits=True, capacity=1_000_000_000, rate="1000000/s",
+             binary=FAIRGATE, env=None):
     conf = write(f"fairgate-{port}.yaml", f"""
 server: {{listen: ["127.0.0.1:{port}"], threads: 1, shutdown_grace: 1s}}
 {store}
@@ -170,7 +188,7 @@ limits:
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [{"api" if limits else ""}]}}
 """)
-    return start([str(FAIRGATE), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn"},
+    return start([str(binary), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn", **(env or {})},
                  name=f"fairgate-{port}")
 
 
@@ -217,7 +235,7 @@ def main():
 
     redis_port = free_port()
     redis_server(redis_port)
-    cluster_ports = [free_port() for _ in range(3)]
+    cluster_ports = [free_port(below=55536) for _ in range(3)]
     for p in cluster_ports:
         redis_server(p, cluster=True)
     subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in cluster_ports],
@@ -236,11 +254,24 @@ def main():
         ("nginx proxy", lambda p: nginx_proxy(p, up_port, False), []),
         (BASELINE, lambda p: nginx_proxy(p, up_port, True), []),
         ("HAProxy + stick table", lambda p: haproxy(p, up_port), []),
+        ("bare Pingora proxy", lambda p: start([str(BARE_PINGORA), f"127.0.0.1:{p}",
+                                                 f"127.0.0.1:{up_port}"], 1, name=f"bare-{p}"), []),
         ("fairgate, no limits", lambda p: fairgate(p, up_port, memory, limits=False), []),
         ("fairgate, memory store", lambda p: fairgate(p, up_port, memory), []),
         ("fairgate, Redis", lambda p: fairgate(p, up_port, redis), [redis_port]),
         ("fairgate, Redis Cluster", lambda p: fairgate(p, up_port, cluster), cluster_ports),
     ]
+    if CANDIDATE:
+        variant = dict(binary=CANDIDATE, env=CANDIDATE_ENV)
+        targets += [
+            ("candidate, no limits", lambda p: fairgate(p, up_port, memory, limits=False, **variant), []),
+            ("candidate, memory store", lambda p: fairgate(p, up_port, memory, **variant), []),
+            ("candidate, Redis", lambda p: fairgate(p, up_port, redis, **variant), [redis_port]),
+            ("candidate, Redis Cluster", lambda p: fairgate(p, up_port, cluster, **variant),
+             cluster_ports),
+        ]
+    if ONLY:
+        targets = [t for t in targets if t[0] == BASELINE or any(o in t[0] for o in ONLY)]
     running = {}
     for name, launch, _ in targets:
         port = up_port if name == "upstream direct" else free_port()
@@ -257,20 +288,31 @@ def main():
             redis_pids = [int(redis_cli(p, "INFO", "server").split("process_id:")[1].split()[0])
                           for p in store_ports]
             calls_before = sum(script_calls(p) for p in store_ports)
-            cpu0, rcpu0 = cpu_seconds(pids), cpu_seconds(redis_pids)
+            cpu0, ucpu0, rcpu0 = cpu_seconds(pids), cpu_seconds(pids, True), cpu_seconds(redis_pids)
             requests, rps, p50, p99 = wrk(port, SECONDS)
             cpu = cpu_seconds(pids) - cpu0
+            ucpu = cpu_seconds(pids, True) - ucpu0
             rcpu = cpu_seconds(redis_pids) - rcpu0
             calls = sum(script_calls(p) for p in store_ports) - calls_before
             results[name].append({
                 "rps": rps, "p50": p50, "p99": p99,
                 "cpu_us": cpu * 1e6 / requests if proc else None,
+                "user_us": ucpu * 1e6 / requests if proc else None,
                 "redis_us": rcpu * 1e6 / requests if store_ports else None,
                 "calls": calls / requests if store_ports else None,
             })
             print(f"round {rnd + 1}/{ROUNDS} {name:28} {rps:9.0f} req/s  p99 {p99:6.2f} ms"
                   + (f"  {cpu * 1e6 / requests:6.1f} us/req" if proc else ""), flush=True)
 
+    if ONLY or CANDIDATE:
+        base = median(results[BASELINE], "cpu_us")
+        for name, _, _ in targets:
+            rps, p99, cpu, user, rcpu = (median(results[name], k)
+                                         for k in ("rps", "p99", "cpu_us", "user_us", "redis_us"))
+            print(f"{name:28} {rps:9.0f} req/s  p99 {p99:5.2f} ms"
+                  + (f"  {cpu:5.1f} us/req ({cpu / base:.2f}x, user {user:4.1f})" if cpu else "")
+                  + (f"  Redis {rcpu:4.1f} us/req" if rcpu else ""))
+        return
     rss = memory_store_tenants(up_port)
     report(targets, results, rss)
 
@@ -318,7 +360,8 @@ def report(targets, results, rss):
     base = {k: median(results[BASELINE], k) for k in ("rps", "p99", "cpu_us")}
     rows = []
     for name, _, _ in targets:
-        r = {k: median(results[name], k) for k in ("rps", "p50", "p99", "cpu_us", "redis_us", "calls")}
+        r = {k: median(results[name], k)
+             for k in ("rps", "p50", "p99", "cpu_us", "user_us", "redis_us", "calls")}
         r["name"] = name
         rows.append(r)
 
@@ -329,12 +372,13 @@ def report(targets, results, rss):
         return fmt.format(v) if v is not None else "–"
 
     lines = [
-        "| target | req/s | p50 ms | p99 ms | server CPU µs/req | req/s vs base | p99 vs base | CPU vs base | Redis CPU µs/req | script calls/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| target | req/s | p50 ms | p99 ms | server CPU µs/req | of which user space | req/s vs base | p99 vs base | CPU vs base | Redis CPU µs/req | script calls/req |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['name']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {num(r['cpu_us'], '{:.1f}')} "
+            f"| {num(r['user_us'], '{:.1f}')} "
             f"| {ratio(r['rps'], base['rps'])} | {ratio(r['p99'], base['p99'])} | {ratio(r['cpu_us'], base['cpu_us'])} "
             f"| {num(r['redis_us'], '{:.1f}')} | {num(r['calls'], '{:.3f}')} |")
     chart(rows)
@@ -360,11 +404,14 @@ worker thread pinned to CPU 1 with access logs off, and is loaded by
 `taskset -c 0 wrk -t1 -c{CONNECTIONS} -d{SECONDS}s --latency -H 'X-Tenant: tenant-1'`
 (upstream, wrk and Redis share CPU 0). Targets alternate within each of {ROUNDS} rounds;
 the table shows medians. CPU µs/req is the server's utime+stime from /proc divided by
-requests served; for Redis targets the Redis CPU is shown separately. Limits never refuse
+requests served ("of which user space": utime alone; the rest is kernel time, mostly
+TCP); for Redis targets the Redis CPU is shown separately. Limits never refuse
 (capacities far above the load), so every target does the full work on every request:
 nginx `limit_req` keyed by `$http_x_tenant`, HAProxy `track-sc0 hdr(x-tenant)` with an
 `http_req_rate` stick table, fairgate a `{{header: X-Tenant}}`-scoped token bucket
-(no JWT, since the others do none). Baseline ("base") is **{BASELINE}**.
+(no JWT, since the others do none). "bare Pingora proxy" is `examples/bare_pingora.rs`:
+the smallest Pingora proxy, with fairgate's build and runtime settings and nothing else.
+Baseline ("base") is **{BASELINE}**.
 
 {chr(10).join(lines)}
 
@@ -400,10 +447,15 @@ unset multiplot
     subprocess.run(["gnuplot", str(script)], check=True)
 
 
-if __name__ == "__main__":
+def run(entry):
+    """Runs `entry`, then stops every process started and removes WORK."""
     try:
-        main()
+        entry()
     finally:
         for p in procs:
             stop(p)
         shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run(main)
