@@ -182,6 +182,17 @@ async fn a_client_that_hangs_up_mid_upload_frees_its_slot() {
         Some(1.0),
         "{m}"
     );
+    // A hang-up is the client's doing: one access-log line says so, and no
+    // ERROR line is logged for it.
+    let lines = gw.log_lines();
+    let aborted: Vec<_> = lines
+        .iter()
+        .filter(|l| l["target"] == "access" && l["status"] == 0)
+        .collect();
+    assert_eq!(aborted.len(), 1, "{}", gw.logs());
+    assert_eq!(aborted[0]["path"], "/v1/attachments");
+    assert_eq!(aborted[0]["error"], "ConnectionClosed", "{}", gw.logs());
+    assert!(lines.iter().all(|l| l["level"] != "ERROR"), "{}", gw.logs());
 }
 
 #[tokio::test(flavor = "multi_thread")]

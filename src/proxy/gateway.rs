@@ -592,6 +592,16 @@ impl ProxyHttp for Gateway {
         }
     }
 
+    /// A client that hangs up is routine, not a gateway fault: its access-log
+    /// line already says so (`error`), so Pingora's ERROR line is dropped.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, error: &Error) -> bool {
+        error.esource() == &ErrorSource::Downstream
+            && matches!(
+                error.etype(),
+                ErrorType::ConnectionClosed | ErrorType::ReadError | ErrorType::WriteError
+            )
+    }
+
     /// How Pingora names a request in its own error logs: method and path,
     /// never the query string, which may carry tokens.
     fn request_summary(&self, session: &Session, _ctx: &Ctx) -> String {
