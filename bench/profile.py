@@ -2,8 +2,9 @@
 """Where the CPU goes: nginx proxy, bare Pingora and fairgate (no limits, and
 Redis) under the bench's load, each profiled with `perf record -e cpu-clock`
 and its samples grouped by where they fall: kernel symbols by subsystem,
-user symbols by crate. Prints a Markdown table of the shares. Needs what bench/run installs, plus `perf` (linux-perf); run it
-after bench/run has built the binaries:
+user symbols by crate. Prints a Markdown table of the shares. Needs what
+bench/run installs, plus `perf` (linux-perf); run it after bench/run has
+built the binaries:
 
     python3 bench/profile.py
 """
@@ -24,7 +25,7 @@ GROUPS = [
     "user: Pingora",
     "user: tokio and mio",
     "user: http, bytes, httparse",
-    "user: allocator, memmove, clock",
+    "user: allocator, libc, vdso clock",
     "user: Redis client (redis-rs, combine)",
     "user: other (std, hashing, prometheus, tracing)",
 ]
