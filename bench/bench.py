@@ -36,6 +36,7 @@ CONNECTIONS = 32
 TICK = os.sysconf("SC_CLK_TCK")
 WORK = Path(tempfile.mkdtemp(prefix="fairgate-bench-"))
 BASELINE = "nginx + limit_req"
+MEMORY_STORE = "store: {kind: memory}\nacknowledge: [store.process_local]"
 ONLY = [o.strip() for o in os.environ.get("ONLY", "").split(",") if o.strip()]
 CANDIDATE = os.environ.get("CANDIDATE")
 CANDIDATE_ENV = dict(kv.split("=", 1) for kv in os.environ.get("CANDIDATE_ENV", "").split())
@@ -192,6 +193,15 @@ routes:
                  name=f"fairgate-{port}")
 
 
+def bare_pingora(port, up):
+    return start([str(BARE_PINGORA), f"127.0.0.1:{port}", f"127.0.0.1:{up}"], 1,
+                 name=f"bare-{port}")
+
+
+def redis_store(port):
+    return f'store: {{kind: redis, url: "redis://127.0.0.1:{port}/0"}}'
+
+
 def redis_server(port, cluster=False):
     args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--dir", str(WORK)]
@@ -245,8 +255,8 @@ def main():
             break
         time.sleep(0.1)
 
-    memory = "store: {kind: memory}\nacknowledge: [store.process_local]"
-    redis = f'store: {{kind: redis, url: "redis://127.0.0.1:{redis_port}/0"}}'
+    memory = MEMORY_STORE
+    redis = redis_store(redis_port)
     nodes = ", ".join(f'"redis://127.0.0.1:{p}"' for p in cluster_ports)
     cluster = f"store: {{kind: redis_cluster, nodes: [{nodes}]}}"
     targets = [
@@ -254,8 +264,7 @@ def main():
         ("nginx proxy", lambda p: nginx_proxy(p, up_port, False), []),
         (BASELINE, lambda p: nginx_proxy(p, up_port, True), []),
         ("HAProxy + stick table", lambda p: haproxy(p, up_port), []),
-        ("bare Pingora proxy", lambda p: start([str(BARE_PINGORA), f"127.0.0.1:{p}",
-                                                 f"127.0.0.1:{up_port}"], 1, name=f"bare-{p}"), []),
+        ("bare Pingora proxy", lambda p: bare_pingora(p, up_port), []),
         ("fairgate, no limits", lambda p: fairgate(p, up_port, memory, limits=False), []),
         ("fairgate, memory store", lambda p: fairgate(p, up_port, memory), []),
         ("fairgate, Redis", lambda p: fairgate(p, up_port, redis), [redis_port]),
@@ -329,8 +338,7 @@ def script_calls(port):
 def memory_store_tenants(up_port, tenants=100_000):
     """Resident memory of a memory-store gateway holding `tenants` active buckets."""
     port = free_port()
-    store = "store: {kind: memory}\nacknowledge: [store.process_local]"
-    proc = fairgate(port, up_port, store, capacity=1000, rate="1/h")
+    proc = fairgate(port, up_port, MEMORY_STORE, capacity=1000, rate="1/h")
     wait_port(port)
     script = write("tenants.lua", f"""
 counter = 0

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import bench
-from bench import WORK, start, wait_port, wrk, free_port, tree, cpu_seconds, stop
+from bench import WORK, wait_port, wrk, free_port, tree, cpu_seconds, stop
 
 SECONDS = 5
 GROUPS = [
@@ -86,14 +86,11 @@ def main():
     wait_port(up)
     redis_port = free_port()
     bench.redis_server(redis_port)
-    memory = "store: {kind: memory}\nacknowledge: [store.process_local]"
-    redis = f'store: {{kind: redis, url: "redis://127.0.0.1:{redis_port}/0"}}'
     targets = [
         ("nginx proxy", lambda p: bench.nginx_proxy(p, up, False)),
-        ("bare Pingora", lambda p: start([str(bench.BARE_PINGORA), f"127.0.0.1:{p}",
-                                          f"127.0.0.1:{up}"], 1, name=f"bare-{p}")),
-        ("fairgate, no limits", lambda p: bench.fairgate(p, up, memory, limits=False)),
-        ("fairgate, Redis", lambda p: bench.fairgate(p, up, redis)),
+        ("bare Pingora", lambda p: bench.bare_pingora(p, up)),
+        ("fairgate, no limits", lambda p: bench.fairgate(p, up, bench.MEMORY_STORE, limits=False)),
+        ("fairgate, Redis", lambda p: bench.fairgate(p, up, bench.redis_store(redis_port))),
     ]
     rows = []
     for name, launch in targets:

@@ -397,7 +397,6 @@ async fn max_body_refuses_declared_and_streamed_bodies() {
 /// 1 GiB each way through the gateway while its peak RSS stays under 64 MiB.
 #[tokio::test(flavor = "multi_thread")]
 async fn gigabyte_bodies_stream_in_bounded_memory() {
-    const GIB: u64 = 1 << 30;
     let (a, b) = (Upstream::start().await, Upstream::start().await);
     let routes = r#"
   - {name: api, match: {path_prefix: /}, upstream: a, auth: none}
@@ -406,13 +405,10 @@ async fn gigabyte_bodies_stream_in_bounded_memory() {
     let gw = Gateway::start(&yaml).await;
     let c = client();
 
-    let chunk = bytes::Bytes::from(vec![b'u'; 1 << 20]);
-    let stream =
-        futures_util::stream::iter((0..1024).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
     let r = c
         .post(gw.url("/upload"))
         .header("content-length", GIB.to_string())
-        .body(reqwest::Body::wrap_stream(stream))
+        .body(gib_body())
         .send()
         .await
         .unwrap();

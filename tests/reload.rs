@@ -173,40 +173,20 @@ async fn routes_come_and_go_and_listen_changes_need_a_restart() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
     let gw = gateway(&config(&redis, &up, 10, ""), false).await;
-    assert_eq!(
-        client()
-            .get(gw.url("/status"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(gw.status("/status").await, 404);
     let with_status =
         "  - {name: status, match: {path: /status}, upstream: api, auth: none, exempt: true}";
     gw.write_config(&config(&redis, &up, 10, with_status), Write::InPlace);
     assert!(
         eventually(Duration::from_secs(2), || async {
-            client()
-                .get(gw.url("/status"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                == 200
+            gw.status("/status").await == 200
         })
         .await
     );
     gw.write_config(&config(&redis, &up, 10, ""), Write::InPlace);
     assert!(
         eventually(Duration::from_secs(2), || async {
-            client()
-                .get(gw.url("/status"))
-                .send()
-                .await
-                .unwrap()
-                .status()
-                == 404
+            gw.status("/status").await == 404
         })
         .await
     );

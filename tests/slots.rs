@@ -255,18 +255,14 @@ async fn a_long_upload_keeps_its_slot_by_renewal() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gigabyte_upload_streams_in_bounded_memory() {
-    const GIB: u64 = 1 << 30;
     let redis = Redis::start().await;
     let up = Upstream::start().await;
     let gw = gateway(&config(&redis, &up, 1, "30s", "")).await;
-    let chunk = bytes::Bytes::from(vec![b'u'; 1 << 20]);
-    let stream =
-        futures_util::stream::iter((0..1024).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
     let r = client()
         .post(gw.url("/v1/attachments"))
         .bearer_auth(token("acme"))
         .header("content-length", GIB.to_string())
-        .body(reqwest::Body::wrap_stream(stream))
+        .body(gib_body())
         .send()
         .await
         .unwrap();

@@ -95,6 +95,15 @@ pub fn hs256_token(secret: &str, mut claims: serde_json::Value) -> String {
 }
 
 /// A plain HTTP client that never uses a proxy from the environment.
+pub const GIB: u64 = 1 << 30;
+
+/// A 1 GiB request body, streamed in 1 MiB chunks.
+pub fn gib_body() -> reqwest::Body {
+    let chunk = bytes::Bytes::from(vec![b'u'; 1 << 20]);
+    let chunks = (0..GIB >> 20).map(move |_| Ok::<_, std::io::Error>(chunk.clone()));
+    reqwest::Body::wrap_stream(futures_util::stream::iter(chunks))
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
@@ -267,6 +276,17 @@ impl Gateway {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.listen, path)
+    }
+
+    /// The status of a GET without credentials.
+    pub async fn status(&self, path: &str) -> u16 {
+        client()
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     pub fn admin_url(&self, path: &str) -> String {
