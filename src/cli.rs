@@ -53,19 +53,36 @@ fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
     crate::config::file::parse_duration(text)
 }
 
+/// JSON lines on stdout, filtered by `RUST_LOG`. Debug and trace events of
+/// dependencies (Pingora, hyper, h2, rustls, redis, ...) print request
+/// heads, tokens, cookies and query strings, so they never reach the output,
+/// whatever `RUST_LOG` says, unless `FAIRGATE_UNSAFE_WIRE_DEBUG=1`.
 pub fn init_logging() {
+    use tracing_subscriber::prelude::*;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         EnvFilter::new("info,pingora_core=warn,pingora_proxy=warn,pingora_load_balancing=warn")
     });
-    tracing_subscriber::fmt()
+    let wire_unlocked = std::env::var("FAIRGATE_UNSAFE_WIRE_DEBUG").as_deref() == Ok("1");
+    let no_wire = tracing_subscriber::filter::filter_fn(move |meta| {
+        wire_unlocked || *meta.level() < tracing::Level::DEBUG || own_target(meta.target())
+    });
+    let json = tracing_subscriber::fmt::layer()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false)
-        .with_env_filter(filter)
         .with_writer(std::io::stdout)
+        .with_filter(no_wire);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(json)
         .init();
+}
+
+/// fairgate's own events (its access log among them), not a dependency's.
+fn own_target(target: &str) -> bool {
+    target == "access" || target == "fairgate" || target.starts_with("fairgate::")
 }
 
 /// Runs a command and returns the process exit code.

@@ -46,6 +46,17 @@ pub struct Metrics {
     pub denials_cached: IntCounter,
     /// Unix time of the last successful config load or reload.
     pub config_last_success: IntGauge,
+    /// Token signature checks made (cache misses that reached a key).
+    pub auth_verifications: IntCounter,
+    /// Requests answered 429 because their address failed authentication too often.
+    pub auth_throttled: IntCounter,
+    /// Client connections open now.
+    pub connections_open: IntGauge,
+    /// Client connections closed at accept, by reason (`total`, `per_ip`).
+    pub connections_refused: IntCounterVec,
+    /// Requests ended by an edge bound, by reason (`header_size`,
+    /// `header_field_size`, `header_timeout`, `body_idle`).
+    pub edge_refusals: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -195,6 +206,41 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_config_last_reload_success_timestamp_seconds",
             "Unix time of the last successful config load or reload.",
         ),
+        auth_verifications: {
+            let c = IntCounter::new(
+                "fairgate_auth_verifications_total",
+                "Token signature checks made (tokens not already known valid).",
+            )
+            .expect("valid metric");
+            r.register(Box::new(c.clone())).expect("unique metric");
+            c
+        },
+        auth_throttled: {
+            let c = IntCounter::new(
+                "fairgate_auth_throttled_total",
+                "Requests refused with 429 because their address failed authentication too often.",
+            )
+            .expect("valid metric");
+            r.register(Box::new(c.clone())).expect("unique metric");
+            c
+        },
+        connections_open: gauge(
+            &r,
+            "fairgate_connections_open",
+            "Client connections open now.",
+        ),
+        connections_refused: counter(
+            &r,
+            "fairgate_connections_refused_total",
+            "Client connections refused at accept, by reason (total, per_ip).",
+            &["reason"],
+        ),
+        edge_refusals: counter(
+            &r,
+            "fairgate_edge_refusals_total",
+            "Requests ended by a bound on what a client may make the gateway hold, by reason.",
+            &["reason"],
+        ),
         registry: r,
     }
 });
@@ -220,6 +266,12 @@ impl Metrics {
         for result in ["ok", "error"] {
             self.config_reloads.with_label_values(&[result]);
         }
+        for reason in ["total", "per_ip"] {
+            self.connections_refused.with_label_values(&[reason]);
+        }
+        for reason in EDGE_REASONS {
+            self.edge_refusals.with_label_values(&[reason]);
+        }
         for reason in ["unreachable", "failed", "timed_out", "breaker_open"] {
             self.fallback.with_label_values(&[reason]);
         }
@@ -244,6 +296,15 @@ impl Metrics {
         }
     }
 }
+
+/// Reasons of `fairgate_edge_refusals_total`.
+pub const EDGE_REASONS: [&str; 5] = [
+    "header_size",
+    "header_field_size",
+    "header_timeout",
+    "body_idle",
+    "bad_target",
+];
 
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now()

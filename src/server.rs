@@ -21,6 +21,7 @@ use crate::admin::Admin;
 use crate::config::reload;
 use crate::config::Config;
 use crate::metrics::METRICS;
+use crate::proxy::edge::{Bounds, Edge};
 use crate::proxy::gateway::Gateway;
 use crate::proxy::{Policy, Shared};
 
@@ -42,6 +43,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
     let limiter = crate::limit::Limiter::new(&policy.config)?;
     let shared = Arc::new(Shared {
         limiter,
+        auth_failures: Default::default(),
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
     });
@@ -65,12 +67,15 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
-    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+    let gateway = pingora::proxy::http_proxy(
         &server.configuration,
         Gateway {
             shared: shared.clone(),
         },
-        "fairgate proxy",
+    );
+    let mut proxy = Service::new(
+        "fairgate proxy".to_string(),
+        Edge::new(gateway, Bounds::from_config(&server_cfg)),
     );
     let mut listening: Vec<SocketAddr> = server_cfg.listen.clone();
     for addr in &server_cfg.listen {

@@ -125,6 +125,8 @@ auth:
   issuer: "https://auth.test"
   audience: api
   leeway: 5s
+  # These tests fail on purpose many times from one address.
+  failure_limit: {{capacity: 10000, rate: 1000/s}}
   keys:
     - {{kid: hs, alg: HS256, secret_env: FAIRGATE_TEST_HS}}
     - {{kid: rs, alg: RS256, public_key_file: {KEYS}/rs256.pub.pem}}

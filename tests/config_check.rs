@@ -77,7 +77,7 @@ bad_configs! {
         r#"config/bad/concurrency.slots_invalid.yaml:11:12: concurrency.slots_invalid: concurrency.uploads.slots "0": must be at least 1"#,
     ],
     config_acknowledge_unknown: "config/bad/config.acknowledge_unknown.yaml" => [
-        r#"config/bad/config.acknowledge_unknown.yaml:4:36: config.acknowledge_unknown: acknowledge[1] "store.memory": not a warning code; known: store.process_local"#,
+        r#"config/bad/config.acknowledge_unknown.yaml:4:36: config.acknowledge_unknown: acknowledge[1] "store.memory": not a warning code; known: store.process_local, limits.client_keyed, server.escaped_slashes_keep"#,
     ],
     config_duration_invalid: "config/bad/config.duration_invalid.yaml" => [
         r#"config/bad/config.duration_invalid.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
@@ -101,7 +101,7 @@ bad_configs! {
         r#"config/bad/config.type_invalid.yaml:8:10: config.type_invalid: upstreams.api.tls "maybe": expected true or false"#,
     ],
     config_unknown_field: "config/bad/config.unknown_field.yaml" => [
-        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies",
+        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix",
     ],
     config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
         "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
@@ -196,6 +196,19 @@ bad_configs! {
     routes_cross_slot: "config/bad/routes.cross_slot.yaml" => [
         "config/bad/routes.cross_slot.yaml:14:5: routes.cross_slot: routes[0]: on redis_cluster one atomic check needs one hash slot: a route with several limits must key them all by tenant",
     ],
+    server_escaped_slashes_invalid: "config/bad/server.escaped_slashes_invalid.yaml" => [
+        r#"config/bad/server.escaped_slashes_invalid.yaml:4:20: server.escaped_slashes_invalid: server.escaped_slashes "allow": must be one of reject, decode, keep"#,
+    ],
+    server_size_invalid: "config/bad/server.size_invalid.yaml" => [
+        r#"config/bad/server.size_invalid.yaml:4:20: server.size_invalid: server.max_header_size "4MiB": must be 1024 bytes to 1MiB"#,
+        r#"config/bad/server.size_invalid.yaml:5:26: server.size_invalid: server.max_header_field_size "100": must be 256 bytes to 1MiB"#,
+    ],
+    server_ipv6_prefix_invalid: "config/bad/server.ipv6_prefix_invalid.yaml" => [
+        r#"config/bad/server.ipv6_prefix_invalid.yaml:4:16: server.ipv6_prefix_invalid: server.ipv6_prefix "32": must be 48 to 128"#,
+    ],
+    server_connections_invalid: "config/bad/server.connections_invalid.yaml" => [
+        r#"config/bad/server.connections_invalid.yaml:4:27: server.connections_invalid: server.max_connections_per_ip "0": must be at least 1"#,
+    ],
     store_password_missing: "config/bad/store.password_missing.yaml" => [
         r#"config/bad/store.password_missing.yaml:5:17: store.password_missing: store.password_env "FAIRGATE_TEST_UNSET_SECRET": environment variable FAIRGATE_TEST_UNSET_SECRET is not set"#,
     ],
@@ -205,7 +218,7 @@ bad_configs! {
     ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
-        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies",
+        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix",
         r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
         r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
         r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,
@@ -254,4 +267,74 @@ fn every_shipped_config_is_ok() {
         checked += 1;
     }
     assert!(checked >= 1);
+}
+
+/// `check` on YAML written to a temporary file: (exit code, stdout lines).
+fn check_text(yaml: &str) -> (Option<i32>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edge.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["check", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let shown = path.display().to_string();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.replace(&shown, "edge.yaml"))
+        .collect();
+    (out.status.code(), lines)
+}
+
+const CLIENT_KEYED: &str = r#"server:
+  listen: ["127.0.0.1:8080"]
+  escaped_slashes: keep
+store: {kind: memory}
+acknowledge: [store.process_local]
+upstreams: {api: {targets: ["127.0.0.1:3000"]}}
+limits:
+  hooks: {scope: {path: provider}, default: {capacity: 5, rate: 1/s}}
+  listed: {scope: {path: provider, values: [stripe]}, default: {capacity: 5, rate: 1/s}}
+routes:
+  - {name: hooks, match: {path: "/hooks/{provider}"}, upstream: api, auth: none, limits: [hooks]}
+  - {name: bare, match: {path: "/bare/{provider}"}, upstream: api, auth: none, limits: [hooks], client_ip_exempt: true}
+  - {name: listed, match: {path: "/listed/{provider}"}, upstream: api, auth: none, limits: [listed]}
+"#;
+
+#[test]
+fn client_keyed_routes_and_kept_slashes_are_warned_about() {
+    let (code, lines) = check_text(CLIENT_KEYED);
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(
+        lines[..3],
+        [
+            r#"edge.yaml:1:1: server.escaped_slashes_keep: server.escaped_slashes "keep": fairgate routes /a%2Fb as one segment, but many frameworks decode it to /a/b and route it elsewhere; make sure every upstream keeps %2F escaped, or list server.escaped_slashes_keep under `acknowledge:` (warning)"#,
+            r#"edge.yaml:11:5: limits.client_keyed: route "hooks" has auth: none and only limits keyed on a path or header value the client chooses, so every new value gets a full bucket; it also spends default_limits.unauthenticated per client address. List the accepted values (`scope: {path: NAME, values: [...]}`), or list limits.client_keyed under `acknowledge:` (warning)"#,
+            r#"edge.yaml:12:5: limits.client_keyed: route "bare" has auth: none and only limits keyed on a path or header value the client chooses, so every new value gets a full bucket; nothing else bounds it. List the accepted values (`scope: {path: NAME, values: [...]}`), or list limits.client_keyed under `acknowledge:` (warning)"#,
+        ]
+    );
+    assert_eq!(lines[3], "ok");
+    let acknowledged = CLIENT_KEYED.replace(
+        "acknowledge: [store.process_local]",
+        "acknowledge: [store.process_local, limits.client_keyed, server.escaped_slashes_keep]",
+    );
+    let (code, lines) = check_text(&acknowledged);
+    assert_eq!((code, lines[0].as_str()), (Some(0), "ok"), "{lines:?}");
+}
+
+#[test]
+fn on_a_cluster_a_client_keyed_route_must_list_values_or_opt_out() {
+    let yaml = CLIENT_KEYED.replace(
+        "store: {kind: memory}",
+        "store: {kind: redis_cluster, nodes: [\"redis://127.0.0.1:7000\"]}",
+    );
+    let (code, lines) = check_text(&yaml);
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert_eq!(
+        lines,
+        [
+            r#"edge.yaml:11:5: routes.cross_slot: routes[0]: on redis_cluster this auth: none route, limited only by client-chosen values, cannot also spend the per-address default in one atomic check: list the accepted values in the limit's scope, or set client_ip_exempt: true"#
+        ]
+    );
 }

@@ -520,9 +520,9 @@ limits:
   anon: {scope: client_ip, default: {capacity: 100, rate: 1/h}}
   all: {scope: global, default: {capacity: 100, rate: 1/h}}
 routes:
-  - {name: hooks, match: {path: "/webhooks/{provider}"}, upstream: api, auth: none, limits: [hooks]}
+  - {name: hooks, match: {path: "/webhooks/{provider}"}, upstream: api, auth: none, limits: [hooks], client_ip_exempt: true}
   - {name: tenant_hooks, match: {path: "/t/webhooks/{provider}"}, upstream: api, limits: [hooks]}
-  - {name: partner, match: {path: /partner}, upstream: api, auth: none, limits: [partner]}
+  - {name: partner, match: {path: /partner}, upstream: api, auth: none, limits: [partner], client_ip_exempt: true}
   - {name: anon, match: {path: /anon}, upstream: api, auth: none, limits: [anon]}
   - {name: all, match: {path: /all}, upstream: api, auth: none, limits: [all]}
   - {name: user, match: {path: /user}, upstream: api, limits: [api, auth, tok]}
@@ -703,7 +703,7 @@ async fn values_over_256_bytes_are_refused(backend: Backend) {
 limits:
   partner: {scope: {header: X-Partner}, default: {capacity: 100, rate: 1/h}}
 routes:
-  - {name: partner, match: {path: /partner}, upstream: api, auth: none, limits: [partner]}
+  - {name: partner, match: {path: /partner}, upstream: api, auth: none, limits: [partner], client_ip_exempt: true}
 "#,
         )
         .await;
@@ -740,7 +740,7 @@ async fn the_memory_store_holds_100k_tenants_under_128_mib() {
 limits:
   api: {scope: {header: X-Tenant}, default: {capacity: 1000, rate: 1/h}}
 routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, auth: none, limits: [api]}
+  - {name: api, match: {path_prefix: /}, upstream: api, auth: none, limits: [api], client_ip_exempt: true}
 "#,
         )
         .await;

@@ -117,6 +117,9 @@ pub struct RemoteJwks {
     pub refresh: Duration,
     pub keys: ArcSwap<Vec<VerifyKey>>,
     last_attempt: std::sync::Mutex<Option<Instant>>,
+    /// Bumped whenever `keys` is replaced, so tokens verified with the old
+    /// set are checked again.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// Unknown-kid refreshes are at most this frequent, so a flood of bad kids
@@ -130,7 +133,12 @@ impl RemoteJwks {
             refresh,
             keys: ArcSwap::from_pointee(Vec::new()),
             last_attempt: std::sync::Mutex::new(None),
+            generation: Default::default(),
         }
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Claims the right to fetch now if the last attempt is older than `gap`.
@@ -155,6 +163,8 @@ impl RemoteJwks {
             Ok(keys) => {
                 tracing::debug!(keys = keys.len(), "auth.jwks_refreshed");
                 self.keys.store(Arc::new(keys));
+                self.generation
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             }
             Err(e) => tracing::warn!(error = %e, "auth.jwks_refresh_failed"),
         }

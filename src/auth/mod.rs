@@ -2,7 +2,9 @@
 //! `Identity`. Knows nothing of limits or responses; a failure is an
 //! `AuthError` whose reason `proxy::respond` turns into a 401.
 
+pub mod failures;
 pub mod keys;
+pub mod verified;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -113,6 +115,7 @@ pub struct Verifier {
     auth: Auth,
     plans: BTreeMap<String, String>,
     http: reqwest::Client,
+    verified: verified::Verified,
 }
 
 impl Verifier {
@@ -160,7 +163,21 @@ impl Verifier {
                 .filter_map(|(t, o)| o.plan.clone().map(|p| (t.clone(), p)))
                 .collect(),
             http,
+            verified: verified::Verified::default(),
         })
+    }
+
+    /// Which key set tokens are checked against: changes whenever a JWKS
+    /// refresh stores keys (static keys change only by reload, which builds
+    /// a new verifier and so a new cache).
+    fn key_set(&self) -> u64 {
+        self.remote.iter().map(|r| r.generation()).sum()
+    }
+
+    /// The identity of a token verified before, still before its `exp`
+    /// and with the same keys. No signature check.
+    pub fn known(&self, token: &str) -> Option<Identity> {
+        self.verified.get(token, unix_now(), self.key_set())
     }
 
     /// Fetches every JWKS URL once (at start) and then when due.
@@ -174,9 +191,20 @@ impl Verifier {
         }
     }
 
-    /// Verifies the value of an `Authorization` header.
-    pub async fn verify(&self, authorization: Option<&[u8]>) -> Result<Identity, AuthError> {
-        let token = bearer(authorization).ok_or(AuthError::Missing)?;
+    /// Verifies a bearer token (from `bearer`), and remembers it when valid.
+    pub async fn verify(&self, token: Option<&str>) -> Result<Identity, AuthError> {
+        let token = token.ok_or(AuthError::Missing)?;
+        if let Some(identity) = self.known(token) {
+            return Ok(identity);
+        }
+        let keys = self.key_set();
+        let (identity, exp) = self.verify_uncached(token).await?;
+        self.verified
+            .insert(token, identity.clone(), exp, unix_now(), keys);
+        Ok(identity)
+    }
+
+    async fn verify_uncached(&self, token: &str) -> Result<(Identity, u64), AuthError> {
         let alg = header_alg(token)?;
         if !self.allowed.contains(&alg) {
             return Err(AuthError::AlgorithmNotAllowed);
@@ -197,7 +225,12 @@ impl Verifier {
         }
     }
 
-    fn check(&self, token: &str, alg: Algorithm, kid: Option<&str>) -> Result<Identity, AuthError> {
+    fn check(
+        &self,
+        token: &str,
+        alg: Algorithm,
+        kid: Option<&str>,
+    ) -> Result<(Identity, u64), AuthError> {
         let remote: Vec<_> = self.remote.iter().map(|r| r.keys.load()).collect();
         let candidates = self
             .static_keys
@@ -210,8 +243,13 @@ impl Verifier {
         let mut tried = false;
         for key in candidates {
             tried = true;
+            crate::metrics::METRICS.auth_verifications.inc();
             match jsonwebtoken::decode::<Value>(token, &key.key, &validation) {
-                Ok(data) => return self.identity(&data.claims),
+                Ok(data) => {
+                    let exp = data.claims.get("exp").and_then(Value::as_u64);
+                    let exp = exp.ok_or(AuthError::MissingClaim)?;
+                    return Ok((self.identity(&data.claims)?, exp));
+                }
                 Err(e) if matches!(e.kind(), ErrorKind::InvalidSignature) => continue,
                 Err(e) => return Err(classify(e.kind())),
             }
@@ -274,8 +312,14 @@ impl Verifier {
     }
 }
 
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// The token of `Authorization: Bearer <token>`.
-fn bearer(value: Option<&[u8]>) -> Option<&str> {
+pub fn bearer(value: Option<&[u8]>) -> Option<&str> {
     let value = std::str::from_utf8(value?).ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();

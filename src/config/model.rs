@@ -41,6 +41,34 @@ pub struct Server {
     pub threads: usize,
     pub shutdown_grace: Duration,
     pub trusted_proxies: Vec<IpNet>,
+    /// What `%2F` and `%5C` in a path mean (SPEC section 10).
+    pub escaped_slashes: EscapedSlashes,
+    /// Bytes of one request head (request line and headers); 431 beyond.
+    pub max_header_size: u64,
+    /// Bytes of the request target or of one header line; 414 or 431 beyond.
+    pub max_header_field_size: u64,
+    /// From the first byte of a request head to its end; then the connection closes.
+    pub header_timeout: Duration,
+    /// Longest wait for the next byte of a request body.
+    pub body_idle_timeout: Duration,
+    /// Open client connections, overall and from one peer address.
+    pub max_connections: u64,
+    pub max_connections_per_ip: u64,
+    /// Keep client headers whose names hold `_` (nginx `underscores_in_headers`).
+    pub allow_underscores_in_headers: bool,
+    /// IPv6 clients share a `client_ip` bucket per this prefix (48 to 128).
+    pub ipv6_prefix: u8,
+}
+
+/// `server.escaped_slashes`, like Envoy's `path_with_escaped_slashes_action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EscapedSlashes {
+    /// 400 for a path holding `%2F` or `%5C`.
+    Reject,
+    /// Route and forward them as `/`.
+    Decode,
+    /// Route and forward them escaped, as one segment.
+    Keep,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +111,9 @@ pub struct Store {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Auth {
+    /// Failed authentications one client address may make back to back,
+    /// and their refill; then 429 without a signature check.
+    pub failure_limit: Bucket,
     pub issuer: Option<String>,
     pub audience: Vec<String>,
     pub leeway: Duration,
@@ -170,6 +201,15 @@ pub struct Limit {
     pub default: Bucket,
     pub plans: BTreeMap<String, Bucket>,
     pub shadow: bool,
+    /// For `{path}`/`{header}` scopes: the only values accepted (404 otherwise).
+    pub values: Option<BTreeSet<String>>,
+}
+
+impl Limit {
+    /// Keyed on a value the client picks freely: a new value, a new bucket.
+    pub fn client_keyed(&self) -> bool {
+        matches!(self.scope, Scope::Path(_) | Scope::Header(_)) && self.values.is_none()
+    }
 }
 
 /// Limits applied to non-exempt routes that name none.
@@ -247,6 +287,9 @@ pub struct Route {
     pub max_body: Option<u64>,
     pub strip_prefix: Option<String>,
     pub forward_authorization: bool,
+    /// An `auth: none` route keyed only by client-chosen values does not
+    /// also spend the per-address default limit.
+    pub client_ip_exempt: bool,
 }
 
 /// The result of loading a file: the config, plus warnings worth printing.
@@ -299,7 +342,14 @@ impl Config {
             return Vec::new();
         }
         match &route.limits {
-            Some(names) => names.iter().filter_map(|n| self.limits.get(n)).collect(),
+            Some(names) => {
+                let mut limits: Vec<&Limit> =
+                    names.iter().filter_map(|n| self.limits.get(n)).collect();
+                if self.needs_address_guard(route, &limits) {
+                    limits.extend(self.default_limits.unauthenticated.as_ref());
+                }
+                limits
+            }
             None => {
                 let default = if route.auth {
                     &self.default_limits.authenticated
@@ -309,6 +359,16 @@ impl Config {
                 default.iter().collect()
             }
         }
+    }
+
+    /// An `auth: none` route whose every limit is keyed on a value the
+    /// client picks would give each new value a full bucket; it also spends
+    /// the unauthenticated default (per address) unless it opts out.
+    fn needs_address_guard(&self, route: &Route, limits: &[&Limit]) -> bool {
+        !route.auth
+            && !route.client_ip_exempt
+            && !limits.is_empty()
+            && limits.iter().all(|l| l.client_keyed())
     }
 
     /// A one-paragraph summary for `check`.
@@ -485,11 +545,73 @@ fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
              store.process_local under `acknowledge:`",
         );
     }
+    warn_client_keyed(r, &config, top.get("routes"));
+    if config.server.escaped_slashes == EscapedSlashes::Keep
+        && !config.acknowledge.contains("server.escaped_slashes_keep")
+    {
+        let at = top.get("server").map(|a| a.pos()).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "server.escaped_slashes_keep",
+            "server.escaped_slashes \"keep\": fairgate routes /a%2Fb as one segment, but many \
+             frameworks decode it to /a/b and route it elsewhere; make sure every upstream \
+             keeps %2F escaped, or list server.escaped_slashes_keep under `acknowledge:`",
+        );
+    }
     Some(config)
 }
 
+/// `auth: none` routes limited only by values the client picks: every new
+/// value is a new, full bucket.
+fn warn_client_keyed(r: &mut Reader<'_>, config: &Config, routes: Option<At<'_>>) {
+    if config.acknowledge.contains("limits.client_keyed") {
+        return;
+    }
+    let nodes = routes
+        .as_ref()
+        .and_then(|at| at.node.as_sequence())
+        .map(|s| s.iter().collect::<Vec<_>>())
+        .unwrap_or_default();
+    for (i, route) in config.routes.iter().enumerate() {
+        let Some(names) = route
+            .limits
+            .as_ref()
+            .filter(|_| !route.auth && !route.exempt)
+        else {
+            continue;
+        };
+        let limits: Vec<&Limit> = names.iter().filter_map(|n| config.limits.get(n)).collect();
+        if limits.is_empty() || !limits.iter().all(|l| l.client_keyed()) {
+            continue;
+        }
+        let guard = config.default_limits.unauthenticated.as_ref();
+        let then = match guard {
+            Some(_) if !route.client_ip_exempt => {
+                "it also spends default_limits.unauthenticated per client address"
+            }
+            _ => "nothing else bounds it",
+        };
+        let at = nodes.get(i).map(|n| file::position(n)).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "limits.client_keyed",
+            format!(
+                "route \"{}\" has auth: none and only limits keyed on a path or header value the \
+                 client chooses, so every new value gets a full bucket; {then}. List the accepted \
+                 values (`scope: {{path: NAME, values: [...]}}`), or list limits.client_keyed \
+                 under `acknowledge:`",
+                route.name
+            ),
+        );
+    }
+}
+
 /// Warning codes a file may silence under `acknowledge:`.
-pub const ACKNOWLEDGEABLE: &[&str] = &["store.process_local"];
+pub const ACKNOWLEDGEABLE: &[&str] = &[
+    "store.process_local",
+    "limits.client_keyed",
+    "server.escaped_slashes_keep",
+];
 
 fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -499,6 +621,15 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
         threads: cpus,
         shutdown_grace: Duration::from_secs(10),
         trusted_proxies: Vec::new(),
+        escaped_slashes: EscapedSlashes::Reject,
+        max_header_size: 32 * 1024,
+        max_header_field_size: 8 * 1024,
+        header_timeout: Duration::from_secs(10),
+        body_idle_timeout: Duration::from_secs(30),
+        max_connections: 10_000,
+        max_connections_per_ip: 256,
+        allow_underscores_in_headers: false,
+        ipv6_prefix: 64,
     };
     let Some(at) = at else { return server };
     let Some(f) = r.mapping(&at, schema::SERVER) else {
@@ -558,6 +689,84 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
                     "expected a CIDR such as 10.0.0.0/8 or an IP address",
                 ),
             }
+        }
+    }
+    if let Some(at) = f.get("escaped_slashes") {
+        match r.string(&at).as_deref() {
+            Some("reject") => server.escaped_slashes = EscapedSlashes::Reject,
+            Some("decode") => server.escaped_slashes = EscapedSlashes::Decode,
+            Some("keep") => server.escaped_slashes = EscapedSlashes::Keep,
+            Some(_) => r.error_value(
+                &at,
+                "server.escaped_slashes_invalid",
+                "must be one of reject, decode, keep",
+            ),
+            None => {}
+        }
+    }
+    for (key, slot, min, max) in [
+        (
+            "max_header_size",
+            &mut server.max_header_size,
+            1024,
+            1 << 20,
+        ),
+        (
+            "max_header_field_size",
+            &mut server.max_header_field_size,
+            256,
+            1 << 20,
+        ),
+    ] {
+        if let Some(at) = f.get(key) {
+            match r.size(&at) {
+                Some(n) if (min..=max).contains(&n) => *slot = n,
+                Some(_) => r.error_value(
+                    &at,
+                    "server.size_invalid",
+                    format!("must be {min} bytes to 1MiB"),
+                ),
+                None => {}
+            }
+        }
+    }
+    if server.max_header_field_size > server.max_header_size {
+        r.error(
+            &at,
+            "server.size_invalid",
+            "max_header_field_size cannot exceed max_header_size",
+        );
+    }
+    for (key, slot) in [
+        ("header_timeout", &mut server.header_timeout),
+        ("body_idle_timeout", &mut server.body_idle_timeout),
+    ] {
+        if let Some(d) = f.get(key).and_then(|at| r.positive_duration(&at)) {
+            *slot = d;
+        }
+    }
+    for (key, slot) in [
+        ("max_connections", &mut server.max_connections),
+        ("max_connections_per_ip", &mut server.max_connections_per_ip),
+    ] {
+        if let Some(n) = f
+            .get(key)
+            .and_then(|at| r.count(&at, "server.connections_invalid"))
+        {
+            *slot = n;
+        }
+    }
+    if let Some(b) = f
+        .get("allow_underscores_in_headers")
+        .and_then(|at| r.bool(&at))
+    {
+        server.allow_underscores_in_headers = b;
+    }
+    if let Some(at) = f.get("ipv6_prefix") {
+        match r.u64(&at, "server.ipv6_prefix_invalid") {
+            Some(n @ 48..=128) => server.ipv6_prefix = n as u8,
+            Some(_) => r.error_value(&at, "server.ipv6_prefix_invalid", "must be 48 to 128"),
+            None => {}
         }
     }
     server
@@ -793,7 +1002,18 @@ fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
         .get("default_plan")
         .and_then(|at| r.string(&at))
         .unwrap_or_else(|| "free".into());
+    let failure_limit = f
+        .get("failure_limit")
+        .and_then(|at| bucket(r, &at))
+        .unwrap_or(Bucket {
+            capacity: 20,
+            rate: Rate {
+                count: 1,
+                period: Duration::from_secs(1),
+            },
+        });
     Some(Auth {
+        failure_limit,
         issuer,
         audience,
         leeway,
@@ -1114,11 +1334,11 @@ fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
         r.error(at, "limits.scope_invalid", HELP);
         return None;
     };
-    if map.len() != 1 {
+    let mut named = map.iter().filter(|(k, _)| k.as_str() != "values");
+    let (Some((key, value)), None) = (named.next(), named.next()) else {
         r.error(at, "limits.scope_invalid", HELP);
         return None;
-    }
-    let (key, value) = map.iter().next()?;
+    };
     let value_at = at.child(key.as_str(), value, at.key_pos);
     let name = value
         .as_scalar()
@@ -1181,13 +1401,42 @@ fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit> {
         }
     }
     let shadow = f.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false);
+    let values = f
+        .get("scope")
+        .and_then(|s| scope_values(r, &s, scope.as_ref()?));
     Some(Limit {
         name: name.to_string(),
         scope: scope?,
         default: default?,
         plans,
         shadow,
+        values,
     })
+}
+
+/// `values: [stripe, github]` inside a `{path}` or `{header}` scope.
+fn scope_values(r: &mut Reader<'_>, at: &At<'_>, scope: &Scope) -> Option<BTreeSet<String>> {
+    let map = at.node.as_mapping()?;
+    let (key, node) = map.iter().find(|(k, _)| k.as_str() == "values")?;
+    let values_at = at.child(key.as_str(), node, file::position(node));
+    if !matches!(scope, Scope::Path(_) | Scope::Header(_)) {
+        r.error(
+            &values_at,
+            "limits.scope_invalid",
+            "values need a {path} or {header} scope",
+        );
+        return None;
+    }
+    let values: BTreeSet<String> = r.strings(&values_at).into_iter().collect();
+    if values.is_empty() {
+        r.error(
+            &values_at,
+            "limits.scope_invalid",
+            "values needs at least one value",
+        );
+        return None;
+    }
+    Some(values)
 }
 
 fn name_ok(name: &str) -> bool {
@@ -1211,6 +1460,7 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
         },
         plans: BTreeMap::new(),
         shadow: false,
+        values: None,
     };
     let mut out = DefaultLimits {
         authenticated: Some(builtin("default", Scope::Tenant, 600)),
@@ -1251,6 +1501,7 @@ fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
                 default: bucket,
                 plans: BTreeMap::new(),
                 shadow: m.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false),
+                values: None,
             });
         }
     }
@@ -1558,6 +1809,23 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
                      limits must key them all by tenant",
                 );
             }
+            let client_keyed = !names.is_empty()
+                && names
+                    .iter()
+                    .all(|n| config.limits.get(n).is_some_and(|l| l.client_keyed()));
+            let guarded = f
+                .get("client_ip_exempt")
+                .and_then(|a| a.node.as_scalar().and_then(|s| s.as_bool()))
+                != Some(true);
+            if !auth && client_keyed && guarded && config.default_limits.unauthenticated.is_some() {
+                r.error(
+                    at,
+                    "routes.cross_slot",
+                    "on redis_cluster this auth: none route, limited only by client-chosen \
+                     values, cannot also spend the per-address default in one atomic check: \
+                     list the accepted values in the limit's scope, or set client_ip_exempt: true",
+                );
+            }
         }
     }
     if !exempt && limits.is_none() {
@@ -1602,6 +1870,10 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
         .get("forward_authorization")
         .and_then(|a| r.bool(&a))
         .unwrap_or(true);
+    let client_ip_exempt = f
+        .get("client_ip_exempt")
+        .and_then(|a| r.bool(&a))
+        .unwrap_or(false);
     Some(Route {
         name,
         host,
@@ -1616,6 +1888,7 @@ fn route(r: &mut Reader<'_>, at: &At<'_>, config: &Config, declared: &Declared) 
         max_body,
         strip_prefix,
         forward_authorization,
+        client_ip_exempt,
     })
 }
 

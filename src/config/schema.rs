@@ -23,6 +23,15 @@ pub const SERVER: &[&str] = &[
     "threads",
     "shutdown_grace",
     "trusted_proxies",
+    "escaped_slashes",
+    "max_header_size",
+    "max_header_field_size",
+    "header_timeout",
+    "body_idle_timeout",
+    "max_connections",
+    "max_connections_per_ip",
+    "allow_underscores_in_headers",
+    "ipv6_prefix",
 ];
 pub const SERVER_TLS: &[&str] = &["listen", "cert", "key"];
 pub const ADMIN: &[&str] = &["listen"];
@@ -37,6 +46,7 @@ pub const STORE: &[&str] = &[
     "local_divisor",
 ];
 pub const AUTH: &[&str] = &[
+    "failure_limit",
     "issuer",
     "audience",
     "leeway",
@@ -83,6 +93,7 @@ pub const ROUTE: &[&str] = &[
     "max_body",
     "strip_prefix",
     "forward_authorization",
+    "client_ip_exempt",
 ];
 pub const ROUTE_MATCH: &[&str] = &["host", "path", "path_prefix", "methods"];
 
@@ -99,6 +110,7 @@ pub fn paths() -> Vec<String> {
     under("store", STORE);
     under("auth", AUTH);
     under("auth.claims", AUTH_CLAIMS);
+    under("auth.failure_limit", BUCKET);
     under("auth.keys[]", AUTH_KEY);
     under("upstreams.<name>", UPSTREAM);
     under("limits.<name>", LIMIT);

@@ -45,6 +45,20 @@ pub enum Unkeyable {
     MissingClaim,
     /// A path or header value over `MAX_VALUE_BYTES`.
     ValueTooLong,
+    /// A value outside the scope's `values` list.
+    NotListed,
+}
+
+/// The address a client is counted under: itself for IPv4, its network of
+/// `ipv6_prefix` bits for IPv6 (one host usually holds a whole /64).
+pub fn address_key(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if ipv6_prefix < 128 => {
+            let mask = u128::MAX << (128 - u32::from(ipv6_prefix));
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+        other => other,
+    }
 }
 
 /// Longest path capture or header value a key is built from (SPEC section 4).
@@ -113,14 +127,23 @@ pub fn plan(
                 }
                 Scope::ClientIp => keys::client_ip(
                     prefix,
-                    subject
-                        .client_ip
-                        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                    address_key(
+                        subject
+                            .client_ip
+                            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                        config.server.ipv6_prefix,
+                    ),
                     name,
                 ),
                 Scope::Global => keys::global(prefix, name),
                 Scope::Path(_) | Scope::Header(_) => {
-                    keys::value(prefix, tid, name, subject.value(&limit.scope)?)
+                    let value = subject.value(&limit.scope)?;
+                    if let Some(listed) = &limit.values {
+                        if !value.is_some_and(|v| listed.contains(v)) {
+                            return Err(Unkeyable::NotListed);
+                        }
+                    }
+                    keys::value(prefix, tid, name, value)
                 }
             };
             let bucket = sizing(config, limit, subject.identity);

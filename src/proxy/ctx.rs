@@ -14,8 +14,6 @@ pub struct Ctx {
     pub policy: Arc<Policy>,
     pub route: Option<usize>,
     pub captures: Vec<(String, String)>,
-    /// The path routed on, when it differs from the one the client sent.
-    pub normalized_path: Option<String>,
     pub request_id: String,
     pub client_ip: Option<IpAddr>,
     /// Whether the connecting peer is a trusted proxy.
@@ -41,7 +39,6 @@ impl Ctx {
             policy,
             route: None,
             captures: Vec::new(),
-            normalized_path: None,
             request_id: String::new(),
             client_ip: None,
             peer_trusted: false,

@@ -31,31 +31,49 @@ impl Gateway {
     /// Everything that decides whether a request may go upstream. An `Err`
     /// is the gateway's own answer.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), Refusal> {
+        clean_headers(session.req_header_mut(), ctx)?;
         let req = session.req_header();
-        let path = route::normalize(req.uri.path())
-            .filter(|p| route::path_is_safe(p))
-            .ok_or_else(|| {
-                Refusal::new(
-                    400,
-                    "bad-path",
-                    "Bad request path",
-                    "the path has dot segments or a malformed escape",
-                )
-            })?;
         let host = req
             .headers
             .get(http::header::HOST)
             .and_then(|h| h.to_str().ok())
-            .or(req.uri.host())
-            .map(route::host_of)
-            .unwrap_or_default();
+            .map(route::host_of);
+        let slashes = ctx.policy.config.server.escaped_slashes;
+        let target = route::target(
+            req.raw_path(),
+            req.method.as_str(),
+            host.as_deref(),
+            slashes,
+        )
+        .map_err(|why| Refusal::new(400, "bad-target", "Bad request target", why.detail()))?
+        .ok_or_else(Refusal::not_found)?;
+        // From here on the request's URI is the routed path (and the query as
+        // sent): what is routed is what is limited, logged and forwarded.
+        let unchanged = matches!(target.path, std::borrow::Cow::Borrowed(_))
+            && req.raw_path().first() == Some(&b'/')
+            && req.uri.path() == target.path;
+        if !unchanged {
+            let uri = match target.query {
+                Some(q) => format!("{}?{q}", target.path),
+                None => target.path.into_owned(),
+            };
+            let uri = uri.parse::<http::Uri>().map_err(|_| {
+                Refusal::new(
+                    400,
+                    "bad-target",
+                    "Bad request target",
+                    route::BadTarget::Form.detail(),
+                )
+            })?;
+            session.req_header_mut().set_uri(uri);
+        }
+        let req = session.req_header();
+        let path = req.uri.path();
+        let host = host.unwrap_or_default();
         let policy = ctx.policy.clone();
-        let matched = route::find(&policy.config, &host, req.method.as_str(), &path)
+        let matched = route::find(&policy.config, &host, req.method.as_str(), path)
             .ok_or_else(Refusal::not_found)?;
         ctx.route = Some(matched.index);
-        if let std::borrow::Cow::Owned(p) = &path {
-            ctx.normalized_path = Some(p.clone());
-        }
         ctx.captures = matched
             .captures
             .into_iter()
@@ -89,19 +107,59 @@ impl Gateway {
                 .headers
                 .get(http::header::AUTHORIZATION)
                 .map(|v| v.as_bytes());
-            match verifier.verify(authorization).await {
-                Ok(identity) => ctx.identity = Some(identity),
-                Err(e) => {
-                    METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
-                    return Err(Refusal::unauthorized(e));
-                }
-            }
+            let token = crate::auth::bearer(authorization);
+            ctx.identity = match token.and_then(|t| verifier.known(t)) {
+                Some(identity) => Some(identity),
+                None => Some(self.authenticate(verifier, token, ctx).await?),
+            };
         }
         if !route.exempt {
             self.limit(session, ctx).await?;
             self.take_slot(session, ctx).await?;
         }
         Ok(())
+    }
+
+    /// Verifies a token not known to be valid. Each failure spends from the
+    /// client address's failure bucket; while it is empty, the address gets
+    /// 429 without a signature check.
+    async fn authenticate(
+        &self,
+        verifier: &crate::auth::Verifier,
+        token: Option<&str>,
+        ctx: &Ctx,
+    ) -> Result<crate::auth::Identity, Refusal> {
+        let config = &ctx.policy.config;
+        let bucket = config
+            .auth
+            .as_ref()
+            .map(|a| a.failure_limit)
+            .ok_or_else(|| Refusal::new(500, "internal", "Internal error", "no auth section"))?;
+        let addr = limit::address_key(
+            ctx.client_ip
+                .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+            config.server.ipv6_prefix,
+        );
+        let failures = &self.shared.auth_failures;
+        if let Err(wait_ms) = failures.check(addr, &bucket) {
+            METRICS.auth_throttled.inc();
+            return Err(Refusal::new(
+                429,
+                "auth-throttled",
+                "Too many failed authentications",
+                "too many requests from this address failed authentication; retry later",
+            )
+            .header(
+                http::header::RETRY_AFTER,
+                wait_ms.div_ceil(1000).max(1).to_string(),
+            )
+            .extra("retry_after_ms", serde_json::json!(wait_ms)));
+        }
+        verifier.verify(token).await.map_err(|e| {
+            failures.spend(addr, &bucket);
+            METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
+            Refusal::unauthorized(e)
+        })
     }
 
     /// Spends the route's buckets; sets the quota headers either way.
@@ -278,6 +336,7 @@ impl Gateway {
 
 fn unkeyable(why: limit::Unkeyable) -> Refusal {
     match why {
+        limit::Unkeyable::NotListed => Refusal::not_found(),
         limit::Unkeyable::MissingClaim => {
             Refusal::unauthorized(crate::auth::AuthError::MissingClaim)
         }
@@ -291,6 +350,95 @@ fn unkeyable(why: limit::Unkeyable) -> Refusal {
             ),
         ),
     }
+}
+
+/// Proxy headers believed only from trusted peers; from anyone else they
+/// are removed before any phase reads the request (SPEC section 10).
+const PROXY_HEADERS: &[&str] = &["forwarded", "x-real-ip", "x-original-url", "x-rewrite-url"];
+
+/// Header hygiene, before anything reads the request: bounded fields, one
+/// Host on HTTP/1.1, one Content-Length, no `_` in names (CGI and WSGI read
+/// `X_Tenant_Id` as `X-Tenant-Id`), no proxy headers from untrusted peers.
+fn clean_headers(req: &mut RequestHeader, ctx: &Ctx) -> Result<(), Refusal> {
+    let config = &ctx.policy.config;
+    let server = &config.server;
+    let bad = |detail: &'static str| Refusal::new(400, "bad-request", "Bad request", detail);
+    let max_field = server.max_header_field_size as usize;
+    if req.raw_path().len() > max_field {
+        METRICS
+            .edge_refusals
+            .with_label_values(&["header_field_size"])
+            .inc();
+        return Err(Refusal::new(
+            414,
+            "uri-too-long",
+            "URI too long",
+            format!("the request target is over {max_field} bytes"),
+        ));
+    }
+    if req
+        .headers
+        .iter()
+        .any(|(n, v)| n.as_str().len() + v.len() + 2 > max_field)
+    {
+        METRICS
+            .edge_refusals
+            .with_label_values(&["header_field_size"])
+            .inc();
+        return Err(Refusal::new(
+            431,
+            "header-too-large",
+            "Request header fields too large",
+            format!("a header line is over {max_field} bytes"),
+        ));
+    }
+    let hosts = req.headers.get_all(http::header::HOST).iter().count();
+    if hosts > 1 || (hosts == 0 && req.version == http::Version::HTTP_11) {
+        return Err(bad("an HTTP/1.1 request needs exactly one Host header"));
+    }
+    let lengths = req.headers.get_all(http::header::CONTENT_LENGTH);
+    let mut values = lengths.iter().flat_map(|v| {
+        v.to_str()
+            .unwrap_or(",")
+            .split(',')
+            .map(|n| n.trim().parse::<u64>().ok())
+    });
+    if let Some(first) = values.next() {
+        let first = first.ok_or_else(|| bad("the Content-Length is not a number"))?;
+        let mut repeated = false;
+        for other in values {
+            if other != Some(first) {
+                return Err(bad("conflicting Content-Length values"));
+            }
+            repeated = true;
+        }
+        if repeated {
+            req.insert_header(http::header::CONTENT_LENGTH, first.to_string())
+                .map_err(|_| bad("the Content-Length is not a number"))?;
+        }
+    }
+    let ids = &config.identity_headers;
+    let is_identity = |name: &str| {
+        let dashed = name.replace('_', "-");
+        [&ids.tenant, &ids.user, &ids.plan]
+            .iter()
+            .any(|h| h.as_str() == dashed)
+    };
+    let drop: Vec<http::HeaderName> = req
+        .headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            (name.contains('_') && (!server.allow_underscores_in_headers || is_identity(name)))
+                || (!ctx.peer_trusted
+                    && (name.starts_with("x-forwarded-") || PROXY_HEADERS.contains(&name)))
+        })
+        .cloned()
+        .collect();
+    for name in drop {
+        req.remove_header(&name);
+    }
+    Ok(())
 }
 
 /// Whether the request carries a body the gateway has not read.
@@ -364,6 +512,8 @@ impl ProxyHttp for Gateway {
             _ => new_request_id(),
         };
         self.client_ip(session, ctx);
+        // A body that stops arriving ends the exchange (and frees its slot).
+        session.set_read_timeout(Some(ctx.policy.config.server.body_idle_timeout));
         match self.admit(session, ctx).await {
             Ok(()) => Ok(false),
             Err(refusal) => {
@@ -487,20 +637,17 @@ impl ProxyHttp for Gateway {
         }
         upstream.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
 
-        // The path the upstream gets: the normal form routed on, less the
-        // route's `strip_prefix`; the URI is rebuilt only when it changed.
-        let routed = ctx.normalized_path.as_deref();
-        let path = routed.unwrap_or(upstream.uri.path());
+        // The path the upstream gets: the one routed on (already the
+        // request's URI), less the route's `strip_prefix`.
         let stripped = route.strip_prefix.as_deref().and_then(|prefix| {
-            let rest = path.strip_prefix(prefix)?;
+            let rest = upstream.uri.path().strip_prefix(prefix)?;
             match rest {
                 "" => Some("/"),
                 r if r.starts_with('/') => Some(r),
                 _ => None,
             }
         });
-        if routed.is_some() || stripped.is_some() {
-            let path = stripped.unwrap_or(path);
+        if let Some(path) = stripped {
             let uri = match upstream.uri.query() {
                 Some(q) => format!("{path}?{q}"),
                 None => path.to_string(),

@@ -3,6 +3,7 @@
 //! (`respond`).
 
 pub mod ctx;
+pub mod edge;
 pub mod gateway;
 pub mod respond;
 pub mod route;
@@ -44,6 +45,8 @@ impl Policy {
 pub struct Shared {
     pub policy: ArcSwap<Policy>,
     pub limiter: crate::limit::Limiter,
+    /// Failed authentications per client address; outlives reloads.
+    pub auth_failures: crate::auth::failures::Failures,
     /// Listeners are up and the process is not shutting down.
     pub ready: AtomicBool,
 }

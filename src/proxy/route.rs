@@ -3,8 +3,9 @@
 //! route to fairgate and another to the upstream (dot segments).
 
 use std::borrow::Cow;
+use std::fmt::Write;
 
-use crate::config::{Config, HostMatch, PathMatch, Route, Segment};
+use crate::config::{Config, EscapedSlashes, HostMatch, PathMatch, Route, Segment};
 
 /// The chosen route and the values of its path captures.
 #[derive(Debug)]
@@ -67,43 +68,170 @@ fn path_matches<'c>(want: &'c PathMatch, path: &str) -> Option<Vec<(&'c str, Str
     }
 }
 
+/// Why a request target cannot be routed; each is a 400.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadTarget {
+    /// Not origin-form `/...`, absolute-form `http(s)://host/...` or `OPTIONS *`.
+    Form,
+    /// Absolute-form naming another host than `Host`.
+    Authority,
+    /// A malformed escape, `%00`, `%25XX`, invalid UTF-8 or a non-ASCII byte.
+    Escape,
+    /// `%2F` or `%5C` under `escaped_slashes: reject`.
+    EscapedSlash,
+    /// Dot segments, also encoded or as `..;`.
+    DotSegment,
+}
+
+impl BadTarget {
+    pub fn detail(self) -> &'static str {
+        match self {
+            BadTarget::Form => "the request target must be a path starting with /",
+            BadTarget::Authority => "the absolute request target names another host than Host",
+            BadTarget::Escape => {
+                "the path has a malformed, NUL, double-encoded or non-UTF-8 escape"
+            }
+            BadTarget::EscapedSlash => "the path has an encoded slash (%2F or %5C)",
+            BadTarget::DotSegment => "the path has dot segments",
+        }
+    }
+}
+
+/// What a request target means to fairgate: the one path it routes,
+/// authenticates, limits, logs and forwards, and the query forwarded as sent.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Target<'a> {
+    pub path: Cow<'a, str>,
+    pub query: Option<&'a str>,
+}
+
+/// Reads a raw request target (RFC 9112 section 3.2). `Ok(None)` is
+/// `OPTIONS *`, which names no path. `host` is the normalised Host header.
+pub fn target<'a>(
+    raw: &'a [u8],
+    method: &str,
+    host: Option<&str>,
+    slashes: EscapedSlashes,
+) -> Result<Option<Target<'a>>, BadTarget> {
+    if raw == b"*" {
+        return if method == "OPTIONS" {
+            Ok(None)
+        } else {
+            Err(BadTarget::Form)
+        };
+    }
+    let raw = std::str::from_utf8(raw).map_err(|_| BadTarget::Escape)?;
+    if raw.contains('#') {
+        return Err(BadTarget::Form);
+    }
+    let origin = match absolute_form(raw) {
+        Some((authority, rest)) => {
+            if host.is_some_and(|h| h != host_of(authority)) {
+                return Err(BadTarget::Authority);
+            }
+            rest
+        }
+        None => raw,
+    };
+    let (path, query) = match origin.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (origin, None),
+    };
+    // Absolute-form with an empty path means `/` (RFC 9112 section 3.2.2).
+    let path = if path.is_empty() && origin.len() != raw.len() {
+        "/"
+    } else {
+        path
+    };
+    if !path.starts_with('/') {
+        return Err(BadTarget::Form);
+    }
+    let path = normalize(path, slashes)?;
+    if !path_is_safe(&path) {
+        return Err(BadTarget::DotSegment);
+    }
+    Ok(Some(Target { path, query }))
+}
+
+/// `http://authority/rest` or `https://...` (scheme case-insensitive):
+/// the authority and the rest, which may be empty or start with `/` or `?`.
+fn absolute_form(raw: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = raw.split_once("://")?;
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return None;
+    }
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    (!authority.is_empty() && !authority.contains('@')).then(|| (authority, &rest[end..]))
+}
+
 /// The one form of a path that fairgate routes on and forwards, so it and
 /// the upstream cannot read a request differently: percent-encoded
 /// unreserved characters decoded (RFC 3986 6.2.2.2: `%73` is `s`), other
-/// escapes upper-cased, empty segments (`//`) collapsed. `None` for a
-/// malformed escape.
-pub fn normalize(path: &str) -> Option<Cow<'_, str>> {
+/// escapes upper-cased, empty segments (`//`) collapsed, encoded slashes
+/// refused, decoded or kept as `slashes` says. Refused: malformed escapes,
+/// `%00`, `%25` before two hex digits (a second decoding would change the
+/// path), non-ASCII bytes, and escapes that decode to invalid UTF-8.
+pub fn normalize(path: &str, slashes: EscapedSlashes) -> Result<Cow<'_, str>, BadTarget> {
     if !path.is_ascii() {
-        return None;
+        return Err(BadTarget::Escape);
     }
     if !path.contains('%') && !path.contains("//") {
-        return Some(Cow::Borrowed(path));
+        return Ok(Cow::Borrowed(path));
     }
     let bytes = path.as_bytes();
+    let hex_at = |i: usize| {
+        path.get(i..i + 2)
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+    };
     let mut out = String::with_capacity(path.len());
+    // Every escape decoded, to check that the path is UTF-8 once decoded.
+    let mut decoded = Vec::with_capacity(path.len());
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
         if b == b'%' {
-            let hex = path.get(i + 1..i + 3)?;
-            let v = u8::from_str_radix(hex, 16).ok()?;
-            if v.is_ascii_alphanumeric() || matches!(v, b'-' | b'.' | b'_' | b'~') {
-                out.push(v as char);
-            } else {
-                out.push('%');
-                out.push_str(&hex.to_ascii_uppercase());
-            }
+            let v = hex_at(i + 1).ok_or(BadTarget::Escape)?;
             i += 3;
+            decoded.push(v);
+            match v {
+                0 => return Err(BadTarget::Escape),
+                b'%' if hex_at(i).is_some() => return Err(BadTarget::Escape),
+                b'/' | b'\\' => match slashes {
+                    EscapedSlashes::Reject => return Err(BadTarget::EscapedSlash),
+                    EscapedSlashes::Decode if out.ends_with('/') => {}
+                    EscapedSlashes::Decode => out.push('/'),
+                    EscapedSlashes::Keep => {
+                        let _ = write!(out, "%{v:02X}");
+                    }
+                },
+                v if v.is_ascii_alphanumeric() || matches!(v, b'-' | b'.' | b'_' | b'~') => {
+                    out.push(v as char)
+                }
+                v => {
+                    let _ = write!(out, "%{v:02X}");
+                }
+            }
             continue;
         }
+        decoded.push(b);
+        i += 1;
         if b == b'/' && out.ends_with('/') {
-            i += 1;
             continue;
         }
         out.push(b as char);
-        i += 1;
     }
-    Some(Cow::Owned(out))
+    std::str::from_utf8(&decoded).map_err(|_| BadTarget::Escape)?;
+    // Decoding `%32%46` after `%25` spells `%252F`: as double-encoded as `%252F`.
+    let double = out.match_indices("%25").any(|(i, _)| {
+        out.get(i + 3..i + 5)
+            .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    if double {
+        return Err(BadTarget::Escape);
+    }
+    Ok(Cow::Owned(out))
 }
 
 /// A path fairgate and the upstream would read alike: absolute, without
@@ -131,7 +259,8 @@ pub fn path_is_safe(path: &str) -> bool {
     !lenient.split('/').any(dot_segment)
 }
 
-/// The Host header without port, lower-cased.
+/// The Host header as routes see it: without port, lower-cased, without
+/// the one trailing dot of a fully qualified name.
 pub fn host_of(raw: &str) -> String {
     let without_port = if raw.starts_with('[') {
         raw.split(']')
@@ -144,7 +273,11 @@ pub fn host_of(raw: &str) -> String {
             .map(|(h, _)| h.to_string())
             .unwrap_or_else(|| raw.to_string())
     };
-    without_port.to_ascii_lowercase()
+    let mut host = without_port.to_ascii_lowercase();
+    if host.ends_with('.') {
+        host.pop();
+    }
+    host
 }
 
 #[cfg(test)]
@@ -162,20 +295,39 @@ mod tests {
         assert!(!path_is_safe("v1"));
     }
 
+    fn norm(path: &str, slashes: EscapedSlashes) -> Result<String, BadTarget> {
+        normalize(path, slashes).map(|p| p.into_owned())
+    }
+
     #[test]
     fn normal_form() {
+        use EscapedSlashes::*;
         assert_eq!(
-            normalize("/v1/auth/%72efresh").as_deref(),
-            Some("/v1/auth/refresh")
+            norm("/v1/auth/%72efresh", Reject).unwrap(),
+            "/v1/auth/refresh"
         );
         assert_eq!(
-            normalize("/webhooks/%73tripe").as_deref(),
-            Some("/webhooks/stripe")
+            norm("/webhooks/%73tripe", Reject).unwrap(),
+            "/webhooks/stripe"
         );
-        assert_eq!(normalize("//v1///x/").as_deref(), Some("/v1/x/"));
-        assert_eq!(normalize("/a%2fb%3A").as_deref(), Some("/a%2Fb%3A"));
-        assert_eq!(normalize("/bad%zz"), None);
-        assert_eq!(normalize("/cut%4"), None);
+        assert_eq!(norm("//v1///x/", Reject).unwrap(), "/v1/x/");
+        assert_eq!(norm("/a%2fb%3A", Keep).unwrap(), "/a%2Fb%3A");
+        assert_eq!(norm("/a%2fb", Reject), Err(BadTarget::EscapedSlash));
+        assert_eq!(norm("/a%5Cb", Reject), Err(BadTarget::EscapedSlash));
+        assert_eq!(norm("/a%2f%2Fb", Decode).unwrap(), "/a/b");
+        assert_eq!(norm("/bad%zz", Keep), Err(BadTarget::Escape));
+        assert_eq!(norm("/cut%4", Keep), Err(BadTarget::Escape));
+        assert_eq!(norm("/nul%00x", Keep), Err(BadTarget::Escape));
+        assert_eq!(norm("/twice%252F", Keep), Err(BadTarget::Escape));
+        assert_eq!(norm("/pct%25zz", Keep).unwrap(), "/pct%25zz");
+        assert_eq!(norm("/p%25%32%46", Keep), Err(BadTarget::Escape));
+        assert_eq!(norm("/overlong%C0%AF", Keep), Err(BadTarget::Escape));
+        assert_eq!(norm("/caf%C3%A9", Keep).unwrap(), "/caf%C3%A9");
+        assert_eq!(norm("/raw\u{e9}", Keep), Err(BadTarget::Escape));
+    }
+
+    #[test]
+    fn servlet_dot_segments() {
         assert!(!path_is_safe("/public/..;/admin"));
         assert!(path_is_safe("/items;v=1/x"));
     }
@@ -185,5 +337,49 @@ mod tests {
         assert_eq!(host_of("API.example.com:8080"), "api.example.com");
         assert_eq!(host_of("[::1]:80"), "[::1]");
         assert_eq!(host_of("example.com"), "example.com");
+        assert_eq!(host_of("API.example.com.:443"), "api.example.com");
+    }
+
+    #[test]
+    fn targets() {
+        use EscapedSlashes::Reject;
+        let t = |raw: &str, method: &str, host: Option<&str>| {
+            target(raw.as_bytes(), method, host, Reject)
+                .map(|t| t.map(|t| (t.path.into_owned(), t.query.map(str::to_string))))
+        };
+        for bad in [
+            "x:/admin/users",
+            "v1/secret",
+            "foo:bar/x",
+            "mailto:/healthz",
+            "",
+        ] {
+            assert_eq!(t(bad, "GET", None), Err(BadTarget::Form), "{bad}");
+        }
+        assert_eq!(t("*", "GET", None), Err(BadTarget::Form));
+        assert_eq!(t("*", "OPTIONS", None), Ok(None));
+        assert_eq!(t("/a#frag", "GET", None), Err(BadTarget::Form));
+        assert_eq!(
+            t("/v1/x?a=1", "GET", None),
+            Ok(Some(("/v1/x".into(), Some("a=1".into()))))
+        );
+        assert_eq!(
+            t(
+                "HTTP://api.example.com:80/v1?q",
+                "GET",
+                Some("api.example.com")
+            ),
+            Ok(Some(("/v1".into(), Some("q".into()))))
+        );
+        assert_eq!(
+            t("http://api.example.com", "GET", Some("api.example.com")),
+            Ok(Some(("/".into(), None)))
+        );
+        assert_eq!(
+            t("http://evil.example/admin", "GET", Some("api.example.com")),
+            Err(BadTarget::Authority)
+        );
+        assert_eq!(t("ftp://h/x", "GET", None), Err(BadTarget::Form));
+        assert_eq!(t("/a/%2e%2E/b", "GET", None), Err(BadTarget::DotSegment));
     }
 }
