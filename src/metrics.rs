@@ -298,12 +298,11 @@ impl Metrics {
 }
 
 /// Reasons of `fairgate_edge_refusals_total`.
-pub const EDGE_REASONS: [&str; 5] = [
+pub const EDGE_REASONS: [&str; 4] = [
     "header_size",
     "header_field_size",
     "header_timeout",
     "body_idle",
-    "bad_target",
 ];
 
 pub fn unix_now() -> i64 {

@@ -548,6 +548,15 @@ async fn finding_9_a_trickling_upload_loses_its_slot() {
     assert!(ok);
     let mut out = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
+    let answer = String::from_utf8_lossy(&out);
+    assert_eq!(status_of(&answer), 408, "{answer}");
+    assert_eq!(
+        metric(
+            &gw.metrics().await,
+            "fairgate_edge_refusals_total{reason=\"body_idle\"}"
+        ),
+        Some(1.0)
+    );
     let ok = eventually(Duration::from_secs(5), || async {
         metric(
             &gw.metrics().await,

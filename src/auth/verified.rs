@@ -9,9 +9,11 @@ use std::sync::Mutex;
 
 use super::Identity;
 
-/// Entries at once; when full, expired ones are dropped, then the cache
-/// starts over (a cold cache costs verifications, never correctness).
+/// Entries and token bytes at once; when either is reached, expired
+/// entries are dropped, then the cache starts over (a cold cache costs
+/// verifications, never correctness).
 const MAX_ENTRIES: usize = 10_000;
+const MAX_BYTES: usize = 8 << 20;
 
 struct Entry {
     identity: Identity,
@@ -21,8 +23,23 @@ struct Entry {
 
 #[derive(Default)]
 pub struct Verified {
+    map: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
     // Keyed by the whole token: equality, not a hash, decides a hit.
-    map: Mutex<HashMap<Box<str>, Entry>>,
+    by_token: HashMap<Box<str>, Entry>,
+    /// Bytes of the tokens held.
+    bytes: usize,
+}
+
+impl Entries {
+    fn remove(&mut self, token: &str) {
+        if self.by_token.remove(token).is_some() {
+            self.bytes -= token.len();
+        }
+    }
 }
 
 impl Verified {
@@ -30,7 +47,7 @@ impl Verified {
     /// `now` (Unix seconds) is before its `exp`.
     pub fn get(&self, token: &str, now: u64, keys: u64) -> Option<Identity> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = map.get(token)?;
+        let entry = map.by_token.get(token)?;
         if entry.exp > now && entry.keys == keys {
             return Some(entry.identity.clone());
         }
@@ -40,13 +57,19 @@ impl Verified {
 
     pub fn insert(&self, token: &str, identity: Identity, exp: u64, now: u64, keys: u64) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_ENTRIES {
-            map.retain(|_, e| e.exp > now && e.keys == keys);
-            if map.len() >= MAX_ENTRIES {
-                map.clear();
+        map.remove(token);
+        let full =
+            |m: &Entries| m.by_token.len() >= MAX_ENTRIES || m.bytes + token.len() > MAX_BYTES;
+        if full(&map) {
+            map.by_token.retain(|_, e| e.exp > now && e.keys == keys);
+            map.bytes = map.by_token.keys().map(|t| t.len()).sum();
+            if full(&map) {
+                map.by_token.clear();
+                map.bytes = 0;
             }
         }
-        map.insert(
+        map.bytes += token.len();
+        map.by_token.insert(
             token.into(),
             Entry {
                 identity,
@@ -88,6 +111,16 @@ mod tests {
         for i in 0..(MAX_ENTRIES + 10) {
             v.insert(&format!("t{i}"), id(), 100, 50, 1);
         }
-        assert!(v.map.lock().unwrap().len() <= MAX_ENTRIES);
+        assert!(v.map.lock().unwrap().by_token.len() <= MAX_ENTRIES);
+        let big = "x".repeat(MAX_BYTES / 4);
+        for i in 0..10 {
+            v.insert(&format!("{big}{i}"), id(), 100, 50, 1);
+        }
+        let map = v.map.lock().unwrap();
+        assert!(map.bytes <= MAX_BYTES);
+        assert_eq!(
+            map.bytes,
+            map.by_token.keys().map(|t| t.len()).sum::<usize>()
+        );
     }
 }

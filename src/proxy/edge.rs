@@ -91,11 +91,13 @@ impl<A> Edge<A> {
             }
             *n += 1;
         }
+        METRICS.connections_open.inc();
         Ok(capped)
     }
 
     fn release(&self, capped: Option<IpAddr>) {
         self.open.fetch_sub(1, Ordering::AcqRel);
+        METRICS.connections_open.dec();
         if let Some(ip) = capped {
             let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(n) = per_ip.get_mut(&ip) {
@@ -105,6 +107,18 @@ impl<A> Edge<A> {
                 }
             }
         }
+    }
+}
+
+/// An admitted connection; dropping it gives its share back.
+struct Open<A> {
+    edge: Arc<Edge<A>>,
+    capped: Option<IpAddr>,
+}
+
+impl<A> Drop for Open<A> {
+    fn drop(&mut self) {
+        self.edge.release(self.capped);
     }
 }
 
@@ -142,14 +156,16 @@ where
                 return None;
             }
         };
-        METRICS.connections_open.inc();
+        // Counted out however the connection's task ends.
+        let _open = Open {
+            edge: self.clone(),
+            capped,
+        };
         // HTTP/2 frames its own headers (h2's limits apply); only HTTP/1
         // heads are read here.
         let h1 = !matches!(stream.selected_alpn_proto(), Some(ALPN::H2));
         let guarded = Guarded::new(stream, self.bounds.clone(), h1);
         self.http.process_new(Box::new(guarded), shutdown).await;
-        METRICS.connections_open.dec();
-        self.release(capped);
         None
     }
 

@@ -700,6 +700,18 @@ impl ProxyHttp for Gateway {
             _ if e.esource() == &ErrorSource::Upstream => Some(Refusal::bad_gateway(
                 "the upstream refused or reset the connection",
             )),
+            ReadTimedout if e.esource() == &ErrorSource::Downstream => {
+                METRICS
+                    .edge_refusals
+                    .with_label_values(&["body_idle"])
+                    .inc();
+                Some(Refusal::new(
+                    408,
+                    "body-timeout",
+                    "Request timeout",
+                    "the request body stopped arriving",
+                ))
+            }
             ReadError | WriteError | ConnectionClosed => None,
             _ if e.esource() == &ErrorSource::Downstream => Some(Refusal::new(
                 400,
