@@ -187,7 +187,7 @@ upstreams:
 limits:
   api: {{scope: {{header: X-Tenant}}, default: {{capacity: {capacity}, rate: {rate}}}}}
 routes:
-  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [{"api" if limits else ""}]}}
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [{"api" if limits else ""}], client_ip_exempt: true}}
 """)
     return start([str(binary), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn", **(env or {})},
                  name=f"fairgate-{port}")
