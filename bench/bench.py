@@ -36,6 +36,13 @@ CONNECTIONS = 32
 TICK = os.sysconf("SC_CLK_TCK")
 WORK = Path(tempfile.mkdtemp(prefix="fairgate-bench-"))
 BASELINE = "nginx + limit_req"
+# The fleet-wide baseline: what Kong's redis policy and APISIX limit-count do.
+LUA_BASELINE = "nginx + Lua + Redis"
+KEYS = ROOT / "tests" / "fixtures" / "keys"
+TOKENS = ROOT / "target" / "release" / "examples" / "bench_tokens"
+JWT_SECRET = "bench-only-secret-0123456789"
+ALGORITHMS = ("HS256", "RS256", "ES256", "EdDSA")
+ROTATING = 1000
 MEMORY_STORE = "store: {kind: memory}\nacknowledge: [store.process_local]"
 ONLY = [o.strip() for o in os.environ.get("ONLY", "").split(",") if o.strip()]
 CANDIDATE = os.environ.get("CANDIDATE")
@@ -43,15 +50,22 @@ CANDIDATE_ENV = dict(kv.split("=", 1) for kv in os.environ.get("CANDIDATE_ENV", 
 procs = []
 
 
-def free_port(below=65536):
-    """A free loopback port under `below` (a Redis Cluster node needs its
-    port + 10000 for the cluster bus)."""
+def free_port(cluster=False):
+    """A free loopback port; for a Redis Cluster node, one whose cluster bus
+    port (port + 10000) is free too."""
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port < below:
+        if not cluster:
             return port
+        if port + 10000 < 65536:
+            try:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + 10000))
+                return port
+            except OSError:
+                pass
 
 
 def wait_port(port, timeout=20):
@@ -193,6 +207,106 @@ routes:
                  name=f"fairgate-{port}")
 
 
+def fairgate_auth(port, up, store, binary=FAIRGATE, env=None):
+    """fairgate verifying a bearer JWT (any of the four algorithms) and
+    spending a tenant-scoped bucket, as an authenticated API does."""
+    conf = write(f"fairgate-{port}.yaml", f"""
+server: {{listen: ["127.0.0.1:{port}"], threads: 1, shutdown_grace: 1s}}
+{store}
+auth:
+  keys:
+    - {{alg: HS256, secret_env: FAIRGATE_JWT_SECRET}}
+    - {{alg: RS256, public_key_file: {KEYS}/rs256.pub.pem}}
+    - {{alg: ES256, public_key_file: {KEYS}/es256.pub.pem}}
+    - {{alg: EdDSA, public_key_file: {KEYS}/ed25519.pub.pem}}
+upstreams:
+  api: {{targets: ["127.0.0.1:{up}"]}}
+limits:
+  api: {{scope: tenant, default: {{capacity: 1000000000, rate: 1000000/s}}}}
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api]}}
+""")
+    return start([str(binary), "serve", "-c", str(conf)], 1,
+                 env={"RUST_LOG": "warn", "FAIRGATE_JWT_SECRET": JWT_SECRET, **(env or {})},
+                 name=f"fairgate-{port}")
+
+
+def tokens(alg, count):
+    """A file of `count` distinct tokens signed with `alg`."""
+    path = WORK / f"tokens-{alg}-{count}.txt"
+    if not path.exists():
+        subprocess.run([str(TOKENS), str(KEYS), alg, str(count), str(path)], check=True,
+                       env={**os.environ, "FAIRGATE_JWT_SECRET": JWT_SECRET})
+    return path
+
+
+def token_script(alg, count):
+    """A wrk script sending the tokens of `tokens(alg, count)` in turn."""
+    return write(f"tokens-{alg}-{count}.lua", f"""
+local list = {{}}
+for line in io.lines("{tokens(alg, count)}") do list[#list + 1] = line end
+local i = 0
+request = function()
+  i = i % #list + 1
+  wrk.headers["Authorization"] = "Bearer " .. list[i]
+  return wrk.format(nil)
+end
+""")
+
+
+def openresty(port, up, redis_port, sha):
+    """nginx + Lua + Redis, the data plane of Kong's redis policy and APISIX
+    limit-count: per request one EVALSHA of fairgate's own token_bucket.lua
+    over a cosocket keepalive pool, same key shape, the two IETF headers."""
+    conf = write(f"nginx-{port}.conf", f"""
+load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+worker_processes 1;
+daemon off;
+pid {WORK}/nginx-{port}.pid;
+error_log {WORK}/nginx-{port}.err warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {WORK}/tmp-{port};
+  proxy_temp_path {WORK}/tmp-{port};
+  lua_package_path "/usr/share/lua/5.1/?.lua;;";
+  upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
+  server {{ listen 127.0.0.1:{port}; keepalive_requests 1000000;
+    location / {{
+      access_by_lua_block {{
+        local sock = ngx.socket.tcp()
+        sock:settimeout(50)
+        local ok = sock:connect("127.0.0.1", {redis_port})
+        if not ok then return ngx.exit(503) end
+        local key = "api:{{" .. (ngx.var.http_x_tenant or "%") .. "}}:rate"
+        local args = {{"EVALSHA", "{sha}", "1", key, "1", "1000000000", "1", "0"}}
+        local out = {{"*", #args, "\r\n"}}
+        for _, a in ipairs(args) do
+          out[#out + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+        end
+        if not sock:send(table.concat(out)) then return ngx.exit(503) end
+        local head = sock:receive()
+        if head ~= "*4" then return ngx.exit(503) end
+        local v = {{}}
+        for i = 1, 4 do v[i] = tonumber(string.sub(sock:receive(), 2)) end
+        sock:setkeepalive(10000, 64)
+        if v[1] ~= 1 then return ngx.exit(429) end
+        ngx.ctx.rl = v
+      }}
+      header_filter_by_lua_block {{
+        local v = ngx.ctx.rl
+        if v then
+          ngx.header["RateLimit-Policy"] = '"api";q=1000000000;w=1000'
+          ngx.header["RateLimit"] = '"api";r=' .. v[2] .. ';t=' .. math.ceil(v[4] / 1000)
+        end
+      }}
+      proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";
+    }} }}
+}}""")
+    return start(["nginx", "-c", str(conf)], 1, name=f"nginx-{port}")
+
+
 def bare_pingora(port, up):
     return start([str(BARE_PINGORA), f"127.0.0.1:{port}", f"127.0.0.1:{up}"], 1,
                  name=f"bare-{port}")
@@ -217,9 +331,11 @@ def redis_cli(port, *args):
                           text=True, check=True).stdout
 
 
-def wrk(port, seconds, script=None):
+def wrk(port, seconds, script=None, headers=()):
     cmd = ["taskset", "-c", "0", "wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency",
            "-H", "X-Tenant: tenant-1"]
+    for h in headers:
+        cmd += ["-H", h]
     if script:
         cmd += ["-s", str(script)]
     out = subprocess.run(cmd + [f"http://127.0.0.1:{port}/"], capture_output=True, text=True,
@@ -245,7 +361,11 @@ def main():
 
     redis_port = free_port()
     redis_server(redis_port)
-    cluster_ports = [free_port(below=55536) for _ in range(3)]
+    cluster_ports = []
+    while len(cluster_ports) < 3:
+        p = free_port(cluster=True)
+        if p not in cluster_ports and p + 10000 not in cluster_ports:
+            cluster_ports.append(p)
     for p in cluster_ports:
         redis_server(p, cluster=True)
     subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in cluster_ports],
@@ -257,6 +377,7 @@ def main():
 
     memory = MEMORY_STORE
     redis = redis_store(redis_port)
+    sha = redis_cli(redis_port, "SCRIPT", "LOAD", (ROOT / "lua" / "token_bucket.lua").read_text()).strip()
     nodes = ", ".join(f'"redis://127.0.0.1:{p}"' for p in cluster_ports)
     cluster = f"store: {{kind: redis_cluster, nodes: [{nodes}]}}"
     targets = [
@@ -269,7 +390,16 @@ def main():
         ("fairgate, memory store", lambda p: fairgate(p, up_port, memory), []),
         ("fairgate, Redis", lambda p: fairgate(p, up_port, redis), [redis_port]),
         ("fairgate, Redis Cluster", lambda p: fairgate(p, up_port, cluster), cluster_ports),
+        (LUA_BASELINE, lambda p: openresty(p, up_port, redis_port, sha), [redis_port]),
     ]
+    for alg in ALGORITHMS:
+        targets.append((f"fairgate, Redis, one {alg} token",
+                        lambda p: fairgate_auth(p, up_port, redis), [redis_port],
+                        dict(script=token_script(alg, 1))))
+    for alg in ALGORITHMS:
+        targets.append((f"fairgate, Redis, {ROTATING:,} {alg} tokens",
+                        lambda p: fairgate_auth(p, up_port, redis), [redis_port],
+                        dict(script=token_script(alg, ROTATING))))
     if CANDIDATE:
         variant = dict(binary=CANDIDATE, env=CANDIDATE_ENV)
         targets += [
@@ -278,27 +408,33 @@ def main():
             ("candidate, Redis", lambda p: fairgate(p, up_port, redis, **variant), [redis_port]),
             ("candidate, Redis Cluster", lambda p: fairgate(p, up_port, cluster, **variant),
              cluster_ports),
+            ("candidate, Redis, one HS256 token", lambda p: fairgate_auth(p, up_port, redis, **variant),
+             [redis_port], dict(script=token_script("HS256", 1))),
+            ("candidate, Redis, one RS256 token", lambda p: fairgate_auth(p, up_port, redis, **variant),
+             [redis_port], dict(script=token_script("RS256", 1))),
         ]
+    targets = [t if len(t) == 4 else (*t, {}) for t in targets]
     if ONLY:
-        targets = [t for t in targets if t[0] == BASELINE or any(o in t[0] for o in ONLY)]
+        targets = [t for t in targets
+                   if t[0] in (BASELINE, LUA_BASELINE) or any(o in t[0] for o in ONLY)]
     running = {}
-    for name, launch, _ in targets:
+    for name, launch, _, load in targets:
         port = up_port if name == "upstream direct" else free_port()
         proc = launch(port)
         wait_port(port)
         running[name] = (port, proc)
-        wrk(port, 1)  # warm up: connections, JIT-less caches, script load
+        wrk(port, 1, **load)  # warm up: connections, caches, script load
 
-    results = {name: [] for name, _, _ in targets}
+    results = {name: [] for name, _, _, _ in targets}
     for rnd in range(ROUNDS):
-        for name, _, store_ports in targets:
+        for name, _, store_ports, load in targets:
             port, proc = running[name]
             pids = tree(proc.pid) if proc else []
             redis_pids = [int(redis_cli(p, "INFO", "server").split("process_id:")[1].split()[0])
                           for p in store_ports]
             calls_before = sum(script_calls(p) for p in store_ports)
             cpu0, ucpu0, rcpu0 = cpu_seconds(pids), cpu_seconds(pids, True), cpu_seconds(redis_pids)
-            requests, rps, p50, p99 = wrk(port, SECONDS)
+            requests, rps, p50, p99 = wrk(port, SECONDS, **load)
             cpu = cpu_seconds(pids) - cpu0
             ucpu = cpu_seconds(pids, True) - ucpu0
             rcpu = cpu_seconds(redis_pids) - rcpu0
@@ -315,7 +451,7 @@ def main():
 
     if ONLY or CANDIDATE:
         base = median(results[BASELINE], "cpu_us")
-        for name, _, _ in targets:
+        for name, _, _, _ in targets:
             rps, p99, cpu, user, rcpu = (median(results[name], k)
                                          for k in ("rps", "p99", "cpu_us", "user_us", "redis_us"))
             print(f"{name:28} {rps:9.0f} req/s  p99 {p99:5.2f} ms"
@@ -367,7 +503,9 @@ def median(rows, key):
 def report(targets, results, rss):
     base = {k: median(results[BASELINE], k) for k in ("rps", "p99", "cpu_us")}
     rows = []
-    for name, _, _ in targets:
+    lua = {k: median(results[LUA_BASELINE], k) for k in ("rps", "p99", "cpu_us", "redis_us")}
+    lua_total = lua["cpu_us"] + (lua["redis_us"] or 0)
+    for name, _, _, _ in targets:
         r = {k: median(results[name], k)
              for k in ("rps", "p50", "p99", "cpu_us", "user_us", "redis_us", "calls")}
         r["name"] = name
@@ -380,15 +518,17 @@ def report(targets, results, rss):
         return fmt.format(v) if v is not None else "–"
 
     lines = [
-        "| target | req/s | p50 ms | p99 ms | server CPU µs/req | of which user space | req/s vs base | p99 vs base | CPU vs base | Redis CPU µs/req | script calls/req |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| target | req/s | p50 ms | p99 ms | server CPU µs/req | of which user space | req/s vs base | p99 vs base | CPU vs base | Redis CPU µs/req | script calls/req | req/s vs Lua | p99 vs Lua | CPU+Redis vs Lua |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        total = (r["cpu_us"] or 0) + (r["redis_us"] or 0) if r["cpu_us"] is not None else None
         lines.append(
             f"| {r['name']} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {num(r['cpu_us'], '{:.1f}')} "
             f"| {num(r['user_us'], '{:.1f}')} "
             f"| {ratio(r['rps'], base['rps'])} | {ratio(r['p99'], base['p99'])} | {ratio(r['cpu_us'], base['cpu_us'])} "
-            f"| {num(r['redis_us'], '{:.1f}')} | {num(r['calls'], '{:.3f}')} |")
+            f"| {num(r['redis_us'], '{:.1f}')} | {num(r['calls'], '{:.3f}')} "
+            f"| {ratio(r['rps'], lua['rps'])} | {ratio(r['p99'], lua['p99'])} | {ratio(total, lua_total)} |")
     chart(rows)
     machine = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = re.search(r"Model name:\s+(.*)", machine)
@@ -419,7 +559,16 @@ nginx `limit_req` keyed by `$http_x_tenant`, HAProxy `track-sc0 hdr(x-tenant)` w
 `http_req_rate` stick table, fairgate a `{{header: X-Tenant}}`-scoped token bucket
 (no JWT, since the others do none). "bare Pingora proxy" is `examples/bare_pingora.rs`:
 the smallest Pingora proxy, with fairgate's build and runtime settings and nothing else.
-Baseline ("base") is **{BASELINE}**.
+Baseline ("base") is **{BASELINE}**, for limits kept per process.
+
+The fleet-wide baseline ("Lua") is **{LUA_BASELINE}**: nginx with Debian's
+`libnginx-mod-http-lua`, whose `access_by_lua` does one `EVALSHA` of fairgate's own
+`lua/token_bucket.lua` per request over a cosocket keepalive pool (same key shape) and sets
+the two IETF quota headers, as Kong's redis policy and APISIX's limit-count do; it sends no
+token. "CPU+Redis vs Lua" compares gateway plus Redis CPU per request. The token rows verify
+a bearer JWT on every request (HS256 with a secret; RS256 with a 2048-bit key; ES256; EdDSA)
+and spend a tenant-scoped bucket in Redis: "one token" reuses a single token, as one client
+does; "{ROTATING:,} tokens" sends {ROTATING:,} distinct tokens in turn, as many clients do.
 
 {chr(10).join(lines)}
 

@@ -111,6 +111,48 @@ fn benches(c: &mut Criterion) {
     c.bench_function("keys: encode a user id", |b| {
         b.iter(|| keys::encode(black_box("auth0|5f7c8ec7c33c6c004bbafe82")))
     });
+    first_verifications(c);
+}
+
+/// What a token the cache does not know costs: one signature check and
+/// claims decoding, per algorithm, with the crypto backend fairgate uses.
+fn first_verifications(c: &mut Criterion) {
+    use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
+    let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keys");
+    let read = |name: &str| std::fs::read(keys.join(name)).unwrap();
+    let secret = b"bench-secret-0123456789abcdef";
+    let cases = [
+        (
+            Algorithm::HS256,
+            EncodingKey::from_secret(secret),
+            DecodingKey::from_secret(secret),
+        ),
+        (
+            Algorithm::RS256,
+            EncodingKey::from_rsa_pem(&read("rs256.key")).unwrap(),
+            DecodingKey::from_rsa_pem(&read("rs256.pub.pem")).unwrap(),
+        ),
+        (
+            Algorithm::ES256,
+            EncodingKey::from_ec_pem(&read("es256.key")).unwrap(),
+            DecodingKey::from_ec_pem(&read("es256.pub.pem")).unwrap(),
+        ),
+        (
+            Algorithm::EdDSA,
+            EncodingKey::from_ed_pem(&read("ed25519.key")).unwrap(),
+            DecodingKey::from_ed_pem(&read("ed25519.pub.pem")).unwrap(),
+        ),
+    ];
+    let claims = serde_json::json!({"tid": "acme", "sub": "user-1", "exp": 4_000_000_000u64});
+    for (alg, signing, verifying) in cases {
+        let token = encode(&Header::new(alg), &claims, &signing).unwrap();
+        let validation = Validation::new(alg);
+        c.bench_function(&format!("jwt: first verification {alg:?}"), |b| {
+            b.iter(|| {
+                decode::<serde_json::Value>(black_box(&token), &verifying, &validation).unwrap()
+            })
+        });
+    }
 }
 
 criterion_group!(micro, benches);

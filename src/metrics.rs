@@ -48,6 +48,8 @@ pub struct Metrics {
     pub config_last_success: IntGauge,
     /// Token signature checks made (cache misses that reached a key).
     pub auth_verifications: IntCounter,
+    /// Look-ups of the verified-token cache, by result (`hit`, `miss`).
+    pub token_cache: IntCounterVec,
     /// Requests answered 429 because their address failed authentication too often.
     pub auth_throttled: IntCounter,
     /// Client connections open now.
@@ -215,6 +217,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             r.register(Box::new(c.clone())).expect("unique metric");
             c
         },
+        token_cache: counter(
+            &r,
+            "fairgate_auth_token_cache_total",
+            "Look-ups of the verified-token cache, by result (hit, miss).",
+            &["result"],
+        ),
         auth_throttled: {
             let c = IntCounter::new(
                 "fairgate_auth_throttled_total",
@@ -265,6 +273,9 @@ impl Metrics {
         }
         for result in ["ok", "error"] {
             self.config_reloads.with_label_values(&[result]);
+        }
+        for result in ["hit", "miss"] {
+            self.token_cache.with_label_values(&[result]);
         }
         for reason in ["total", "per_ip"] {
             self.connections_refused.with_label_values(&[reason]);

@@ -447,6 +447,30 @@ async fn jwks_url_rotation_without_restart_and_last_good_keys_on_failure() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_jwks_rotation_fails_the_cached_tokens_of_a_removed_key() {
+    let up = Upstream::start().await;
+    let jwks = Jwks::start(jwks_of(&[("rs256.key", "k1")])).await;
+    let gw = gateway(&up, Some(&jwks)).await;
+    let k1 = sign_rs("rs256.key", "k1", &claims("globex"));
+    let k2 = sign_rs("rs256-b.key", "k2", &claims("globex"));
+    assert_eq!(call(&gw, "/v1/x", Some(&k1)).await.status(), 200);
+    assert_eq!(call(&gw, "/v1/x", Some(&k1)).await.status(), 200);
+    let m = gw.metrics().await;
+    assert_eq!(
+        metric(&m, r#"fairgate_auth_token_cache_total{result="hit"}"#),
+        Some(1.0)
+    );
+    // The identity provider replaces k1 by k2: the first k2 token refreshes.
+    jwks.set(200, jwks_of(&[("rs256-b.key", "k2")]));
+    let accepted = eventually(Duration::from_secs(10), || async {
+        call(&gw, "/v1/x", Some(&k2)).await.status() == 200
+    })
+    .await;
+    assert!(accepted, "k2 never accepted:\n{}", gw.logs());
+    assert_eq!(call(&gw, "/v1/x", Some(&k1)).await.status(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_token_command_mints_tokens_the_gateway_accepts() {
     let up = Upstream::start().await;
     let gw = gateway(&up, None).await;

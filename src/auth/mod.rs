@@ -177,7 +177,13 @@ impl Verifier {
     /// The identity of a token verified before, still before its `exp`
     /// and with the same keys. No signature check.
     pub fn known(&self, token: &str) -> Option<Identity> {
-        self.verified.get(token, unix_now(), self.key_set())
+        let known = self.verified.get(token, unix_now(), self.key_set());
+        let result = if known.is_some() { "hit" } else { "miss" };
+        crate::metrics::METRICS
+            .token_cache
+            .with_label_values(&[result])
+            .inc();
+        known
     }
 
     /// Fetches every JWKS URL once (at start) and then when due.
@@ -191,12 +197,18 @@ impl Verifier {
         }
     }
 
-    /// Verifies a bearer token (from `bearer`), and remembers it when valid.
+    /// Verifies a bearer token (from `bearer`), or knows it from before.
     pub async fn verify(&self, token: Option<&str>) -> Result<Identity, AuthError> {
-        let token = token.ok_or(AuthError::Missing)?;
-        if let Some(identity) = self.known(token) {
+        if let Some(identity) = token.and_then(|t| self.known(t)) {
             return Ok(identity);
         }
+        self.verify_fresh(token).await
+    }
+
+    /// Checks a token's signature and claims, and remembers it when valid;
+    /// for a token `known` did not know.
+    pub async fn verify_fresh(&self, token: Option<&str>) -> Result<Identity, AuthError> {
+        let token = token.ok_or(AuthError::Missing)?;
         let keys = self.key_set();
         let (identity, exp) = self.verify_uncached(token).await?;
         self.verified

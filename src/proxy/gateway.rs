@@ -155,7 +155,7 @@ impl Gateway {
             )
             .extra("retry_after_ms", serde_json::json!(wait_ms)));
         }
-        verifier.verify(token).await.map_err(|e| {
+        verifier.verify_fresh(token).await.map_err(|e| {
             failures.spend(addr, &bucket);
             METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
             Refusal::unauthorized(e)
