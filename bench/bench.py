@@ -281,9 +281,9 @@ http {{
         if not ok then return ngx.exit(503) end
         local key = "api:{{" .. (ngx.var.http_x_tenant or "%") .. "}}:rate"
         local args = {{"EVALSHA", "{sha}", "1", key, "1", "1000000000", "1", "0"}}
-        local out = {{"*", #args, "\r\n"}}
+        local out = {{"*", #args, "\\r\\n"}}
         for _, a in ipairs(args) do
-          out[#out + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+          out[#out + 1] = "$" .. #a .. "\\r\\n" .. a .. "\\r\\n"
         end
         if not sock:send(table.concat(out)) then return ngx.exit(503) end
         local head = sock:receive()

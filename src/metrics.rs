@@ -5,8 +5,8 @@
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -48,8 +48,10 @@ pub struct Metrics {
     pub config_last_success: IntGauge,
     /// Token signature checks made (cache misses that reached a key).
     pub auth_verifications: IntCounter,
-    /// Look-ups of the verified-token cache, by result (`hit`, `miss`).
-    pub token_cache: IntCounterVec,
+    /// Look-ups of the verified-token cache that found the token.
+    pub token_cache_hits: IntCounter,
+    /// Look-ups of the verified-token cache that did not.
+    pub token_cache_misses: IntCounter,
     /// Requests answered 429 because their address failed authentication too often.
     pub auth_throttled: IntCounter,
     /// Client connections open now.
@@ -98,6 +100,12 @@ const LATENCY: &[f64] = &[
 
 pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
     let r = Registry::new();
+    let token_cache = counter(
+        &r,
+        "fairgate_auth_token_cache_total",
+        "Look-ups of the verified-token cache, by result (hit, miss).",
+        &["result"],
+    );
     Metrics {
         requests: counter(
             &r,
@@ -217,12 +225,8 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             r.register(Box::new(c.clone())).expect("unique metric");
             c
         },
-        token_cache: counter(
-            &r,
-            "fairgate_auth_token_cache_total",
-            "Look-ups of the verified-token cache, by result (hit, miss).",
-            &["result"],
-        ),
+        token_cache_hits: token_cache.with_label_values(&["hit"]),
+        token_cache_misses: token_cache.with_label_values(&["miss"]),
         auth_throttled: {
             let c = IntCounter::new(
                 "fairgate_auth_throttled_total",
@@ -274,9 +278,6 @@ impl Metrics {
         for result in ["ok", "error"] {
             self.config_reloads.with_label_values(&[result]);
         }
-        for result in ["hit", "miss"] {
-            self.token_cache.with_label_values(&[result]);
-        }
         for reason in ["total", "per_ip"] {
             self.connections_refused.with_label_values(&[reason]);
         }
@@ -288,7 +289,7 @@ impl Metrics {
         }
         for route in &config.routes {
             for limit in config.route_limits(route) {
-                for decision in ["allowed", "limited", "shadow_limited"] {
+                for decision in OUTCOMES {
                     self.decisions.with_label_values(&[
                         route.name.as_str(),
                         limit.name.as_str(),
@@ -322,13 +323,44 @@ pub fn unix_now() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-pub fn status_class(status: u16) -> &'static str {
+const STATUS_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+
+fn status_index(status: u16) -> usize {
     match status {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        500..=599 => "5xx",
-        _ => "none",
+        100..=599 => usize::from(status / 100 - 1),
+        _ => 5,
+    }
+}
+
+/// Rate-limit outcomes, the `decision` label of `decisions`.
+pub const OUTCOMES: [&str; 3] = ["allowed", "limited", "shadow_limited"];
+
+/// One route's series, resolved once per policy generation, so a request
+/// increments counters instead of looking its labels up.
+pub struct RouteMetrics {
+    requests: [IntCounter; 6],
+    pub duration: Histogram,
+    pub upstream: Histogram,
+    /// For each limit the route spends, in order, one counter per `OUTCOMES`.
+    pub decisions: Vec<[IntCounter; 3]>,
+}
+
+impl RouteMetrics {
+    /// `route` is the route's name; `limits` the names of the limits it spends.
+    pub fn new(route: &str, limits: &[&str]) -> Self {
+        let m = &*METRICS;
+        RouteMetrics {
+            requests: STATUS_CLASSES.map(|class| m.requests.with_label_values(&[route, class])),
+            duration: m.request_duration.with_label_values(&[route]),
+            upstream: m.upstream_duration.with_label_values(&[route]),
+            decisions: limits
+                .iter()
+                .map(|limit| OUTCOMES.map(|o| m.decisions.with_label_values(&[route, limit, o])))
+                .collect(),
+        }
+    }
+
+    pub fn requests(&self, status: u16) -> &IntCounter {
+        &self.requests[status_index(status)]
     }
 }

@@ -648,3 +648,140 @@ async fn finding_9_host_content_length_and_escapes() {
     assert_eq!(status_of(&r), 200, "valid UTF-8 escapes pass: {r}");
     assert_eq!(up.received().pop().unwrap().decoded_path(), "/café");
 }
+
+/// Reads one response (head and a Content-Length body) from a kept-alive
+/// connection; returns its status.
+async fn read_response(stream: &mut tokio::net::TcpStream) -> u16 {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap() == 0 {
+            return 0;
+        }
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).await.unwrap();
+    status_of(&head)
+}
+
+#[tokio::test]
+async fn review_an_idle_kept_alive_connection_is_closed_and_gives_its_share_back() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = RawUpstream::start().await;
+    let server = "  keepalive_timeout: 1s\n  max_connections_per_ip: 2";
+    let gw = gateway(&up, server, STRICT, ADMIN_ROUTES).await;
+    let mut held = Vec::new();
+    for target in ["/x", "/admin/x"] {
+        let mut c = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+        let req = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+        c.write_all(req.as_bytes()).await.unwrap();
+        assert!([200, 401].contains(&read_response(&mut c).await));
+        held.push(c);
+    }
+    // Both sit idle after their answer (one a refusal); each is closed
+    // quietly at the keep-alive timeout, and the address may connect again.
+    for c in &mut held {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "still open after 5 s");
+        assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    }
+    let ok = eventually(Duration::from_secs(5), || async {
+        status_of(&send(&gw, &get("/x", "a", "")).await) == 200
+    })
+    .await;
+    assert!(ok);
+}
+
+#[tokio::test]
+async fn review_paths_and_hosts_that_readers_cut_differently_are_refused() {
+    let up = RawUpstream::start().await;
+    let routes = r#"
+  - {name: api, match: {host: api.example.com, path_prefix: /}, upstream: app}
+  - {name: admin, match: {path_prefix: /admin}, upstream: app}
+  - {name: refresh, match: {path: /v1/auth/refresh}, upstream: app}
+  - {name: public, match: {path_prefix: /}, upstream: app, auth: none, exempt: true}
+"#;
+    let gw = gateway(&up, "", "", routes).await;
+    // Servlet containers cut `;params`; a raw backslash is `/` to IIS and WHATWG.
+    for target in [
+        "/admin;x/users",
+        "/admin;",
+        "///admin;",
+        "/v1/auth/refresh;a",
+        "/\\admin",
+    ] {
+        let r = send(&gw, &get(target, "a", "")).await;
+        assert_eq!(status_of(&r), 400, "{target}: {r}");
+    }
+    // Go and Python take the host before any ':', whatever follows.
+    for host in [
+        "api.example.com:abc",
+        "api.example.com:80x",
+        "api.example.com:+80",
+        "api.example.com:-1",
+    ] {
+        let r = send(&gw, &get("/x", host, "")).await;
+        assert_eq!(status_of(&r), 400, "{host}: {r}");
+    }
+    assert_eq!(up.count(), 0);
+    // HTTP/1.0 absolute-form without Host: routed and forwarded with its host.
+    let r = send(&gw, b"GET http://api.example.com/x HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status_of(&r), 401, "{r}");
+    let r = send(&gw, b"GET http://other.example/x HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert_eq!(up.received()[0].cgi_header("Host"), ["other.example"]);
+    drop(gw);
+
+    let gw = gateway(&up, "  path_parameters: keep", "", routes).await;
+    let r = send(&gw, &get("/items;v=1", "a", "")).await;
+    assert_eq!(status_of(&r), 200, "{r}");
+    assert_eq!(up.received()[1].target(), "/items;v=1");
+}
+
+#[tokio::test]
+async fn review_look_alike_proxy_and_method_headers_are_removed() {
+    let up = RawUpstream::start().await;
+    let gw = gateway(
+        &up,
+        "  allow_underscores_in_headers: true",
+        STRICT,
+        ADMIN_ROUTES,
+    )
+    .await;
+    let forged =
+        "X_Forwarded_For: 6.6.6.6\r\nX_Real_IP: 6.6.6.6\r\nX_Original_URL: /admin/users\r\n\
+        X_Forwarded_Proto: https\r\nTrue-Client-IP: 6.6.6.6\r\nX-Client-IP: 6.6.6.6\r\n\
+        X-Forwarded: for=6.6.6.6\r\nX-HTTP-Method-Override: DELETE\r\nX_Custom: kept\r\n";
+    assert_eq!(status_of(&send(&gw, &get("/x", "a", forged)).await), 200);
+    let got = &up.received()[0];
+    for name in [
+        "X-Real-IP",
+        "X-Original-URL",
+        "True-Client-IP",
+        "X-Client-IP",
+        "X-Forwarded",
+        "X-HTTP-Method-Override",
+    ] {
+        assert!(
+            got.cgi_header(name).is_empty(),
+            "{name} passed:\n{}",
+            got.head
+        );
+    }
+    assert_eq!(
+        got.cgi_header("X-Forwarded-For"),
+        ["127.0.0.1"],
+        "{}",
+        got.head
+    );
+    assert_eq!(got.cgi_header("X-Forwarded-Proto"), ["http"]);
+    assert_eq!(got.cgi_header("X-Custom"), ["kept"]);
+}

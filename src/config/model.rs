@@ -51,6 +51,10 @@ pub struct Server {
     pub header_timeout: Duration,
     /// Longest wait for the next byte of a request body.
     pub body_idle_timeout: Duration,
+    /// Longest wait for the next request on a kept-alive connection.
+    pub keepalive_timeout: Duration,
+    /// Accept `;` in paths (`path_parameters: keep`); refused by default.
+    pub keep_path_parameters: bool,
     /// Open client connections, overall and from one peer address.
     pub max_connections: u64,
     pub max_connections_per_ip: u64,
@@ -626,6 +630,8 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
         max_header_field_size: 8 * 1024,
         header_timeout: Duration::from_secs(10),
         body_idle_timeout: Duration::from_secs(30),
+        keepalive_timeout: Duration::from_secs(60),
+        keep_path_parameters: false,
         max_connections: 10_000,
         max_connections_per_ip: 256,
         allow_underscores_in_headers: false,
@@ -704,6 +710,18 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
             None => {}
         }
     }
+    if let Some(at) = f.get("path_parameters") {
+        match r.string(&at).as_deref() {
+            Some("reject") => server.keep_path_parameters = false,
+            Some("keep") => server.keep_path_parameters = true,
+            Some(_) => r.error_value(
+                &at,
+                "server.path_parameters_invalid",
+                "must be one of reject, keep",
+            ),
+            None => {}
+        }
+    }
     for (key, slot, min, max) in [
         (
             "max_header_size",
@@ -740,6 +758,7 @@ fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
     for (key, slot) in [
         ("header_timeout", &mut server.header_timeout),
         ("body_idle_timeout", &mut server.body_idle_timeout),
+        ("keepalive_timeout", &mut server.keepalive_timeout),
     ] {
         if let Some(d) = f.get(key).and_then(|at| r.positive_duration(&at)) {
             *slot = d;

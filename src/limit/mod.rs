@@ -191,6 +191,9 @@ pub struct Limiter {
     timeout: Duration,
     on_unavailable: OnUnavailable,
     divisor: u64,
+    /// `fairgate_store_duration_seconds` of this store, by result.
+    latency_ok: prometheus::Histogram,
+    latency_error: prometheus::Histogram,
 }
 
 impl Limiter {
@@ -217,7 +220,15 @@ impl Limiter {
                 &s.key_prefix,
             )?),
         };
+        let latency = |result| {
+            METRICS
+                .store_duration
+                .with_label_values(&[store.kind(), result])
+        };
+        let (latency_ok, latency_error) = (latency("ok"), latency("error"));
         Ok(Limiter {
+            latency_ok,
+            latency_error,
             store,
             local: Arc::new(MemoryStore::new(Arc::new(SystemClock))),
             held: Arc::default(),
@@ -276,11 +287,12 @@ impl Limiter {
         let result = tokio::time::timeout(self.timeout, call)
             .await
             .unwrap_or(Err(StoreError::TimedOut));
-        let outcome = if result.is_ok() { "ok" } else { "error" };
-        METRICS
-            .store_duration
-            .with_label_values(&[self.store.kind(), outcome])
-            .observe(started.elapsed().as_secs_f64());
+        let latency = if result.is_ok() {
+            &self.latency_ok
+        } else {
+            &self.latency_error
+        };
+        latency.observe(started.elapsed().as_secs_f64());
         match result {
             Ok(v) => {
                 self.breaker.success();

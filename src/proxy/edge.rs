@@ -36,6 +36,10 @@ use crate::metrics::METRICS;
 pub struct Bounds {
     pub max_header_size: usize,
     pub header_timeout: Duration,
+    /// Idle time allowed between two requests on one connection.
+    pub keepalive_timeout: Duration,
+    /// IPv6 peers are capped per network of this many bits.
+    pub ipv6_prefix: u8,
     pub max_connections: u64,
     pub max_connections_per_ip: u64,
     /// Peers not capped per address (load balancers, proxies).
@@ -47,6 +51,8 @@ impl Bounds {
         Bounds {
             max_header_size: server.max_header_size as usize,
             header_timeout: server.header_timeout,
+            keepalive_timeout: server.keepalive_timeout,
+            ipv6_prefix: server.ipv6_prefix,
             max_connections: server.max_connections,
             max_connections_per_ip: server.max_connections_per_ip,
             trusted: server.trusted_proxies.clone(),
@@ -80,7 +86,9 @@ impl<A> Edge<A> {
             self.open.fetch_sub(1, Ordering::AcqRel);
             return Err("total");
         }
-        let capped = peer.filter(|ip| !self.bounds.trusted.iter().any(|n| n.contains(ip)));
+        let capped = peer
+            .filter(|ip| !self.bounds.trusted.iter().any(|n| n.contains(ip)))
+            .map(|ip| crate::limit::address_key(ip, self.bounds.ipv6_prefix));
         if let Some(ip) = capped {
             let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
             let n = per_ip.entry(ip).or_insert(0);
@@ -262,7 +270,9 @@ pub struct Guarded {
     head_bytes: usize,
     scan: HeadEnd,
     deadline: Pin<Box<Sleep>>,
-    armed: bool,
+    /// Between two requests: the deadline is the keep-alive timeout, and
+    /// passing it closes the connection quietly.
+    idle: bool,
 }
 
 impl std::fmt::Debug for Guarded {
@@ -287,17 +297,20 @@ impl Guarded {
             head_bytes: 0,
             scan: HeadEnd::default(),
             deadline,
-            armed: h1,
+            idle: false,
         }
     }
 
-    /// The next bytes are a new request head; its clock starts with its
-    /// first byte (the idle time before it is Pingora's keep-alive timeout).
+    /// The next bytes are a new request head. Until its first byte the
+    /// connection may idle for `keepalive_timeout`; from it, the head has
+    /// `header_timeout`.
     fn expect_head(&mut self) {
         self.in_head = true;
         self.head_bytes = 0;
         self.scan = HeadEnd::default();
-        self.armed = false;
+        self.idle = true;
+        let at = Instant::now() + self.bounds.keepalive_timeout;
+        self.deadline.as_mut().reset(at);
     }
 
     /// Best effort: the answer goes out if the socket takes it now.
@@ -320,7 +333,12 @@ impl AsyncRead for Guarded {
         if !this.in_head {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         }
-        if this.armed && std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
+        if std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
+            if this.idle {
+                // Nothing was asked: end of stream, and Pingora closes quietly.
+                this.in_head = false;
+                return Poll::Ready(Ok(()));
+            }
             return Poll::Ready(Err(this.refuse(cx, REFUSED_408, "header_timeout")));
         }
         // One byte past the bound is enough to know it was crossed.
@@ -340,8 +358,8 @@ impl AsyncRead for Guarded {
         // SAFETY: the inner stream initialised and filled these `n` bytes.
         unsafe { buf.assume_init(start + n) };
         buf.advance(n);
-        if !this.armed {
-            this.armed = true;
+        if this.idle {
+            this.idle = false;
             let at = Instant::now() + this.bounds.header_timeout;
             this.deadline.as_mut().reset(at);
         }
@@ -471,6 +489,8 @@ mod tests {
         let bounds = Bounds {
             max_header_size: 64,
             header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(10),
+            ipv6_prefix: 64,
             max_connections: 3,
             max_connections_per_ip: 1,
             trusted: vec!["10.0.0.0/8".parse().unwrap()],
@@ -489,5 +509,11 @@ mod tests {
         assert_eq!(edge.admit(Some(lb)), Err("total"));
         edge.release(held);
         assert!(edge.admit(Some(a)).is_ok());
+        // IPv6 peers are capped per /64.
+        let edge = Edge::new((), edge.bounds.as_ref().clone());
+        let v6 = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        assert!(edge.admit(v6("2001:db8:0:1::1")).is_ok());
+        assert_eq!(edge.admit(v6("2001:db8:0:1::2")), Err("per_ip"));
+        assert!(edge.admit(v6("2001:db8:0:2::1")).is_ok());
     }
 }

@@ -19,7 +19,7 @@ use super::respond::{self, Refusal};
 use super::route;
 use super::Shared;
 use crate::limit::{self, SlotAnswer, Source, Subject};
-use crate::metrics::{status_class, METRICS};
+use crate::metrics::METRICS;
 
 pub struct Gateway {
     pub shared: Arc<Shared>,
@@ -32,21 +32,33 @@ impl Gateway {
     /// is the gateway's own answer.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), Refusal> {
         clean_headers(session.req_header_mut(), ctx)?;
+        let bad_target = |why: route::BadTarget| {
+            Refusal::new(400, "bad-target", "Bad request target", why.detail())
+        };
         let req = session.req_header();
-        let host = req
-            .headers
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(route::host_of);
-        let slashes = ctx.policy.config.server.escaped_slashes;
-        let target = route::target(
-            req.raw_path(),
-            req.method.as_str(),
-            host.as_deref(),
-            slashes,
-        )
-        .map_err(|why| Refusal::new(400, "bad-target", "Bad request target", why.detail()))?
-        .ok_or_else(Refusal::not_found)?;
+        let host = match req.headers.get(http::header::HOST) {
+            Some(h) => Some(
+                h.to_str()
+                    .ok()
+                    .and_then(route::host_of)
+                    .ok_or(bad_target(route::BadTarget::Host))?,
+            ),
+            None => None,
+        };
+        let server = &ctx.policy.config.server;
+        let rules = route::PathRules {
+            escaped_slashes: server.escaped_slashes,
+            keep_path_parameters: server.keep_path_parameters,
+        };
+        let target = route::target(req.raw_path(), req.method.as_str(), host.as_deref(), rules)
+            .map_err(bad_target)?
+            .ok_or_else(Refusal::not_found)?;
+        // An absolute-form target names the host when there is no Host
+        // (HTTP/1.0); the upstream gets it as Host too.
+        let (host, set_host) = match (host, target.authority) {
+            (None, Some(authority)) => (route::host_of(authority), Some(authority.to_string())),
+            (host, _) => (host, None),
+        };
         // From here on the request's URI is the routed path (and the query as
         // sent): what is routed is what is limited, logged and forwarded.
         let unchanged = matches!(target.path, std::borrow::Cow::Borrowed(_))
@@ -66,6 +78,12 @@ impl Gateway {
                 )
             })?;
             session.req_header_mut().set_uri(uri);
+        }
+        if let Some(authority) = set_host {
+            session
+                .req_header_mut()
+                .insert_header(http::header::HOST, authority)
+                .map_err(|_| bad_target(route::BadTarget::Host))?;
         }
         let req = session.req_header();
         let path = req.uri.path();
@@ -176,17 +194,16 @@ impl Gateway {
             .limiter
             .decide(planned, route.cost, policy.generation)
             .await;
-        let route_name = route.name.as_str();
-        for (p, state) in &decision.buckets {
+        let series = &policy.route_metrics(ctx.route).decisions;
+        for (i, (p, state)) in decision.buckets.iter().enumerate() {
             let outcome = match (state.allowed, p.spend.shadow) {
-                (true, _) => "allowed",
-                (false, true) => "shadow_limited",
-                (false, false) => "limited",
+                (true, _) => 0,
+                (false, false) => 1,
+                (false, true) => 2,
             };
-            METRICS
-                .decisions
-                .with_label_values(&[route_name, &p.limit, outcome])
-                .inc();
+            if let Some(counters) = series.get(i) {
+                counters[outcome].inc();
+            }
         }
         ctx.decision = match (decision.allowed, decision.source) {
             (_, Source::Denied) => "store_unavailable",
@@ -353,8 +370,29 @@ fn unkeyable(why: limit::Unkeyable) -> Refusal {
 }
 
 /// Proxy headers believed only from trusted peers; from anyone else they
-/// are removed before any phase reads the request (SPEC section 10).
-const PROXY_HEADERS: &[&str] = &["forwarded", "x-real-ip", "x-original-url", "x-rewrite-url"];
+/// are removed before any phase reads the request (SPEC section 10), with
+/// every `x-forwarded-*` and the client-address headers frameworks read.
+const PROXY_HEADERS: &[&str] = &[
+    "forwarded",
+    "x-forwarded",
+    "x-real-ip",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-host",
+    "x-host",
+    "x-client-ip",
+    "x-cluster-client-ip",
+    "true-client-ip",
+];
+
+/// Method overrides, removed from every client: the upstream would serve
+/// another method than the one routed on (`GET` with `X-HTTP-Method-Override:
+/// POST` would skip a `POST` route's limits).
+const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
 
 /// Header hygiene, before anything reads the request: bounded fields, one
 /// Host on HTTP/1.1, one Content-Length, no `_` in names (CGI and WSGI read
@@ -418,20 +456,29 @@ fn clean_headers(req: &mut RequestHeader, ctx: &Ctx) -> Result<(), Refusal> {
         }
     }
     let ids = &config.identity_headers;
-    let is_identity = |name: &str| {
-        let dashed = name.replace('_', "-");
-        [&ids.tenant, &ids.user, &ids.plan]
-            .iter()
-            .any(|h| h.as_str() == dashed)
-    };
     let drop: Vec<http::HeaderName> = req
         .headers
         .keys()
         .filter(|name| {
             let name = name.as_str();
-            (name.contains('_') && (!server.allow_underscores_in_headers || is_identity(name)))
-                || (!ctx.peer_trusted
-                    && (name.starts_with("x-forwarded-") || PROXY_HEADERS.contains(&name)))
+            // With underscores allowed, `X_Real_IP` is read as `X-Real-IP`.
+            let underscored = name.contains('_');
+            if underscored && !server.allow_underscores_in_headers {
+                return true;
+            }
+            let dashed = if underscored {
+                std::borrow::Cow::Owned(name.replace('_', "-"))
+            } else {
+                std::borrow::Cow::Borrowed(name)
+            };
+            let dashed = dashed.as_ref();
+            let identity = underscored
+                && [&ids.tenant, &ids.user, &ids.plan]
+                    .iter()
+                    .any(|h| h.as_str() == dashed);
+            let proxy = !ctx.peer_trusted
+                && (dashed.starts_with("x-forwarded-") || PROXY_HEADERS.contains(&dashed));
+            identity || proxy || METHOD_OVERRIDES.contains(&dashed)
         })
         .cloned()
         .collect();
@@ -786,19 +833,11 @@ impl ProxyHttp for Gateway {
         }
         let route = ctx.route_label();
         let elapsed = ctx.started.elapsed();
-        METRICS
-            .requests
-            .with_label_values(&[route, status_class(status)])
-            .inc();
-        METRICS
-            .request_duration
-            .with_label_values(&[route])
-            .observe(elapsed.as_secs_f64());
+        let series = ctx.policy.route_metrics(ctx.route);
+        series.requests(status).inc();
+        series.duration.observe(elapsed.as_secs_f64());
         if let Some(t) = ctx.upstream_started {
-            METRICS
-                .upstream_duration
-                .with_label_values(&[route])
-                .observe(t.elapsed().as_secs_f64());
+            series.upstream.observe(t.elapsed().as_secs_f64());
         }
         let req = session.req_header();
         tracing::info!(

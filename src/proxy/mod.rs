@@ -16,6 +16,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::Config;
+use crate::metrics::RouteMetrics;
 
 /// One immutable policy: a validated config and what was built from it.
 pub struct Policy {
@@ -23,6 +24,9 @@ pub struct Policy {
     pub verifier: Option<Arc<crate::auth::Verifier>>,
     pub pools: HashMap<String, Arc<upstream::Pool>>,
     pub generation: u64,
+    /// Each route's metric series, by route index; one more, last, for
+    /// requests no route matched.
+    pub metrics: Vec<RouteMetrics>,
 }
 
 impl Policy {
@@ -32,12 +36,34 @@ impl Policy {
             Some(auth) => Some(Arc::new(crate::auth::Verifier::new(auth, &config.tenants)?)),
             None => None,
         };
+        let mut metrics: Vec<RouteMetrics> = config
+            .routes
+            .iter()
+            .map(|route| {
+                let limits: Vec<&str> = config
+                    .route_limits(route)
+                    .iter()
+                    .map(|l| l.name.as_str())
+                    .collect();
+                RouteMetrics::new(&route.name, &limits)
+            })
+            .collect();
+        metrics.push(RouteMetrics::new("none", &[]));
         Ok(Policy {
             config,
             verifier,
             pools,
             generation,
+            metrics,
         })
+    }
+}
+
+impl Policy {
+    /// The metric series of a route (`None`: no route matched).
+    pub fn route_metrics(&self, route: Option<usize>) -> &RouteMetrics {
+        let none = self.metrics.len() - 1;
+        &self.metrics[route.unwrap_or(none).min(none)]
     }
 }
 

@@ -81,6 +81,11 @@ pub enum BadTarget {
     EscapedSlash,
     /// Dot segments, also encoded or as `..;`.
     DotSegment,
+    /// `;` under `path_parameters: reject`: servlet containers cut
+    /// `/admin;x/users` to `/admin/users`, prefix routes do not.
+    PathParameter,
+    /// A Host (or absolute-form authority) that is not `host[:port]`.
+    Host,
 }
 
 impl BadTarget {
@@ -91,8 +96,10 @@ impl BadTarget {
             BadTarget::Escape => {
                 "the path has a malformed, NUL, double-encoded or non-UTF-8 escape"
             }
-            BadTarget::EscapedSlash => "the path has an encoded slash (%2F or %5C)",
+            BadTarget::EscapedSlash => "the path has a backslash or an encoded slash (%2F or %5C)",
             BadTarget::DotSegment => "the path has dot segments",
+            BadTarget::PathParameter => "the path has a ; (path parameters are not accepted)",
+            BadTarget::Host => "the Host is not a valid host name with an optional port",
         }
     }
 }
@@ -103,6 +110,8 @@ impl BadTarget {
 pub struct Target<'a> {
     pub path: Cow<'a, str>,
     pub query: Option<&'a str>,
+    /// The authority of an absolute-form target (`http://host:port/...`).
+    pub authority: Option<&'a str>,
 }
 
 /// Reads a raw request target (RFC 9112 section 3.2). `Ok(None)` is
@@ -111,7 +120,7 @@ pub fn target<'a>(
     raw: &'a [u8],
     method: &str,
     host: Option<&str>,
-    slashes: EscapedSlashes,
+    rules: PathRules,
 ) -> Result<Option<Target<'a>>, BadTarget> {
     if raw == b"*" {
         return if method == "OPTIONS" {
@@ -124,14 +133,15 @@ pub fn target<'a>(
     if raw.contains('#') {
         return Err(BadTarget::Form);
     }
-    let origin = match absolute_form(raw) {
+    let (authority, origin) = match absolute_form(raw) {
         Some((authority, rest)) => {
-            if host.is_some_and(|h| h != host_of(authority)) {
+            let named = host_of(authority).ok_or(BadTarget::Host)?;
+            if host.is_some_and(|h| h != named) {
                 return Err(BadTarget::Authority);
             }
-            rest
+            (Some(authority), rest)
         }
-        None => raw,
+        None => (None, raw),
     };
     let (path, query) = match origin.split_once('?') {
         Some((p, q)) => (p, Some(q)),
@@ -146,11 +156,29 @@ pub fn target<'a>(
     if !path.starts_with('/') {
         return Err(BadTarget::Form);
     }
-    let path = normalize(path, slashes)?;
+    // Not a URI character, yet IIS and WHATWG parsers read it as `/`.
+    if path.contains('\\') {
+        return Err(BadTarget::EscapedSlash);
+    }
+    if path.contains(';') && !rules.keep_path_parameters {
+        return Err(BadTarget::PathParameter);
+    }
+    let path = normalize(path, rules.escaped_slashes)?;
     if !path_is_safe(&path) {
         return Err(BadTarget::DotSegment);
     }
-    Ok(Some(Target { path, query }))
+    Ok(Some(Target {
+        path,
+        query,
+        authority,
+    }))
+}
+
+/// How paths are read: `server.escaped_slashes` and `server.path_parameters`.
+#[derive(Debug, Clone, Copy)]
+pub struct PathRules {
+    pub escaped_slashes: EscapedSlashes,
+    pub keep_path_parameters: bool,
 }
 
 /// `http://authority/rest` or `https://...` (scheme case-insensitive):
@@ -260,24 +288,46 @@ pub fn path_is_safe(path: &str) -> bool {
 }
 
 /// The Host header as routes see it: without port, lower-cased, without
-/// the one trailing dot of a fully qualified name.
-pub fn host_of(raw: &str) -> String {
-    let without_port = if raw.starts_with('[') {
-        raw.split(']')
-            .next()
-            .map(|h| format!("{h}]"))
-            .unwrap_or_default()
+/// the one trailing dot of a fully qualified name. `None` when it is not
+/// `host[:port]` (a reg-name of letters, digits, `-`, `.`, `_`, an IPv4
+/// address or a bracketed IPv6 address; the port all digits): a host that
+/// one reader cuts at `:` and another does not would pick different routes.
+pub fn host_of(raw: &str) -> Option<String> {
+    let (host, port) = if raw.starts_with('[') {
+        let end = raw.find(']')?;
+        let (host, rest) = raw.split_at(end + 1);
+        let port = match rest {
+            "" => "",
+            r => r.strip_prefix(':')?,
+        };
+        let inner = &host[1..host.len() - 1];
+        let ipv6 = !inner.is_empty()
+            && inner
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        if !ipv6 {
+            return None;
+        }
+        (host, port)
     } else {
-        raw.rsplit_once(':')
-            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-            .map(|(h, _)| h.to_string())
-            .unwrap_or_else(|| raw.to_string())
+        let (host, port) = raw.rsplit_once(':').unwrap_or((raw, ""));
+        let name = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        if !name {
+            return None;
+        }
+        (host, port)
     };
-    let mut host = without_port.to_ascii_lowercase();
-    if host.ends_with('.') {
+    if port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut host = host.to_ascii_lowercase();
+    if host.ends_with('.') && host.len() > 1 {
         host.pop();
     }
-    host
+    Some(host)
 }
 
 #[cfg(test)]
@@ -334,17 +384,43 @@ mod tests {
 
     #[test]
     fn hosts() {
-        assert_eq!(host_of("API.example.com:8080"), "api.example.com");
-        assert_eq!(host_of("[::1]:80"), "[::1]");
-        assert_eq!(host_of("example.com"), "example.com");
-        assert_eq!(host_of("API.example.com.:443"), "api.example.com");
+        let h = |raw: &str| host_of(raw);
+        assert_eq!(
+            h("API.example.com:8080").as_deref(),
+            Some("api.example.com")
+        );
+        assert_eq!(h("[::1]:80").as_deref(), Some("[::1]"));
+        assert_eq!(h("example.com").as_deref(), Some("example.com"));
+        assert_eq!(
+            h("API.example.com.:443").as_deref(),
+            Some("api.example.com")
+        );
+        assert_eq!(h("127.0.0.1:").as_deref(), Some("127.0.0.1"));
+        for bad in [
+            "api.example.com:abc",
+            "api.example.com:80x",
+            "api.example.com:+80",
+            "api.example.com:-1",
+            "user@api.example.com",
+            "",
+            ":80",
+            "[::1",
+            "[zz]:80",
+            "a b",
+            "api.example.com:123456",
+        ] {
+            assert_eq!(h(bad), None, "{bad}");
+        }
     }
 
     #[test]
     fn targets() {
-        use EscapedSlashes::Reject;
+        let rules = PathRules {
+            escaped_slashes: EscapedSlashes::Reject,
+            keep_path_parameters: false,
+        };
         let t = |raw: &str, method: &str, host: Option<&str>| {
-            target(raw.as_bytes(), method, host, Reject)
+            target(raw.as_bytes(), method, host, rules)
                 .map(|t| t.map(|t| (t.path.into_owned(), t.query.map(str::to_string))))
         };
         for bad in [
@@ -381,5 +457,20 @@ mod tests {
         );
         assert_eq!(t("ftp://h/x", "GET", None), Err(BadTarget::Form));
         assert_eq!(t("/a/%2e%2E/b", "GET", None), Err(BadTarget::DotSegment));
+        assert_eq!(t("/\\admin", "GET", None), Err(BadTarget::EscapedSlash));
+        assert_eq!(
+            t("/admin;x/users", "GET", None),
+            Err(BadTarget::PathParameter)
+        );
+        assert_eq!(
+            t("/a?b;c", "GET", None),
+            Ok(Some(("/a".into(), Some("b;c".into()))))
+        );
+        assert_eq!(t("http://a:b/x", "GET", None), Err(BadTarget::Host));
+        let keep = PathRules {
+            keep_path_parameters: true,
+            ..rules
+        };
+        assert!(target(b"/items;v=1", "GET", None, keep).is_ok());
     }
 }
