@@ -10,7 +10,7 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
 use crate::metrics::METRICS;
-use crate::proxy::Shared;
+use crate::state::Shared;
 
 pub struct Admin {
     pub shared: Arc<Shared>,

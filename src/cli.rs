@@ -50,7 +50,7 @@ pub enum Command {
 }
 
 fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
-    crate::config::file::parse_duration(text)
+    crate::config::yaml::parse_duration(text)
 }
 
 /// JSON lines on stdout, filtered by `RUST_LOG`. Debug and trace events of

@@ -1,14 +1,18 @@
 //! fairgate: a fair, multi-tenant rate-limiting reverse proxy on Pingora.
-//! The modules follow one request's path: `config` → `proxy::route` →
-//! `auth` → `limit` → upstream → `proxy::respond`, with `admin` and
-//! `metrics` beside them.
+//! The modules follow one request's path: `proxy::edge` → `proxy::gateway`
+//! → `proxy::admit` (`proxy::route`, `auth`, `limit`) → `upstream` →
+//! `proxy::respond`, over the process `state` built from `config`, with
+//! `admin` and `metrics` beside them.
 
 pub mod admin;
 pub mod auth;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod echo;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;
 pub mod server;
+pub mod state;
+pub mod upstream;

@@ -268,47 +268,6 @@ impl Metrics {
     }
 }
 
-impl Metrics {
-    /// Creates every series the config implies at zero, so dashboards and
-    /// alerts see them (and `rate()` works) before the first event.
-    pub fn init_series(&self, config: &crate::config::Config) {
-        for e in crate::auth::AuthError::ALL {
-            self.auth_failures.with_label_values(&[e.reason()]);
-        }
-        for result in ["ok", "error"] {
-            self.config_reloads.with_label_values(&[result]);
-        }
-        for reason in ["total", "per_ip"] {
-            self.connections_refused.with_label_values(&[reason]);
-        }
-        for reason in EDGE_REASONS {
-            self.edge_refusals.with_label_values(&[reason]);
-        }
-        for reason in ["unreachable", "failed", "timed_out", "breaker_open"] {
-            self.fallback.with_label_values(&[reason]);
-        }
-        for route in &config.routes {
-            for limit in config.route_limits(route) {
-                for decision in OUTCOMES {
-                    self.decisions.with_label_values(&[
-                        route.name.as_str(),
-                        limit.name.as_str(),
-                        decision,
-                    ]);
-                }
-            }
-        }
-        for policy in config.concurrency.keys() {
-            self.slots_acquired.with_label_values(&[policy]);
-            self.slots_refused.with_label_values(&[policy]);
-            self.slots_held.with_label_values(&[policy]);
-            for reason in ["complete", "error", "client_abort", "expired_renewal"] {
-                self.slots_released.with_label_values(&[policy, reason]);
-            }
-        }
-    }
-}
-
 /// Reasons of `fairgate_edge_refusals_total`.
 pub const EDGE_REASONS: [&str; 4] = [
     "header_size",

@@ -23,35 +23,13 @@ use crate::config::Config;
 use crate::metrics::METRICS;
 use crate::proxy::edge::{Bounds, Edge};
 use crate::proxy::gateway::Gateway;
-use crate::proxy::{Policy, Shared};
+use crate::state::{Policy, Shared};
 
 /// Runs the gateway until a shutdown signal; `config_path` is re-read on SIGHUP.
 pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
     let server_cfg = config.server.clone();
     let admin_listen = config.admin.listen;
-    let policy = Policy::build(config, 1)?;
-    if let Some(verifier) = &policy.verifier {
-        if !verifier.remote.is_empty() {
-            // First JWKS fetch before serving, so valid tokens pass from the start.
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())?;
-            rt.block_on(verifier.refresh_remote(true));
-        }
-    }
-    let limiter = crate::limit::Limiter::new(&policy.config)?;
-    let shared = Arc::new(Shared {
-        limiter,
-        auth_failures: Default::default(),
-        policy: ArcSwap::from_pointee(policy),
-        ready: Default::default(),
-    });
-    METRICS.init_series(&shared.policy.load().config);
-    METRICS.config_reloads.with_label_values(&["ok"]).inc();
-    METRICS.config_generation.set(1);
-    METRICS.config_last_success.set(crate::metrics::unix_now());
-
+    let shared = shared_state(config)?;
     let grace = server_cfg.shutdown_grace;
     let conf = ServerConf {
         threads: server_cfg.threads,
@@ -67,32 +45,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
 
-    let gateway = pingora::proxy::http_proxy(
-        &server.configuration,
-        Gateway {
-            shared: shared.clone(),
-        },
-    );
-    let mut proxy = Service::new(
-        "fairgate proxy".to_string(),
-        Edge::new(gateway, Bounds::from_config(&server_cfg)),
-    );
-    let mut listening: Vec<SocketAddr> = server_cfg.listen.clone();
-    for addr in &server_cfg.listen {
-        proxy.add_tcp(&addr.to_string());
-    }
-    if let Some(tls) = &server_cfg.tls {
-        let mut settings = TlsSettings::intermediate(
-            &tls.cert.display().to_string(),
-            &tls.key.display().to_string(),
-        )
-        .map_err(|e| format!("server.tls: cannot load certificate or key: {e}"))?;
-        settings.enable_h2();
-        proxy.add_tls_with_settings(&tls.listen.to_string(), None, settings);
-        listening.push(tls.listen);
-    }
+    let mut listening = Vec::new();
+    let proxy = proxy_service(&server, &shared, &server_cfg, &mut listening)?;
     server.add_service(proxy);
-
     if let Some(addr) = admin_listen {
         let mut admin = Service::new(
             "fairgate admin".to_string(),
@@ -104,7 +59,6 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
         server.add_service(admin);
         listening.push(addr);
     }
-
     server.add_service(background_service(
         "fairgate supervisor",
         Supervisor {
@@ -118,6 +72,68 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
         shutdown_signal: Box::new(Signals),
     });
     Ok(())
+}
+
+/// The first policy and the state that outlives it; the first JWKS fetch
+/// happens here, so valid tokens pass from the start.
+fn shared_state(config: Config) -> Result<Arc<Shared>, String> {
+    let policy = Policy::build(config, 1).map_err(|e| e.to_string())?;
+    if let Some(verifier) = &policy.verifier {
+        if !verifier.remote.is_empty() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(verifier.refresh_remote(true));
+        }
+    }
+    let limiter = crate::limit::Limiter::new(&policy.config)?;
+    let shared = Arc::new(Shared {
+        limiter,
+        auth_failures: Default::default(),
+        policy: ArcSwap::from_pointee(policy),
+        ready: Default::default(),
+    });
+    crate::state::init_series(&shared.policy.load().config);
+    METRICS.config_reloads.with_label_values(&["ok"]).inc();
+    METRICS.config_generation.set(1);
+    METRICS.config_last_success.set(crate::metrics::unix_now());
+    Ok(shared)
+}
+
+/// The client-facing service: the edge around Pingora's proxy, on every
+/// plain and TLS listener (added to `listening`).
+fn proxy_service(
+    server: &Server,
+    shared: &Arc<Shared>,
+    server_cfg: &crate::config::Server,
+    listening: &mut Vec<SocketAddr>,
+) -> Result<Service<Edge<pingora::proxy::HttpProxy<Gateway>>>, String> {
+    let gateway = pingora::proxy::http_proxy(
+        &server.configuration,
+        Gateway {
+            shared: shared.clone(),
+        },
+    );
+    let mut proxy = Service::new(
+        "fairgate proxy".to_string(),
+        Edge::new(gateway, Bounds::from_config(server_cfg)),
+    );
+    for addr in &server_cfg.listen {
+        proxy.add_tcp(&addr.to_string());
+        listening.push(*addr);
+    }
+    if let Some(tls) = &server_cfg.tls {
+        let mut settings = TlsSettings::intermediate(
+            &tls.cert.display().to_string(),
+            &tls.key.display().to_string(),
+        )
+        .map_err(|e| format!("server.tls: cannot load certificate or key: {e}"))?;
+        settings.enable_h2();
+        proxy.add_tls_with_settings(&tls.listen.to_string(), None, settings);
+        listening.push(tls.listen);
+    }
+    Ok(proxy)
 }
 
 /// SIGTERM and SIGINT both mean: stop accepting, drain, exit 0.
@@ -220,7 +236,7 @@ impl BackgroundService for Supervisor {
                 _ = hangup.recv() => {
                     if let Some(path) = &self.config_path {
                         seen = reload::digest(path);
-                        let _ = reload::reload(&self.shared, path).await;
+                        let _ = crate::state::reload(&self.shared, path).await;
                     }
                 }
                 Some(()) = async { watch.as_mut()?.events.recv().await } => {
@@ -234,7 +250,7 @@ impl BackgroundService for Supervisor {
                         let now = reload::digest(path);
                         if now.is_some() && now != seen {
                             seen = now;
-                            let _ = reload::reload(&self.shared, path).await;
+                            let _ = crate::state::reload(&self.shared, path).await;
                         }
                     }
                 }

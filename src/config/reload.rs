@@ -1,18 +1,15 @@
-//! Reload: read and validate the file off the request path, refuse changes
-//! that need a restart, then swap the policy atomically. A failed reload
-//! leaves the running policy untouched and logs every problem.
+//! What reload needs from the config side: which changes only a restart can
+//! apply, watching the file (and the directory swaps of a ConfigMap), and a
+//! digest to tell a real change. Swapping the policy is `state::reload`.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use super::{Config, Problems};
-use crate::metrics::METRICS;
-use crate::proxy::{Policy, Shared};
+use super::Config;
 
 /// Fields whose change only a restart can apply: listeners, threads and
 /// grace are fixed when the process starts, and the store connection (and
 /// its fallback settings) lives as long as the process.
-fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
+pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
     let (s, t) = (&old.server, &new.server);
     let (o, n) = (&old.store, &new.store);
     [
@@ -27,6 +24,28 @@ fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
             "server.trusted_proxies",
             s.trusted_proxies != t.trusted_proxies,
         ),
+        // The edge's bounds are fixed when the listeners start.
+        (
+            "server.max_header_size",
+            s.max_header_size != t.max_header_size,
+        ),
+        (
+            "server.header_timeout",
+            s.header_timeout != t.header_timeout,
+        ),
+        (
+            "server.keepalive_timeout",
+            s.keepalive_timeout != t.keepalive_timeout,
+        ),
+        (
+            "server.max_connections",
+            s.max_connections != t.max_connections,
+        ),
+        (
+            "server.max_connections_per_ip",
+            s.max_connections_per_ip != t.max_connections_per_ip,
+        ),
+        ("server.ipv6_prefix", s.ipv6_prefix != t.ipv6_prefix),
         ("admin.listen", old.admin != new.admin),
         ("store.kind", o.kind != n.kind),
         ("store.url", o.urls != n.urls),
@@ -81,56 +100,4 @@ pub fn digest(path: &Path) -> Option<u64> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
     Some(h.finish())
-}
-
-/// Loads `path` and, if it is valid, makes it the policy in force.
-pub async fn reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
-    let result = try_reload(shared, path).await;
-    match &result {
-        Ok(generation) => {
-            METRICS.config_reloads.with_label_values(&["ok"]).inc();
-            METRICS.config_generation.set(*generation as i64);
-            METRICS.config_last_success.set(crate::metrics::unix_now());
-            tracing::info!(generation, "config.reloaded");
-        }
-        Err(problems) => {
-            METRICS.config_reloads.with_label_values(&["error"]).inc();
-            for line in problems.render_errors() {
-                tracing::error!(problem = %line, "config.reload_failed");
-            }
-        }
-    }
-    result
-}
-
-async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
-    let loaded = Config::load(path)?;
-    for line in &loaded.warnings {
-        tracing::warn!(problem = %line, "config.warning");
-    }
-    let current = shared.policy.load_full();
-    let fields = restart_required(&current.config, &loaded.config);
-    if !fields.is_empty() {
-        let mut problems = Problems::new(path.display().to_string());
-        for field in fields {
-            problems.push(
-                (1, 1),
-                "reload.restart_required",
-                format!("{field}: changed; this takes effect only after a restart"),
-            );
-        }
-        return Err(problems);
-    }
-    let generation = current.generation + 1;
-    let policy = Policy::build(loaded.config, generation).map_err(|e| {
-        let mut p = Problems::new(path.display().to_string());
-        p.push((1, 1), "upstreams.target_invalid", e);
-        p
-    })?;
-    if let Some(verifier) = &policy.verifier {
-        verifier.refresh_remote(true).await;
-    }
-    METRICS.init_series(&policy.config);
-    shared.policy.store(Arc::new(policy));
-    Ok(generation)
 }

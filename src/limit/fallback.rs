@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::metrics::METRICS;
 
@@ -62,5 +64,30 @@ impl Breaker {
                 "rate_limits.recovered"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn opens_on_failure_probes_once_per_interval_and_closes_on_success() {
+        let b = Breaker::new(Duration::from_millis(500));
+        assert!(b.should_try() && !b.is_open());
+        b.failure("unreachable", &"refused");
+        assert!(b.is_open());
+        assert!(!b.should_try(), "open: no store call");
+        tokio::time::advance(Duration::from_millis(499)).await;
+        assert!(!b.should_try());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(b.should_try(), "one probe after the interval");
+        assert!(!b.should_try(), "and only one");
+        b.failure("timed_out", &"slow");
+        tokio::time::advance(Duration::from_millis(499)).await;
+        assert!(!b.should_try(), "a failed probe restarts the interval");
+        b.success();
+        assert!(!b.is_open());
+        assert!(b.should_try() && b.should_try(), "closed: every call");
     }
 }

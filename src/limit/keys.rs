@@ -23,40 +23,61 @@ pub fn encode(value: &str) -> String {
 /// never produces, so it cannot collide with any real value.
 pub const ABSENT: &str = "%";
 
-pub fn tenant(prefix: &str, tid: &str, limit: &str) -> String {
-    format!("{prefix}tenant:{{{tid}}}:rate:{limit}")
+/// What a key counts: a token bucket or a set of slot leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Rate,
+    Slots,
 }
 
-pub fn tenant_user(prefix: &str, tid: &str, uid: &str, limit: &str) -> String {
-    format!("{prefix}tenant:{{{tid}}}:user:{}:rate:{limit}", encode(uid))
+/// The value a scope keys on for one request, resolved by `limit::scoped`.
+/// Tenant ids come from `auth::tenant_id_ok`'s alphabet, which holds no
+/// delimiter; every other value is `encode`d here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scoped<'a> {
+    Tenant(&'a str),
+    TenantUser(&'a str, &'a str),
+    TenantToken(&'a str, &'a str),
+    ClientIp(IpAddr),
+    Global,
+    /// A `{path}` or `{header}` value (`None`: absent), inside the tenant
+    /// on authenticated routes.
+    Value {
+        tenant: Option<&'a str>,
+        value: Option<&'a str>,
+    },
 }
 
-pub fn tenant_token(prefix: &str, tid: &str, jti: &str, limit: &str) -> String {
-    format!(
-        "{prefix}tenant:{{{tid}}}:token:{}:rate:{limit}",
-        encode(jti)
-    )
-}
-
-/// `{path: p}` and `{header: h}` scopes; inside the tenant when authenticated.
-pub fn value(prefix: &str, tid: Option<&str>, limit: &str, value: Option<&str>) -> String {
-    let v = value.map(encode).unwrap_or_else(|| ABSENT.to_string());
-    match tid {
-        Some(tid) => format!("{prefix}tenant:{{{tid}}}:{limit}:{{{v}}}:rate"),
-        None => format!("{prefix}{limit}:{{{v}}}:rate"),
+/// The one place a store key is shaped (SPEC section 4).
+pub fn key(prefix: &str, scoped: Scoped<'_>, name: &str, kind: Kind) -> String {
+    let k = match kind {
+        Kind::Rate => "rate",
+        Kind::Slots => "slots",
+    };
+    match scoped {
+        Scoped::Tenant(t) => format!("{prefix}tenant:{{{t}}}:{k}:{name}"),
+        Scoped::TenantUser(t, uid) => {
+            format!("{prefix}tenant:{{{t}}}:user:{}:{k}:{name}", encode(uid))
+        }
+        Scoped::TenantToken(t, jti) => {
+            format!("{prefix}tenant:{{{t}}}:token:{}:{k}:{name}", encode(jti))
+        }
+        Scoped::ClientIp(addr) => format!("{prefix}ip:{{{addr}}}:{k}:{name}"),
+        Scoped::Global => format!("{prefix}global:{{{name}}}:{k}"),
+        Scoped::Value { tenant, value } => {
+            let v = value.map(encode).unwrap_or_else(|| ABSENT.to_string());
+            match tenant {
+                Some(t) => format!("{prefix}tenant:{{{t}}}:{name}:{{{v}}}:{k}"),
+                None => format!("{prefix}{name}:{{{v}}}:{k}"),
+            }
+        }
     }
 }
 
-pub fn client_ip(prefix: &str, addr: IpAddr, limit: &str) -> String {
-    format!("{prefix}ip:{{{addr}}}:rate:{limit}")
-}
-
-pub fn global(prefix: &str, limit: &str) -> String {
-    format!("{prefix}global:{{{limit}}}:rate")
-}
-
-pub fn slots(prefix: &str, tid: &str, name: &str) -> String {
-    format!("{prefix}tenant:{{{tid}}}:slots:{name}")
+/// The key the store probe writes: inside the configured namespace, so an
+/// ACL scoped to the prefix allows it, and under its own hash tag.
+pub fn probe(prefix: &str) -> String {
+    format!("{prefix}fairgate:{{probe}}")
 }
 
 #[cfg(test)]
@@ -77,41 +98,111 @@ mod tests {
     }
 
     #[test]
-    fn shapes() {
-        assert_eq!(tenant("fw:", "acme", "api"), "fw:tenant:{acme}:rate:api");
-        assert_eq!(
-            tenant_user("", "acme", "auth0|42:rate:api", "auth"),
-            "tenant:{acme}:user:auth0%7C42%3Arate%3Aapi:rate:auth"
-        );
-        assert_eq!(
-            tenant_token("", "acme", "j1", "api"),
-            "tenant:{acme}:token:j1:rate:api"
-        );
-        assert_eq!(
-            value("", None, "webhooks", Some("stripe")),
-            "webhooks:{stripe}:rate"
-        );
-        assert_eq!(
-            value("", Some("acme"), "webhooks", Some("stripe")),
-            "tenant:{acme}:webhooks:{stripe}:rate"
-        );
-        assert_eq!(value("", None, "h", None), "h:{%}:rate");
-        assert_eq!(
-            client_ip("", "10.0.0.1".parse().unwrap(), "anon"),
-            "ip:{10.0.0.1}:rate:anon"
-        );
-        assert_eq!(global("", "all"), "global:{all}:rate");
-        assert_eq!(slots("", "acme", "uploads"), "tenant:{acme}:slots:uploads");
+    fn every_shape_of_spec_section_4() {
+        use Kind::Rate;
+        let ip = "10.0.0.1".parse().unwrap();
+        let user = Scoped::TenantUser("acme", "auth0|42:rate:api");
+        let value = |tenant, value| Scoped::Value { tenant, value };
+        let table = [
+            (
+                Scoped::Tenant("acme"),
+                "api",
+                Rate,
+                "fw:tenant:{acme}:rate:api",
+            ),
+            (
+                user,
+                "auth",
+                Rate,
+                "fw:tenant:{acme}:user:auth0%7C42%3Arate%3Aapi:rate:auth",
+            ),
+            (
+                Scoped::TenantToken("acme", "j1"),
+                "api",
+                Rate,
+                "fw:tenant:{acme}:token:j1:rate:api",
+            ),
+            (
+                value(None, Some("stripe")),
+                "webhooks",
+                Rate,
+                "fw:webhooks:{stripe}:rate",
+            ),
+            (
+                value(Some("acme"), Some("stripe")),
+                "webhooks",
+                Rate,
+                "fw:tenant:{acme}:webhooks:{stripe}:rate",
+            ),
+            (value(None, None), "h", Rate, "fw:h:{%}:rate"),
+            (
+                Scoped::ClientIp(ip),
+                "anon",
+                Rate,
+                "fw:ip:{10.0.0.1}:rate:anon",
+            ),
+            (Scoped::Global, "all", Rate, "fw:global:{all}:rate"),
+        ];
+        for (scoped, name, kind, want) in table {
+            assert_eq!(key("fw:", scoped, name, kind), want);
+        }
+        assert_eq!(probe("fw:"), "fw:fairgate:{probe}");
+    }
+
+    #[test]
+    fn every_slot_shape() {
+        use Kind::Slots;
+        let ip = "10.0.0.1".parse().unwrap();
+        let user = Scoped::TenantUser("acme", "auth0|42:rate:api");
+        let value = |tenant, value| Scoped::Value { tenant, value };
+        let table = [
+            (
+                Scoped::Tenant("acme"),
+                "uploads",
+                Slots,
+                "fw:tenant:{acme}:slots:uploads",
+            ),
+            (
+                user,
+                "up",
+                Slots,
+                "fw:tenant:{acme}:user:auth0%7C42%3Arate%3Aapi:slots:up",
+            ),
+            (
+                Scoped::TenantToken("acme", "j1"),
+                "up",
+                Slots,
+                "fw:tenant:{acme}:token:j1:slots:up",
+            ),
+            (value(None, Some("p/1")), "up", Slots, "fw:up:{p%2F1}:slots"),
+            (
+                value(Some("acme"), Some("p")),
+                "up",
+                Slots,
+                "fw:tenant:{acme}:up:{p}:slots",
+            ),
+            (
+                Scoped::ClientIp(ip),
+                "up",
+                Slots,
+                "fw:ip:{10.0.0.1}:slots:up",
+            ),
+            (Scoped::Global, "up", Slots, "fw:global:{up}:slots"),
+        ];
+        for (scoped, name, kind, want) in table {
+            assert_eq!(key("fw:", scoped, name, kind), want);
+        }
     }
 
     #[test]
     fn a_user_id_cannot_land_on_the_tenant_or_another_user() {
-        let forged = tenant_user("", "acme", "x:rate:api", "api");
-        assert_ne!(forged, tenant("", "acme", "api"));
-        assert_ne!(forged, tenant_user("", "acme", "x", "api"));
+        let k = |scoped| key("", scoped, "api", Kind::Rate);
+        let forged = k(Scoped::TenantUser("acme", "x:rate:api"));
+        assert_ne!(forged, k(Scoped::Tenant("acme")));
+        assert_ne!(forged, k(Scoped::TenantUser("acme", "x")));
         assert_ne!(
-            tenant_user("", "acme", "auth0|42:rate:api", "api"),
-            tenant_user("", "acme", "auth0|42", "api")
+            k(Scoped::TenantUser("acme", "auth0|42:rate:api")),
+            k(Scoped::TenantUser("acme", "auth0|42"))
         );
     }
 }

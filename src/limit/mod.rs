@@ -6,21 +6,26 @@ pub mod bucket;
 pub mod denials;
 pub mod fallback;
 pub mod keys;
-pub mod slots;
+pub mod lease;
 pub mod store;
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use tokio::time::Instant;
+
+use crate::clock::{Clock, SystemClock};
 use bucket::{BucketState, Spend};
 use fallback::Breaker;
-use store::memory::{MemoryStore, SystemClock};
+use store::memory::MemoryStore;
 use store::{Store, StoreError};
 
 use crate::auth::Identity;
 use crate::config::{Bucket, Concurrency, Config, Limit, OnUnavailable, Route, Scope, StoreKind};
 use crate::metrics::METRICS;
+use keys::{Kind, Scoped};
 
 /// One bucket a request will spend from, with the policy that sized it.
 #[derive(Debug, Clone)]
@@ -100,6 +105,42 @@ pub fn sizing(config: &Config, limit: &Limit, identity: Option<&Identity>) -> Bu
     limit.default
 }
 
+/// What `scope` keys on for this request; `ipv6_prefix` groups IPv6 clients.
+fn scoped<'a>(
+    scope: &Scope,
+    values: Option<&BTreeSet<String>>,
+    subject: &'a Subject<'_>,
+    ipv6_prefix: u8,
+) -> Result<Scoped<'a>, Unkeyable> {
+    let identity = subject.identity;
+    let id = || identity.ok_or(Unkeyable::MissingClaim);
+    let claim = |c: Option<&'a String>| c.map(String::as_str).ok_or(Unkeyable::MissingClaim);
+    Ok(match scope {
+        Scope::Tenant => Scoped::Tenant(&id()?.tenant),
+        Scope::TenantUser => Scoped::TenantUser(&id()?.tenant, claim(id()?.user.as_ref())?),
+        Scope::TenantToken => Scoped::TenantToken(&id()?.tenant, claim(id()?.token.as_ref())?),
+        Scope::ClientIp => Scoped::ClientIp(address_key(
+            subject
+                .client_ip
+                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            ipv6_prefix,
+        )),
+        Scope::Global => Scoped::Global,
+        Scope::Path(_) | Scope::Header(_) => {
+            let value = subject.value(scope)?;
+            if let Some(listed) = values {
+                if !value.is_some_and(|v| listed.contains(v)) {
+                    return Err(Unkeyable::NotListed);
+                }
+            }
+            Scoped::Value {
+                tenant: identity.map(|i| i.tenant.as_str()),
+                value,
+            }
+        }
+    })
+}
+
 /// Every bucket the route spends from, in the route's order.
 pub fn plan(
     config: &Config,
@@ -107,45 +148,17 @@ pub fn plan(
     subject: &Subject<'_>,
 ) -> Result<Vec<Planned>, Unkeyable> {
     let prefix = config.store.key_prefix.as_str();
-    let tid = subject.identity.map(|i| i.tenant.as_str());
     config
         .route_limits(route)
         .into_iter()
         .map(|limit| {
-            let name = limit.name.as_str();
-            let key = match &limit.scope {
-                Scope::Tenant => keys::tenant(prefix, tid.ok_or(Unkeyable::MissingClaim)?, name),
-                Scope::TenantUser => {
-                    let id = subject.identity.ok_or(Unkeyable::MissingClaim)?;
-                    let user = id.user.as_deref().ok_or(Unkeyable::MissingClaim)?;
-                    keys::tenant_user(prefix, &id.tenant, user, name)
-                }
-                Scope::TenantToken => {
-                    let id = subject.identity.ok_or(Unkeyable::MissingClaim)?;
-                    let jti = id.token.as_deref().ok_or(Unkeyable::MissingClaim)?;
-                    keys::tenant_token(prefix, &id.tenant, jti, name)
-                }
-                Scope::ClientIp => keys::client_ip(
-                    prefix,
-                    address_key(
-                        subject
-                            .client_ip
-                            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-                        config.server.ipv6_prefix,
-                    ),
-                    name,
-                ),
-                Scope::Global => keys::global(prefix, name),
-                Scope::Path(_) | Scope::Header(_) => {
-                    let value = subject.value(&limit.scope)?;
-                    if let Some(listed) = &limit.values {
-                        if !value.is_some_and(|v| listed.contains(v)) {
-                            return Err(Unkeyable::NotListed);
-                        }
-                    }
-                    keys::value(prefix, tid, name, value)
-                }
-            };
+            let scoped = scoped(
+                &limit.scope,
+                limit.values.as_ref(),
+                subject,
+                config.server.ipv6_prefix,
+            )?;
+            let key = keys::key(prefix, scoped, &limit.name, Kind::Rate);
             let bucket = sizing(config, limit, subject.identity);
             Ok(Planned {
                 limit: limit.name.clone(),
@@ -184,7 +197,7 @@ pub struct Decision {
 pub struct Limiter {
     store: Arc<dyn Store>,
     local: Arc<MemoryStore>,
-    pub held: Arc<slots::Held>,
+    pub held: Arc<lease::Held>,
     /// Refusals the shared store made that still hold (not for `memory`).
     denials: Option<denials::Denials>,
     breaker: Breaker,
@@ -198,6 +211,12 @@ pub struct Limiter {
 
 impl Limiter {
     pub fn new(config: &Config) -> Result<Self, String> {
+        Self::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// As `new`, with the clock of the in-process buckets (the memory store
+    /// and the local fallback) given: tests hold it still.
+    pub fn with_clock(config: &Config, clock: Arc<dyn Clock>) -> Result<Self, String> {
         let s = &config.store;
         let password = match &s.password_env {
             Some(env) => Some(
@@ -206,7 +225,7 @@ impl Limiter {
             None => None,
         };
         let store: Arc<dyn Store> = match s.kind {
-            StoreKind::Memory => Arc::new(MemoryStore::new(Arc::new(SystemClock))),
+            StoreKind::Memory => Arc::new(MemoryStore::new(clock.clone())),
             StoreKind::Redis => Arc::new(store::redis::RedisStore::single(
                 &s.urls[0],
                 password,
@@ -230,7 +249,7 @@ impl Limiter {
             latency_ok,
             latency_error,
             store,
-            local: Arc::new(MemoryStore::new(Arc::new(SystemClock))),
+            local: Arc::new(MemoryStore::new(clock)),
             held: Arc::default(),
             denials: (s.kind != StoreKind::Memory).then(denials::Denials::default),
             breaker: Breaker::new(Duration::from_millis(500)),
@@ -359,7 +378,7 @@ impl Limiter {
 
 /// The outcome of asking for a slot.
 pub enum SlotAnswer {
-    Granted(slots::Lease),
+    Granted(lease::Lease),
     /// Every slot is held.
     Full,
     /// The store is down and `on_unavailable: allow`: no lease, no limit.
@@ -414,7 +433,7 @@ impl Limiter {
                 .inc();
             return SlotAnswer::Full;
         }
-        SlotAnswer::Granted(slots::Lease::start(
+        SlotAnswer::Granted(lease::Lease::start(
             policy,
             key,
             id,
@@ -451,39 +470,13 @@ pub fn slot_key(
     policy: &Concurrency,
     subject: &Subject<'_>,
 ) -> Result<String, Unkeyable> {
-    let prefix = config.store.key_prefix.as_str();
-    let name = policy.name.as_str();
-    let id = subject.identity;
-    Ok(match &policy.scope {
-        Scope::Tenant => keys::slots(prefix, &id.ok_or(Unkeyable::MissingClaim)?.tenant, name),
-        Scope::TenantUser => {
-            let id = id.ok_or(Unkeyable::MissingClaim)?;
-            let user = keys::encode(id.user.as_deref().ok_or(Unkeyable::MissingClaim)?);
-            format!("{prefix}tenant:{{{}}}:user:{user}:slots:{name}", id.tenant)
-        }
-        Scope::TenantToken => {
-            let id = id.ok_or(Unkeyable::MissingClaim)?;
-            let jti = keys::encode(id.token.as_deref().ok_or(Unkeyable::MissingClaim)?);
-            format!("{prefix}tenant:{{{}}}:token:{jti}:slots:{name}", id.tenant)
-        }
-        Scope::ClientIp => format!(
-            "{prefix}ip:{{{}}}:slots:{name}",
-            subject
-                .client_ip
-                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
-        ),
-        Scope::Global => format!("{prefix}global:{{{name}}}:slots"),
-        Scope::Path(_) | Scope::Header(_) => {
-            let v = subject
-                .value(&policy.scope)?
-                .map(keys::encode)
-                .unwrap_or_else(|| keys::ABSENT.to_string());
-            match id {
-                Some(id) => format!("{prefix}tenant:{{{}}}:{name}:{{{v}}}:slots", id.tenant),
-                None => format!("{prefix}{name}:{{{v}}}:slots"),
-            }
-        }
-    })
+    let scoped = scoped(&policy.scope, None, subject, config.server.ipv6_prefix)?;
+    Ok(keys::key(
+        &config.store.key_prefix,
+        scoped,
+        &policy.name,
+        Kind::Slots,
+    ))
 }
 
 fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> Decision {
@@ -498,7 +491,29 @@ fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> 
     }
 }
 
+/// Index into `metrics::OUTCOMES` (allowed, limited, shadow_limited) of
+/// one bucket's answer.
+pub fn outcome(allowed: bool, shadow: bool) -> usize {
+    match (allowed, shadow) {
+        (true, _) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+    }
+}
+
 impl Decision {
+    /// The access log's `decision`: who decided and what.
+    pub fn label(&self) -> &'static str {
+        match (self.allowed, self.source) {
+            (_, Source::Denied) => "store_unavailable",
+            (true, Source::Allowed) => "allowed_unchecked",
+            (true, Source::Local) => "allowed_local",
+            (false, Source::Local) => "limited_local",
+            (true, _) => "allowed",
+            (false, _) => "limited",
+        }
+    }
+
     /// The bucket to report in quota headers: the one with the fewest tokens
     /// left (first in route order on ties), among non-shadow buckets if any.
     pub fn tightest(&self) -> Option<&(Planned, BucketState)> {
@@ -521,5 +536,59 @@ impl Decision {
             .iter()
             .filter(|(p, s)| !s.allowed && !p.spend.shadow)
             .max_by_key(|(_, s)| s.retry_after_ms.unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    /// A limiter whose store never answers (a closed loopback port), with
+    /// the local fallback on a clock the test moves.
+    fn unreachable(divisor: u64, clock: Arc<ManualClock>) -> (Limiter, Config) {
+        let yaml = format!(
+            r#"
+store: {{kind: redis, url: "redis://127.0.0.1:1/0", timeout: 50ms, local_divisor: {divisor}}}
+upstreams: {{api: {{targets: ["127.0.0.1:3000"]}}}}
+limits: {{api: {{scope: global, default: {{capacity: 4, rate: 4/s}}}}}}
+routes: [{{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [api]}}]
+"#
+        );
+        let config = Config::from_text("t.yaml", &yaml, std::path::Path::new("."))
+            .unwrap_or_else(|p| panic!("{p}"))
+            .config;
+        (Limiter::with_clock(&config, clock).unwrap(), config)
+    }
+
+    async fn allowed(limiter: &Limiter, config: &Config) -> (bool, Source) {
+        let subject = Subject {
+            identity: None,
+            captures: &[],
+            headers: &http::HeaderMap::new(),
+            client_ip: None,
+        };
+        let planned = plan(config, &config.routes[0], &subject).unwrap();
+        let d = limiter.decide(planned, 1, 1).await;
+        (d.allowed, d.source)
+    }
+
+    #[tokio::test]
+    async fn the_local_fallback_divides_capacity_and_rate_by_the_replicas() {
+        let clock = Arc::new(ManualClock::default());
+        let (limiter, config) = unreachable(2, clock.clone());
+        // Capacity 4 and 4/s over 2 replicas: 2 back to back, then one per 500 ms.
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(allowed(&limiter, &config).await);
+        }
+        let local = |allowed| (allowed, Source::Local);
+        assert_eq!(got, [local(true), local(true), local(false)]);
+        clock.advance_us(499_999);
+        assert_eq!(allowed(&limiter, &config).await, local(false));
+        clock.advance_us(1);
+        assert_eq!(allowed(&limiter, &config).await, local(true));
+        assert_eq!(allowed(&limiter, &config).await, local(false));
+        assert!(limiter.degraded(), "the breaker is open");
     }
 }

@@ -1,13 +1,214 @@
-//! The one place gateway-made errors become a status, headers and an
-//! `application/problem+json` body (RFC 9457). Bodies never echo a token,
-//! name a key or another tenant.
+//! The one place the gateway's own answers are made: a typed `Deny` (why
+//! admission refused a request) or a Pingora error becomes a status,
+//! headers and an `application/problem+json` body (RFC 9457). Bodies never
+//! echo a token, name a key or another tenant.
 
 use bytes::Bytes;
 use http::header::HeaderName;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
-use pingora::Result;
+use pingora::{Error, ErrorSource, ErrorType, Result};
 use serde_json::{json, Map, Value};
+
+use crate::auth::AuthError;
+use crate::limit::Unkeyable;
+use crate::proxy::route::BadTarget;
+
+/// Why the gateway answers a request itself instead of forwarding it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deny {
+    /// The request target or Host cannot be routed as one path.
+    BadTarget(BadTarget),
+    /// A malformed head: Host count, Content-Length (the detail says which).
+    BadRequest(&'static str),
+    /// The request target is over `max_header_field_size`.
+    UriTooLong {
+        max: usize,
+    },
+    /// A header line is over `max_header_field_size`.
+    HeaderTooLarge {
+        max: usize,
+    },
+    NoRoute,
+    /// The declared or streamed body is over the route's `max_body`.
+    BodyTooLarge {
+        max: u64,
+    },
+    Unauthorized(AuthError),
+    /// The client address failed authentication too often.
+    AuthThrottled {
+        wait_ms: u64,
+    },
+    /// The request cannot be keyed into a scope of its route.
+    Unkeyable(Unkeyable),
+    /// A bucket is short: its name, the waits and its quota headers.
+    RateLimited {
+        limit: String,
+        retry_after_ms: Option<u64>,
+        reset_after_ms: u64,
+        quota: Vec<(HeaderName, String)>,
+    },
+    /// Every slot of a concurrency policy is held.
+    NoSlot {
+        policy: String,
+        slots: u64,
+    },
+    /// `on_unavailable: deny` while the store is down.
+    StoreUnavailable,
+    /// An upload lost its lease mid-way and was stopped.
+    SlotLost,
+    /// The request body stopped arriving for `body_idle_timeout`.
+    BodyTimeout,
+    Internal(&'static str),
+}
+
+impl Deny {
+    pub fn refusal(self) -> Refusal {
+        self.refused()
+    }
+
+    /// Refusals of what the request is: its head, route, body or token.
+    fn refused(self) -> Refusal {
+        match self {
+            Deny::BadTarget(why) => {
+                Refusal::new(400, "bad-target", "Bad request target", why.detail())
+            }
+            Deny::BadRequest(detail) => Refusal::new(400, "bad-request", "Bad request", detail),
+            Deny::UriTooLong { max } => Refusal::new(
+                414,
+                "uri-too-long",
+                "URI too long",
+                format!("the request target is over {max} bytes"),
+            ),
+            Deny::HeaderTooLarge { max } => Refusal::new(
+                431,
+                "header-too-large",
+                "Request header fields too large",
+                format!("a header line is over {max} bytes"),
+            ),
+            Deny::NoRoute => Refusal::not_found(),
+            Deny::BodyTooLarge { max } => Refusal::new(
+                413,
+                "body-too-large",
+                "Request body too large",
+                format!("this route accepts request bodies of at most {max} bytes"),
+            )
+            .close(),
+            Deny::Unauthorized(e) => Refusal::unauthorized(e),
+            Deny::Unkeyable(Unkeyable::NotListed) => Refusal::not_found(),
+            Deny::Unkeyable(Unkeyable::MissingClaim) => {
+                Refusal::unauthorized(AuthError::MissingClaim)
+            }
+            Deny::Unkeyable(Unkeyable::ValueTooLong) => Refusal::new(
+                400,
+                "value-too-long",
+                "Bad request",
+                format!(
+                    "a path segment or header this route is limited by is over {} bytes",
+                    crate::limit::MAX_VALUE_BYTES
+                ),
+            ),
+            Deny::BodyTimeout => Refusal::new(
+                408,
+                "body-timeout",
+                "Request timeout",
+                "the request body stopped arriving",
+            ),
+            Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
+            other => other.limited(),
+        }
+    }
+
+    /// Refusals of what the request would spend: tokens, slots, the store.
+    fn limited(self) -> Refusal {
+        match self {
+            Deny::AuthThrottled { wait_ms } => Refusal::new(
+                429,
+                "auth-throttled",
+                "Too many failed authentications",
+                "too many requests from this address failed authentication; retry later",
+            )
+            .header(
+                http::header::RETRY_AFTER,
+                wait_ms.div_ceil(1000).max(1).to_string(),
+            )
+            .extra("retry_after_ms", json!(wait_ms)),
+            Deny::RateLimited {
+                limit,
+                retry_after_ms,
+                reset_after_ms,
+                quota,
+            } => Refusal::rate_limited(&limit, retry_after_ms, reset_after_ms, quota),
+            Deny::NoSlot { policy, slots } => Refusal::new(
+                429,
+                "no-slot",
+                "Too many concurrent requests",
+                format!("all {slots} \"{policy}\" slots are in use; retry shortly"),
+            )
+            .header(http::header::RETRY_AFTER, "1")
+            .header(
+                HeaderName::from_static("ratelimit-policy"),
+                format!("\"{policy}\";q={slots};qu=\"concurrent-requests\""),
+            )
+            .header(
+                HeaderName::from_static("ratelimit"),
+                format!("\"{policy}\";r=0"),
+            )
+            .extra("limit", json!(policy))
+            .extra("retry_after_ms", json!(1000)),
+            Deny::StoreUnavailable => Refusal::new(
+                503,
+                "store-unavailable",
+                "Service unavailable",
+                "the rate-limit store is unavailable",
+            )
+            .header(http::header::RETRY_AFTER, "1"),
+            Deny::SlotLost => Refusal::new(
+                503,
+                "slot-lost",
+                "Service unavailable",
+                "this upload lost its concurrency slot and was stopped; retry it",
+            ),
+            other => other.refused(),
+        }
+    }
+}
+
+/// The answer to a request that failed after admission: `deny` when a
+/// phase of the gateway stopped it (body too large, lease lost), else the
+/// Pingora error's kind and side. `None`: nobody is left to answer.
+pub fn for_error(e: &Error, deny: Option<Deny>) -> Option<Refusal> {
+    use ErrorType::*;
+    if let Some(deny) = deny {
+        return Some(deny.refusal());
+    }
+    let upstream = e.esource() == &ErrorSource::Upstream;
+    let downstream = e.esource() == &ErrorSource::Downstream;
+    Some(match e.etype() {
+        HTTPStatus(code) => {
+            Refusal::new(*code, "error", "Error", "the gateway refused this request")
+        }
+        ConnectTimedout | ReadTimedout | WriteTimedout | TLSHandshakeTimedout if upstream => {
+            Refusal::gateway_timeout()
+        }
+        _ if upstream => Refusal::bad_gateway("the upstream refused or reset the connection"),
+        ReadTimedout if downstream => {
+            crate::metrics::METRICS
+                .edge_refusals
+                .with_label_values(&["body_idle"])
+                .inc();
+            Deny::BodyTimeout.refusal()
+        }
+        ReadError | WriteError | ConnectionClosed => return None,
+        _ if downstream => Refusal::new(
+            400,
+            "bad-request",
+            "Bad request",
+            "the request could not be read",
+        ),
+        _ => Deny::Internal("the gateway failed").refusal(),
+    })
+}
 
 /// A response the gateway makes itself instead of forwarding.
 #[derive(Debug, Clone)]
@@ -25,7 +226,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub fn new(
+    fn new(
         status: u16,
         slug: &'static str,
         title: &'static str,
@@ -57,15 +258,15 @@ impl Refusal {
         self
     }
 
-    pub fn not_found() -> Self {
+    fn not_found() -> Self {
         Refusal::new(404, "no-route", "No route", "no route matches this request")
     }
 
-    pub fn bad_gateway(detail: &str) -> Self {
+    fn bad_gateway(detail: &str) -> Self {
         Refusal::new(502, "upstream-unavailable", "Bad gateway", detail)
     }
 
-    pub fn gateway_timeout() -> Self {
+    fn gateway_timeout() -> Self {
         Refusal::new(
             504,
             "upstream-timeout",
@@ -76,7 +277,7 @@ impl Refusal {
 
     /// 401 with RFC 6750 `WWW-Authenticate`: bare `Bearer` when no token
     /// was sent, `error="invalid_token"` with a description otherwise.
-    pub fn unauthorized(error: crate::auth::AuthError) -> Self {
+    fn unauthorized(error: crate::auth::AuthError) -> Self {
         let challenge = match error {
             crate::auth::AuthError::Missing => "Bearer".to_string(),
             e => format!(
@@ -91,7 +292,7 @@ impl Refusal {
 
     /// 429 for a refused bucket, with `Retry-After` (whole seconds, rounded
     /// up, at least 1) and a body naming the limit, never a key.
-    pub fn rate_limited(
+    fn rate_limited(
         limit: &str,
         retry_after_ms: Option<u64>,
         full_after_ms: u64,
@@ -190,4 +391,128 @@ pub fn quota_headers(
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(deny: Deny) -> (u16, &'static str, bool) {
+        let r = deny.refusal();
+        (r.status, r.slug, r.close)
+    }
+
+    #[test]
+    fn every_deny_has_its_status() {
+        let table = [
+            (Deny::BadTarget(BadTarget::Form), (400, "bad-target", false)),
+            (Deny::BadRequest("x"), (400, "bad-request", false)),
+            (Deny::UriTooLong { max: 8 }, (414, "uri-too-long", false)),
+            (
+                Deny::HeaderTooLarge { max: 8 },
+                (431, "header-too-large", false),
+            ),
+            (Deny::NoRoute, (404, "no-route", false)),
+            (Deny::BodyTooLarge { max: 1 }, (413, "body-too-large", true)),
+            (
+                Deny::Unauthorized(AuthError::Expired),
+                (401, "unauthorized", false),
+            ),
+            (
+                Deny::AuthThrottled { wait_ms: 1500 },
+                (429, "auth-throttled", false),
+            ),
+            (
+                Deny::Unkeyable(Unkeyable::NotListed),
+                (404, "no-route", false),
+            ),
+            (
+                Deny::Unkeyable(Unkeyable::MissingClaim),
+                (401, "unauthorized", false),
+            ),
+            (
+                Deny::Unkeyable(Unkeyable::ValueTooLong),
+                (400, "value-too-long", false),
+            ),
+            (
+                Deny::RateLimited {
+                    limit: "api".into(),
+                    retry_after_ms: Some(1),
+                    reset_after_ms: 5,
+                    quota: Vec::new(),
+                },
+                (429, "rate-limited", false),
+            ),
+            (
+                Deny::NoSlot {
+                    policy: "uploads".into(),
+                    slots: 4,
+                },
+                (429, "no-slot", false),
+            ),
+            (Deny::StoreUnavailable, (503, "store-unavailable", false)),
+            (Deny::SlotLost, (503, "slot-lost", false)),
+            (Deny::BodyTimeout, (408, "body-timeout", false)),
+            (Deny::Internal("x"), (500, "internal", false)),
+        ];
+        for (deny, want) in table {
+            assert_eq!(status(deny.clone()), want, "{deny:?}");
+        }
+    }
+
+    #[test]
+    fn refusals_carry_their_headers() {
+        let header = |r: &Refusal, name: &str| {
+            r.headers
+                .iter()
+                .find(|(n, _)| n.as_str() == name)
+                .map(|(_, v)| v.clone())
+        };
+        let r = Deny::AuthThrottled { wait_ms: 1500 }.refusal();
+        assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
+        let r = Deny::NoSlot {
+            policy: "uploads".into(),
+            slots: 4,
+        }
+        .refusal();
+        assert_eq!(
+            header(&r, "ratelimit-policy").as_deref(),
+            Some("\"uploads\";q=4;qu=\"concurrent-requests\"")
+        );
+        assert_eq!(header(&r, "ratelimit").as_deref(), Some("\"uploads\";r=0"));
+        let r = Deny::Unauthorized(AuthError::Missing).refusal();
+        assert_eq!(header(&r, "www-authenticate").as_deref(), Some("Bearer"));
+        let r = Deny::RateLimited {
+            limit: "api".into(),
+            retry_after_ms: Some(1001),
+            reset_after_ms: 9000,
+            quota: Vec::new(),
+        }
+        .refusal();
+        assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
+        assert_eq!(r.extra["limit"], json!("api"));
+    }
+
+    #[test]
+    fn pingora_errors_by_kind_and_side() {
+        let err = |t: ErrorType, side: ErrorSource| {
+            let mut e = Error::new(t);
+            e.esource = side;
+            e
+        };
+        let status = |e: &Error| for_error(e, None).map(|r| r.status);
+        use ErrorSource::*;
+        use ErrorType::*;
+        assert_eq!(status(&err(ConnectTimedout, Upstream)), Some(504));
+        assert_eq!(status(&err(ConnectRefused, Upstream)), Some(502));
+        assert_eq!(status(&err(ReadTimedout, Downstream)), Some(408));
+        assert_eq!(status(&err(ConnectionClosed, Downstream)), None);
+        assert_eq!(status(&err(InvalidHTTPHeader, Downstream)), Some(400));
+        assert_eq!(status(&err(InternalError, Internal)), Some(500));
+        let e = err(InternalError, Internal);
+        assert_eq!(
+            for_error(&e, Some(Deny::SlotLost)).map(|r| r.status),
+            Some(503)
+        );
+    }
 }

@@ -68,6 +68,23 @@ fn path_matches<'c>(want: &'c PathMatch, path: &str) -> Option<Vec<(&'c str, Str
     }
 }
 
+/// The URI the upstream gets when it differs from the routed one: the
+/// route's `strip_prefix` removed (whole segments; an empty rest is `/`),
+/// the query kept.
+pub fn upstream_uri(route: &Route, uri: &http::Uri) -> Option<http::Uri> {
+    let prefix = route.strip_prefix.as_deref()?;
+    let path = match uri.path().strip_prefix(prefix)? {
+        "" => "/",
+        rest if rest.starts_with('/') => rest,
+        _ => return None,
+    };
+    let text = match uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    };
+    text.parse().ok()
+}
+
 /// Why a request target cannot be routed; each is a 400.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadTarget {

@@ -4,45 +4,14 @@
 //! bucket early.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
 use super::{Store, StoreError};
 use crate::limit::bucket::{decide, BucketState, Spend};
 
-/// Microseconds since some fixed origin.
-pub trait Clock: Send + Sync {
-    fn now_us(&self) -> u64;
-}
-
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_us(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64)
-    }
-}
-
-/// A clock tests move by hand.
-#[derive(Default)]
-pub struct ManualClock(pub AtomicU64);
-
-impl Clock for ManualClock {
-    fn now_us(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
-    }
-}
-
-impl ManualClock {
-    pub fn advance_us(&self, us: u64) {
-        self.0.fetch_add(us, Ordering::SeqCst);
-    }
-}
+pub use crate::clock::{Clock, ManualClock, SystemClock};
 
 pub struct MemoryStore {
     clock: Arc<dyn Clock>,

@@ -105,7 +105,7 @@ impl ClusterConn {
 
 pub struct RedisStore {
     conn: Conn,
-    /// `{key_prefix}fairgate:{probe}`: inside the configured namespace, so
+    /// `keys::probe`: inside the configured namespace, so
     /// a Redis ACL limited to the prefix allows it.
     probe_key: String,
     bucket: Script,
@@ -145,7 +145,7 @@ impl RedisStore {
                 manager: ArcSwapOption::empty(),
                 timeout,
             },
-            probe_key: format!("{prefix}fairgate:{{probe}}"),
+            probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
         })
@@ -171,7 +171,7 @@ impl RedisStore {
                 connecting: Default::default(),
                 made: tokio::sync::Notify::new(),
             })),
-            probe_key: format!("{prefix}fairgate:{{probe}}"),
+            probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
         })

@@ -1,8 +1,8 @@
-//! The loose mirror of the YAML file: a located node tree (marked-yaml) and a
-//! reader that turns nodes into plain values while recording every problem
-//! with its line and column. serde would stop at the first error; operators
+//! The located YAML reader: a node tree with line and column (marked-yaml)
+//! and a `Reader` that turns nodes into plain values while recording every
+//! problem with its place. serde would stop at the first error; operators
 //! want them all at once. This module knows YAML shapes, not policy: which
-//! values are valid is decided in `model.rs`.
+//! values are valid is decided in `read/`.
 
 use std::time::Duration;
 

@@ -122,6 +122,19 @@ impl Lease {
         self.lost.load(Ordering::Acquire)
     }
 
+    /// Why the exchange holding this lease ended: `client_gone` is `Some`
+    /// when it failed (`true` when the client went away); `status` is the
+    /// response's, 0 when none was sent.
+    pub fn end_reason(&self, client_gone: Option<bool>, status: u16) -> &'static str {
+        match client_gone {
+            _ if self.lost() => "expired_renewal",
+            Some(true) => "client_abort",
+            Some(false) => "error",
+            None if status >= 500 || status == 0 => "error",
+            None => "complete",
+        }
+    }
+
     /// Ends the lease, counting why (complete, error, client_abort, expired_renewal).
     pub async fn release(mut self, reason: &'static str) {
         self.finish(reason);
@@ -159,5 +172,98 @@ impl Drop for Lease {
                 let _ = tokio::time::timeout(timeout, store.release(&key, &id)).await;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::config::Scope;
+    use crate::limit::store::memory::MemoryStore;
+
+    const LEASE: Duration = Duration::from_secs(3);
+
+    /// Moves the store's clock and tokio's paused clock together, one
+    /// second at a time, letting the renewal task run after each step.
+    async fn pass(clock: &ManualClock, seconds: u64) {
+        for _ in 0..seconds {
+            clock.advance_us(1_000_000);
+            tokio::time::advance(Duration::from_secs(1)).await;
+            settle().await;
+        }
+    }
+
+    /// Lets spawned tasks (the renewer) run until they wait again.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_renewed_every_third_and_lost_when_its_slot_is_taken() {
+        let clock = Arc::new(ManualClock::default());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
+        let policy = Concurrency {
+            name: "uploads".into(),
+            scope: Scope::Tenant,
+            slots: 1,
+            lease: LEASE,
+        };
+        let lease_us = LEASE.as_micros() as u64;
+        assert!(store.acquire("k", "a", 1, lease_us).await.unwrap().0);
+        let held = Arc::new(Held::default());
+        let lease = Lease::start(
+            &policy,
+            "k".into(),
+            "a".into(),
+            store.clone(),
+            held.clone(),
+            Duration::from_secs(1),
+        );
+        settle().await;
+        // Ten seconds of store time, more than three leases: renewed every
+        // second, the slot is still held and nobody else gets it.
+        pass(&clock, 10).await;
+        assert!(!store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        assert!(!lease.lost());
+        // The member vanishes (it expired during a store outage) and another
+        // request takes the only slot: the next renewal finds it lost.
+        store.release("k", "a").await.unwrap();
+        assert!(store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        pass(&clock, 1).await;
+        assert!(lease.lost());
+        lease.release("expired_renewal").await;
+        assert_eq!(held.release_all(Duration::from_secs(1)).await, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_vanished_lease_takes_a_free_slot_again() {
+        let clock = Arc::new(ManualClock::default());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
+        let policy = Concurrency {
+            name: "uploads".into(),
+            scope: Scope::Tenant,
+            slots: 1,
+            lease: LEASE,
+        };
+        let lease_us = LEASE.as_micros() as u64;
+        assert!(store.acquire("k", "a", 1, lease_us).await.unwrap().0);
+        let lease = Lease::start(
+            &policy,
+            "k".into(),
+            "a".into(),
+            store.clone(),
+            Arc::default(),
+            Duration::from_secs(1),
+        );
+        settle().await;
+        store.release("k", "a").await.unwrap();
+        pass(&clock, 1).await;
+        assert!(!lease.lost(), "re-acquired");
+        assert!(!store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        lease.release("complete").await;
+        assert!(store.acquire("k", "b", 1, lease_us).await.unwrap().0);
     }
 }

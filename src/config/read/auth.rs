@@ -1,0 +1,252 @@
+//! Reads `auth`: issuer, audience, the failure limit, and each key source,
+//! whose material is loaded here so `check` reports a key that will not work.
+
+use super::*;
+
+pub(super) const ALGORITHMS: &[&str] = &[
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256",
+    "ES384", "EdDSA",
+];
+
+pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth> {
+    let f = r.mapping(at, schema::AUTH)?;
+    let issuer = f.get("issuer").and_then(|at| r.string(&at));
+    let audience = match f.get("audience") {
+        Some(at) if at.node.as_sequence().is_some() => r.strings(&at),
+        Some(at) => r.string(&at).into_iter().collect(),
+        None => Vec::new(),
+    };
+    let leeway = f
+        .get("leeway")
+        .and_then(|at| r.duration(&at))
+        .unwrap_or(Duration::from_secs(30));
+    let mut keys = Vec::new();
+    if let Some(at) = f.get("keys") {
+        for (i, node) in r.sequence(&at).into_iter().enumerate() {
+            if let Some(k) = key_source(r, &at.item(i, node), base) {
+                keys.push(k);
+            }
+        }
+    }
+    let listed = f
+        .get("keys")
+        .is_some_and(|k| k.node.as_sequence().is_some_and(|s| !s.is_empty()));
+    if !listed {
+        r.error(
+            at,
+            "auth.key_missing",
+            "needs at least one entry under `keys`",
+        );
+    }
+    let mut claims = ClaimNames {
+        tenant: "tid".into(),
+        user: "sub".into(),
+        plan: "plan".into(),
+        token: "jti".into(),
+    };
+    if let Some(at) = f.get("claims") {
+        if let Some(c) = r.mapping(&at, schema::AUTH_CLAIMS) {
+            for (key, slot) in [
+                ("tenant", &mut claims.tenant),
+                ("user", &mut claims.user),
+                ("plan", &mut claims.plan),
+                ("token", &mut claims.token),
+            ] {
+                if let Some(v) = c.get(key).and_then(|at| r.string(&at)) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+    let default_plan = f
+        .get("default_plan")
+        .and_then(|at| r.string(&at))
+        .unwrap_or_else(|| "free".into());
+    let failure_limit = f
+        .get("failure_limit")
+        .and_then(|at| bucket(r, &at))
+        .unwrap_or(Bucket {
+            capacity: 20,
+            rate: Rate {
+                count: 1,
+                period: Duration::from_secs(1),
+            },
+        });
+    Some(Auth {
+        failure_limit,
+        issuer,
+        audience,
+        leeway,
+        keys,
+        claims,
+        default_plan,
+    })
+}
+
+pub(super) fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource> {
+    let f = r.mapping(at, schema::AUTH_KEY)?;
+    let sources: Vec<&str> = ["secret_env", "public_key_file", "jwks_file", "jwks_url"]
+        .into_iter()
+        .filter(|k| f.get(k).is_some())
+        .collect();
+    if sources.len() > 1 {
+        r.error(
+            at,
+            "auth.key_invalid",
+            format!(
+                "give exactly one of secret_env, public_key_file, jwks_file, jwks_url (found {})",
+                sources.join(", ")
+            ),
+        );
+        return None;
+    }
+    let jwks = matches!(sources.first(), Some(&"jwks_file") | Some(&"jwks_url"));
+    for key in ["kid", "alg"] {
+        if let (true, Some(k)) = (jwks, f.get(key)) {
+            r.error(
+                &k,
+                "auth.key_invalid",
+                "a JWKS names its own keys' kid and alg",
+            );
+        }
+    }
+    if let (false, Some(k)) = (sources.first() == Some(&"jwks_url"), f.get("refresh")) {
+        r.error(&k, "auth.key_invalid", "refresh applies to jwks_url only");
+    }
+    key_of_source(r, at, &f, base)
+}
+
+/// The one source an entry names, checked against its `kid` and `alg`.
+fn key_of_source(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    f: &yaml::Fields<'_>,
+    base: &Path,
+) -> Option<KeySource> {
+    let kid = f.get("kid").and_then(|at| r.string(&at));
+    let alg = match f.get("alg") {
+        Some(a) => {
+            let alg = r.string(&a)?;
+            if !ALGORITHMS.contains(&alg.as_str()) {
+                r.error_value(
+                    &a,
+                    "auth.key_invalid",
+                    format!("alg must be one of {}", ALGORITHMS.join(", ")),
+                );
+                return None;
+            }
+            Some(alg)
+        }
+        None => None,
+    };
+    let need_alg = |r: &mut Reader<'_>| {
+        if alg.is_none() {
+            missing(r, at, "alg");
+        }
+        alg.clone()
+    };
+    if let Some(env_at) = f.get("secret_env") {
+        let alg = need_alg(r)?;
+        return secret(r, at, &env_at, kid, alg);
+    }
+    if f.get("public_key_file").is_some() {
+        let alg = need_alg(r)?;
+        if alg.starts_with("HS") {
+            r.error(
+                at,
+                "auth.key_invalid",
+                format!("public_key_file cannot use {alg}"),
+            );
+            return None;
+        }
+        let path = key_file(r, f, "public_key_file", base)?;
+        return loadable(r, at, KeySource::PublicKeyFile { kid, alg, path });
+    }
+    if f.get("jwks_file").is_some() {
+        let path = key_file(r, f, "jwks_file", base)?;
+        return loadable(r, at, KeySource::JwksFile { path });
+    }
+    if let Some(url_at) = f.get("jwks_url") {
+        let url = r.string(&url_at)?;
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            r.error_value(
+                &url_at,
+                "auth.key_invalid",
+                "expected an http:// or https:// URL",
+            );
+            return None;
+        }
+        let refresh = f
+            .get("refresh")
+            .and_then(|at| r.positive_duration(&at))
+            .unwrap_or(Duration::from_secs(300));
+        return Some(KeySource::JwksUrl { url, refresh });
+    }
+    r.error(
+        at,
+        "auth.key_missing",
+        "needs one of secret_env, public_key_file, jwks_file, jwks_url",
+    );
+    None
+}
+
+/// A shared secret from the environment: an HS algorithm, a set variable.
+fn secret(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    env_at: &At<'_>,
+    kid: Option<String>,
+    alg: String,
+) -> Option<KeySource> {
+    let env = r.string(env_at)?;
+    if !alg.starts_with("HS") {
+        r.error(
+            at,
+            "auth.key_invalid",
+            format!("secret_env needs an HS algorithm, not {alg}"),
+        );
+        return None;
+    }
+    if std::env::var_os(&env).is_none_or(|v| v.is_empty()) {
+        r.error_value(
+            env_at,
+            "auth.key_missing",
+            format!("environment variable {env} is not set"),
+        );
+        return None;
+    }
+    loadable(r, at, KeySource::Secret { kid, alg, env })
+}
+
+/// The source, if its key material loads; else `auth.key_invalid`. The
+/// one deliberate call from config into `auth`: `check` must refuse a key
+/// that would not verify, and only `auth` knows how to load one.
+pub(super) fn loadable(r: &mut Reader<'_>, at: &At<'_>, source: KeySource) -> Option<KeySource> {
+    match crate::auth::keys::load_static(&source) {
+        Ok(_) => Some(source),
+        Err(why) => {
+            r.error(at, "auth.key_invalid", why);
+            None
+        }
+    }
+}
+
+pub(super) fn key_file(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    key: &str,
+    base: &Path,
+) -> Option<PathBuf> {
+    let at = f.get(key)?;
+    let text = r.string(&at)?;
+    let path = base.join(&text);
+    if !path.is_file() {
+        r.error_value(
+            &at,
+            "auth.key_missing",
+            format!("no such file {}", path.display()),
+        );
+        return None;
+    }
+    Some(path)
+}

@@ -1,0 +1,282 @@
+//! The section readers: from the located YAML tree (`yaml`) to the typed
+//! policy (`model`), reporting every problem with its place. `build` reads
+//! the whole file; each section has its file. Nothing here is kept after
+//! loading: the model holds types, not readers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::header::HeaderName;
+use ipnet::IpNet;
+use marked_yaml::Node;
+
+use super::model::*;
+use super::schema;
+use super::yaml::{self, join, At, Reader};
+
+mod auth;
+mod limits;
+mod routes;
+mod server;
+mod store;
+mod upstreams;
+
+use auth::*;
+use limits::*;
+use routes::*;
+use server::*;
+use store::*;
+use upstreams::*;
+
+pub use limits::parse_rate;
+
+pub(super) fn missing(r: &mut Reader<'_>, parent: &At<'_>, key: &str) {
+    r.problems.push(
+        parent.pos(),
+        "config.missing_field",
+        format!("{}: required", join(&parent.path, key)),
+    );
+}
+
+pub(super) fn socket_addr(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    code: &'static str,
+) -> Option<SocketAddr> {
+    let text = r.string(at)?;
+    match text.parse() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            r.error_value(at, code, "expected IP:PORT, e.g. 0.0.0.0:8080");
+            None
+        }
+    }
+}
+
+pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
+    let top = r.mapping(&At::root(root), schema::TOP)?;
+    let server = server(r, top.get("server"), base);
+    let admin = Admin {
+        listen: top.get("admin").and_then(|at| {
+            let f = r.mapping(&at, schema::ADMIN)?;
+            socket_addr(r, &f.get("listen")?, "admin.listen_invalid")
+        }),
+    };
+    let store = store(r, top.get("store"));
+    let auth = top.get("auth").and_then(|at| auth(r, &at, base));
+    let upstreams = upstreams(r, top.get("upstreams"));
+    let limits: BTreeMap<String, Limit> = named(r, top.get("limits"), limit);
+    let default_limits = default_limits(r, top.get("default_limits"));
+    let concurrency = named(r, top.get("concurrency"), concurrency);
+    // Names declared in the file, valid or not, so that a broken limit is
+    // reported once where it is defined, not again at every use.
+    let declared = |key: &str| -> BTreeSet<String> {
+        top.get(key)
+            .and_then(|at| {
+                at.node
+                    .as_mapping()
+                    .map(|m| m.keys().map(|k| k.as_str().to_string()).collect())
+            })
+            .unwrap_or_default()
+    };
+    let declared = Declared {
+        limits: declared("limits"),
+        concurrency: declared("concurrency"),
+    };
+    let tenants = tenants(r, top.get("tenants"), &declared);
+    let quota_headers = quota_headers(r, top.get("quota_headers"));
+    let identity_headers = identity_headers(r, top.get("identity_headers"));
+    let acknowledge = acknowledge(r, top.get("acknowledge"));
+    let mut config = Config {
+        server,
+        admin,
+        store,
+        auth,
+        upstreams,
+        limits,
+        default_limits,
+        concurrency,
+        tenants,
+        quota_headers,
+        identity_headers,
+        routes: Vec::new(),
+        acknowledge,
+    };
+    config.routes = routes(r, top.get("routes"), &config, &declared);
+
+    warnings(r, &config, &top);
+    Some(config)
+}
+
+/// A mapping of operator-named entries, each read by `read`.
+fn named<T>(
+    r: &mut Reader<'_>,
+    at: Option<At<'_>>,
+    read: fn(&mut Reader<'_>, &At<'_>, &str) -> Option<T>,
+) -> BTreeMap<String, T> {
+    let Some(at) = at else {
+        return BTreeMap::new();
+    };
+    r.named(&at)
+        .into_iter()
+        .filter_map(|(name, item)| Some((name.to_string(), read(r, &item, name)?)))
+        .collect()
+}
+
+fn quota_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> QuotaHeaders {
+    let Some(at) = at else {
+        return QuotaHeaders::Both;
+    };
+    match r.string(&at).as_deref() {
+        Some("ietf") => QuotaHeaders::Ietf,
+        Some("legacy") => QuotaHeaders::Legacy,
+        Some("both") => QuotaHeaders::Both,
+        Some("none") => QuotaHeaders::None,
+        Some(_) => {
+            r.error_value(
+                &at,
+                "config.quota_headers_invalid",
+                "must be one of ietf, legacy, both, none",
+            );
+            QuotaHeaders::Both
+        }
+        None => QuotaHeaders::Both,
+    }
+}
+
+fn acknowledge(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeSet<String> {
+    let Some(at) = at else {
+        return BTreeSet::new();
+    };
+    let mut codes = BTreeSet::new();
+    for (i, node) in r.sequence(&at).into_iter().enumerate() {
+        let item = at.item(i, node);
+        let Some(code) = r.string(&item) else {
+            continue;
+        };
+        if !ACKNOWLEDGEABLE.contains(&code.as_str()) {
+            let known = ACKNOWLEDGEABLE.join(", ");
+            r.error_value(
+                &item,
+                "config.acknowledge_unknown",
+                format!("not a warning code; known: {known}"),
+            );
+        }
+        codes.insert(code);
+    }
+    codes
+}
+
+/// The judgement calls a file has not acknowledged.
+fn warnings(r: &mut Reader<'_>, config: &Config, top: &yaml::Fields<'_>) {
+    let ack = |code: &str| config.acknowledge.contains(code);
+    if config.store.kind == StoreKind::Memory && !ack("store.process_local") {
+        let at = top.get("store").map(|a| a.pos()).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "store.process_local",
+            "store.kind \"memory\": every gateway process counts alone, so N replicas allow N \
+             times each limit; use redis or redis_cluster in production, or list \
+             store.process_local under `acknowledge:`",
+        );
+    }
+    warn_client_keyed(r, config, top.get("routes"));
+    if config.server.escaped_slashes == EscapedSlashes::Keep && !ack("server.escaped_slashes_keep")
+    {
+        let at = top.get("server").map(|a| a.pos()).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "server.escaped_slashes_keep",
+            "server.escaped_slashes \"keep\": fairgate routes /a%2Fb as one segment, but many \
+             frameworks decode it to /a/b and route it elsewhere; make sure every upstream \
+             keeps %2F escaped, or list server.escaped_slashes_keep under `acknowledge:`",
+        );
+    }
+}
+
+/// `auth: none` routes limited only by values the client picks: every new
+/// value is a new, full bucket.
+pub(super) fn warn_client_keyed(r: &mut Reader<'_>, config: &Config, routes: Option<At<'_>>) {
+    if config.acknowledge.contains("limits.client_keyed") {
+        return;
+    }
+    let nodes = routes
+        .as_ref()
+        .and_then(|at| at.node.as_sequence())
+        .map(|s| s.iter().collect::<Vec<_>>())
+        .unwrap_or_default();
+    for (i, route) in config.routes.iter().enumerate() {
+        let Some(names) = route
+            .limits
+            .as_ref()
+            .filter(|_| !route.auth && !route.exempt)
+        else {
+            continue;
+        };
+        let limits: Vec<&Limit> = names.iter().filter_map(|n| config.limits.get(n)).collect();
+        if limits.is_empty() || !limits.iter().all(|l| l.client_keyed()) {
+            continue;
+        }
+        let guard = config.default_limits.unauthenticated.as_ref();
+        let then = match guard {
+            Some(_) if !route.client_ip_exempt => {
+                "it also spends default_limits.unauthenticated per client address"
+            }
+            _ => "nothing else bounds it",
+        };
+        let at = nodes.get(i).map(|n| yaml::position(n)).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "limits.client_keyed",
+            format!(
+                "route \"{}\" has auth: none and only limits keyed on a path or header value the \
+                 client chooses, so every new value gets a full bucket; {then}. List the accepted \
+                 values (`scope: {{path: NAME, values: [...]}}`), or list limits.client_keyed \
+                 under `acknowledge:`",
+                route.name
+            ),
+        );
+    }
+}
+
+/// Warning codes a file may silence under `acknowledge:`.
+pub const ACKNOWLEDGEABLE: &[&str] = &[
+    "store.process_local",
+    "limits.client_keyed",
+    "server.escaped_slashes_keep",
+];
+
+/// A file path that must exist, resolved against the config's directory.
+pub(super) fn file_path(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    key: &str,
+    base: &Path,
+) -> Option<PathBuf> {
+    let Some(at) = f.get(key) else {
+        missing(r, &f.at, key);
+        return None;
+    };
+    let text = r.string(&at)?;
+    let path = base.join(&text);
+    if !path.is_file() {
+        r.error_value(
+            &at,
+            "config.file_missing",
+            format!("no such file {}", path.display()),
+        );
+        return None;
+    }
+    Some(path)
+}
+
+pub(super) fn name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}

@@ -1,0 +1,435 @@
+//! Reads `routes`: matches, the limits and policies each route names, and
+//! the checks that a route's scopes can be computed on it.
+
+use super::*;
+
+pub(super) const METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+];
+
+pub(super) struct Declared {
+    pub(super) limits: BTreeSet<String>,
+    pub(super) concurrency: BTreeSet<String>,
+}
+
+pub(super) fn routes(
+    r: &mut Reader<'_>,
+    at: Option<At<'_>>,
+    config: &Config,
+    declared: &Declared,
+) -> Vec<Route> {
+    let mut out: Vec<Route> = Vec::new();
+    let Some(at) = at else {
+        r.problems
+            .push((1, 1), "config.missing_field", "routes: required");
+        return out;
+    };
+    for (i, node) in r.sequence(&at).into_iter().enumerate() {
+        if let Some(route) = route(r, &at.item(i, node), config, declared) {
+            if out.iter().any(|o| o.name == route.name) {
+                r.error(
+                    &at.item(i, node),
+                    "routes.name_duplicate",
+                    format!("route name \"{}\" is used twice", route.name),
+                );
+            }
+            out.push(route);
+        }
+    }
+    out
+}
+
+pub(super) fn route(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    config: &Config,
+    declared: &Declared,
+) -> Option<Route> {
+    let f = r.mapping(at, schema::ROUTE)?;
+    let name = route_name(r, at, &f)?;
+    let (host, path, methods) = route_match(r, at, &f);
+    let upstream = match f.get("upstream") {
+        Some(u) => {
+            let name = r.string(&u)?;
+            if !config.upstreams.contains_key(&name) {
+                r.error_value(&u, "routes.upstream_unknown", "no upstream with this name");
+            }
+            name
+        }
+        None => {
+            missing(r, at, "upstream");
+            String::new()
+        }
+    };
+    let auth = route_auth(r, at, &f, config);
+    let exempt = f.get("exempt").and_then(|e| r.bool(&e)).unwrap_or(false);
+    let flag = |r: &mut Reader<'_>, key: &str, default: bool| {
+        f.get(key).and_then(|a| r.bool(&a)).unwrap_or(default)
+    };
+    let client_ip_exempt = flag(r, "client_ip_exempt", false);
+    let forward_authorization = flag(r, "forward_authorization", true);
+    let limits = f
+        .get("limits")
+        .map(|l| route_limits(r, &l, config, declared, auth, &path));
+    let concurrency = f
+        .get("concurrency")
+        .and_then(|c| route_concurrency(r, &c, config, declared, auth, &path));
+    if config.store.kind == StoreKind::RedisCluster && !exempt {
+        if let Some(names) = &limits {
+            check_one_slot(r, at, config, names, auth, client_ip_exempt);
+        }
+    }
+    if !exempt && limits.is_none() {
+        let default = match auth {
+            true => &config.default_limits.authenticated,
+            false => &config.default_limits.unauthenticated,
+        };
+        if let Some(d) = default {
+            check_scope(r, at, &d.scope, auth, &path);
+        }
+    }
+    let cost = f
+        .get("cost")
+        .and_then(|c| r.count(&c, "routes.cost_invalid"))
+        .unwrap_or(1);
+    let max_body = f.get("max_body").and_then(|m| r.size(&m));
+    let strip_prefix = f
+        .get("strip_prefix")
+        .and_then(|s| strip_prefix(r, &s, &path));
+    Some(Route {
+        name,
+        host,
+        path,
+        methods,
+        upstream,
+        auth,
+        exempt,
+        limits,
+        concurrency,
+        cost,
+        max_body,
+        strip_prefix,
+        forward_authorization,
+        client_ip_exempt,
+    })
+}
+
+fn route_concurrency(
+    r: &mut Reader<'_>,
+    c: &At<'_>,
+    config: &Config,
+    declared: &Declared,
+    auth: bool,
+    path: &PathMatch,
+) -> Option<String> {
+    let name = r.string(c)?;
+    match config.concurrency.get(&name) {
+        None if declared.concurrency.contains(&name) => {}
+        None => r.error_value(
+            c,
+            "routes.concurrency_unknown",
+            "no concurrency policy with this name",
+        ),
+        Some(policy) => check_scope(r, c, &policy.scope, auth, path),
+    }
+    Some(name)
+}
+
+fn route_name(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>) -> Option<String> {
+    let Some(n) = f.get("name") else {
+        missing(r, at, "name");
+        return None;
+    };
+    let name = r.string(&n)?;
+    if !name_ok(&name) {
+        r.error_value(
+            &n,
+            "routes.name_invalid",
+            "route names use A-Z a-z 0-9 _ - only",
+        );
+    }
+    Some(name)
+}
+
+/// `match` (and the route-level `host`): host, path and methods.
+fn route_match(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    f: &yaml::Fields<'_>,
+) -> (Option<HostMatch>, PathMatch, Vec<String>) {
+    let mut host = f.get("host").and_then(|h| host_match(r, &h));
+    let mut path = PathMatch::Any;
+    let mut methods = Vec::new();
+    let Some(m) = f.get("match") else {
+        missing(r, at, "match");
+        return (host, path, methods);
+    };
+    let Some(mf) = r.mapping(&m, schema::ROUTE_MATCH) else {
+        return (host, path, methods);
+    };
+    if let Some(h) = mf.get("host") {
+        host = host_match(r, &h);
+    }
+    match (mf.get("path"), mf.get("path_prefix")) {
+        (Some(p), None) => path = path_match(r, &p, false),
+        (None, Some(p)) => path = path_match(r, &p, true),
+        (Some(p), Some(_)) => r.error(
+            &p,
+            "routes.match_invalid",
+            "use path or path_prefix, not both",
+        ),
+        (None, None) => {}
+    }
+    if let Some(ms) = mf.get("methods") {
+        for (i, node) in r.sequence(&ms).into_iter().enumerate() {
+            let item = ms.item(i, node);
+            let Some(text) = r.string(&item) else {
+                continue;
+            };
+            let upper = text.to_ascii_uppercase();
+            if METHODS.contains(&upper.as_str()) {
+                methods.push(upper);
+            } else {
+                r.error_value(&item, "routes.method_invalid", "not an HTTP method");
+            }
+        }
+    }
+    (host, path, methods)
+}
+
+fn route_auth(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, config: &Config) -> bool {
+    let auth = match f.get("auth") {
+        Some(a) => match r.string(&a).as_deref() {
+            Some("none") => false,
+            Some("required") => true,
+            _ => {
+                r.error_value(&a, "routes.auth_invalid", "must be none or required");
+                false
+            }
+        },
+        None => true,
+    };
+    if auth && config.auth.is_none() {
+        r.error(
+            at,
+            "routes.auth_unconfigured",
+            "this route authenticates (the default) but there is no `auth` section; add one or set `auth: none`",
+        );
+    }
+    auth
+}
+
+fn route_limits(
+    r: &mut Reader<'_>,
+    l: &At<'_>,
+    config: &Config,
+    declared: &Declared,
+    auth: bool,
+    path: &PathMatch,
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (i, node) in r.sequence(l).into_iter().enumerate() {
+        let item = l.item(i, node);
+        let Some(name) = r.string(&item) else {
+            continue;
+        };
+        if names.contains(&name) {
+            r.error_value(
+                &item,
+                "routes.limit_duplicate",
+                "this limit is listed twice",
+            );
+            continue;
+        }
+        match config.limits.get(&name) {
+            Some(limit) => check_scope(r, &item, &limit.scope, auth, path),
+            None if declared.limits.contains(&name) => {}
+            None => r.error_value(&item, "routes.limit_unknown", "no limit with this name"),
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// On redis_cluster one atomic script call reaches one hash slot, so all
+/// keys a route spends must share the tenant's hash tag.
+fn check_one_slot(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    config: &Config,
+    names: &[String],
+    auth: bool,
+    client_ip_exempt: bool,
+) {
+    let limits: Vec<&Limit> = names.iter().filter_map(|n| config.limits.get(n)).collect();
+    if names.len() > 1 && !limits.iter().all(|l| l.scope.tenant_tagged(auth)) {
+        r.error(
+            at,
+            "routes.cross_slot",
+            "on redis_cluster one atomic check needs one hash slot: a route with several \
+             limits must key them all by tenant",
+        );
+    }
+    let client_keyed = !limits.is_empty() && limits.iter().all(|l| l.client_keyed());
+    if !auth && client_keyed && !client_ip_exempt && config.default_limits.unauthenticated.is_some()
+    {
+        r.error(
+            at,
+            "routes.cross_slot",
+            "on redis_cluster this auth: none route, limited only by client-chosen \
+             values, cannot also spend the per-address default in one atomic check: \
+             list the accepted values in the limit's scope, or set client_ip_exempt: true",
+        );
+    }
+}
+
+fn strip_prefix(r: &mut Reader<'_>, s: &At<'_>, path: &PathMatch) -> Option<String> {
+    match s.node.as_scalar().and_then(|n| n.as_bool()) {
+        Some(true) => match path {
+            PathMatch::Prefix(p) => Some(p.clone()),
+            _ => {
+                r.error(
+                    s,
+                    "routes.strip_prefix_invalid",
+                    "true needs match.path_prefix",
+                );
+                None
+            }
+        },
+        Some(false) => None,
+        None => {
+            let text = r.string(s)?;
+            if !text.starts_with('/') {
+                r.error_value(s, "routes.strip_prefix_invalid", "must start with /");
+            }
+            Some(text)
+        }
+    }
+}
+
+/// A scope must be computable on the route that uses it.
+pub(super) fn check_scope(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    scope: &Scope,
+    auth: bool,
+    path: &PathMatch,
+) {
+    match scope {
+        Scope::Tenant | Scope::TenantUser | Scope::TenantToken if !auth => r.error_value(
+            at,
+            "routes.scope_needs_auth",
+            "this limit is scoped by tenant but the route has `auth: none`",
+        ),
+        Scope::Path(capture) => {
+            let known = matches!(path, PathMatch::Pattern(segs)
+                if segs.iter().any(|s| matches!(s, Segment::Capture(c) if c == capture)));
+            if !known {
+                r.error_value(
+                    at,
+                    "routes.path_capture_unknown",
+                    format!(
+                        "the limit uses path capture {{{capture}}} but the route's path has none"
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Headers identity headers may not name: the gateway sets or reads them.
+pub(super) const RESERVED_HEADERS: &[&str] = &[
+    "authorization",
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-request-id",
+];
+
+pub(super) fn host_match(r: &mut Reader<'_>, at: &At<'_>) -> Option<HostMatch> {
+    let text = r.string(at)?.to_ascii_lowercase();
+    if text
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+    {
+        r.error_value(at, "routes.match_invalid", "hosts match without the port");
+        return None;
+    }
+    if let Some(suffix) = text.strip_prefix("*.") {
+        return Some(HostMatch::Suffix(format!(".{suffix}")));
+    }
+    if text.contains(['/', ' ', '*']) {
+        r.error_value(
+            at,
+            "routes.match_invalid",
+            "expected a host name or *.domain",
+        );
+        return None;
+    }
+    Some(HostMatch::Exact(text))
+}
+
+pub(super) fn path_match(r: &mut Reader<'_>, at: &At<'_>, prefix: bool) -> PathMatch {
+    let Some(text) = r.string(at) else {
+        return PathMatch::Any;
+    };
+    if !text.starts_with('/') {
+        r.error_value(at, "routes.match_invalid", "paths start with /");
+        return PathMatch::Any;
+    }
+    if prefix {
+        if text.contains(['{', '}']) {
+            r.error_value(
+                at,
+                "routes.match_invalid",
+                "path_prefix cannot hold {captures}",
+            );
+        }
+        let trimmed = text.trim_end_matches('/');
+        return if trimmed.is_empty() {
+            PathMatch::Any
+        } else {
+            PathMatch::Prefix(trimmed.to_string())
+        };
+    }
+    if !text.contains(['{', '}']) {
+        return PathMatch::Exact(text);
+    }
+    let mut segments = Vec::new();
+    for seg in text[1..].split('/') {
+        if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            if !name_ok(name) {
+                r.error_value(
+                    at,
+                    "routes.match_invalid",
+                    "a capture is {NAME} with NAME of A-Z a-z 0-9 _ -",
+                );
+            }
+            if segments
+                .iter()
+                .any(|s| matches!(s, Segment::Capture(c) if c == name))
+            {
+                r.error_value(
+                    at,
+                    "routes.match_invalid",
+                    format!("capture {{{name}}} appears twice"),
+                );
+            }
+            segments.push(Segment::Capture(name.to_string()));
+        } else if seg.contains(['{', '}']) {
+            r.error_value(
+                at,
+                "routes.match_invalid",
+                "a capture must be a whole path segment",
+            );
+        } else {
+            segments.push(Segment::Literal(seg.to_string()));
+        }
+    }
+    PathMatch::Pattern(segments)
+}

@@ -1,0 +1,192 @@
+//! Reads `server` and `admin`: listeners, TLS, threads, and the edge's bounds.
+
+use super::*;
+
+pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Server {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut server = Server {
+        listen: vec!["0.0.0.0:8080".parse().expect("literal address")],
+        tls: None,
+        threads: cpus,
+        shutdown_grace: Duration::from_secs(10),
+        trusted_proxies: Vec::new(),
+        escaped_slashes: EscapedSlashes::Reject,
+        max_header_size: 32 * 1024,
+        max_header_field_size: 8 * 1024,
+        header_timeout: Duration::from_secs(10),
+        body_idle_timeout: Duration::from_secs(30),
+        keepalive_timeout: Duration::from_secs(60),
+        keep_path_parameters: false,
+        max_connections: 10_000,
+        max_connections_per_ip: 256,
+        allow_underscores_in_headers: false,
+        ipv6_prefix: 64,
+    };
+    let Some(at) = at else { return server };
+    let Some(f) = r.mapping(&at, schema::SERVER) else {
+        return server;
+    };
+    listeners(r, &f, base, &mut server);
+    path_rules(r, &f, &mut server);
+    edge_bounds(r, &at, &f, &mut server);
+    server
+}
+
+/// Listeners, TLS, threads, grace and the trusted proxies.
+fn listeners(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, server: &mut Server) {
+    if let Some(at) = f.get("listen") {
+        let items = r.sequence(&at);
+        server.listen = items
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, node)| socket_addr(r, &at.item(i, node), "server.listen_invalid"))
+            .collect();
+        if at.node.as_sequence().is_some_and(|s| s.is_empty()) {
+            r.error(&at, "server.listen_invalid", "needs at least one address");
+        }
+    }
+    if let Some(at) = f.get("tls") {
+        if let Some(t) = r.mapping(&at, schema::SERVER_TLS) {
+            let listen = t
+                .get("listen")
+                .and_then(|a| socket_addr(r, &a, "server.listen_invalid"));
+            let cert = file_path(r, &t, "cert", base);
+            let key = file_path(r, &t, "key", base);
+            if t.get("listen").is_none() {
+                missing(r, &at, "listen");
+            }
+            if let (Some(listen), Some(cert), Some(key)) = (listen, cert, key) {
+                server.tls = Some(ServerTls { listen, cert, key });
+            }
+        }
+    }
+    if let Some(at) = f.get("threads") {
+        match r.u64(&at, "server.threads_invalid") {
+            Some(n @ 1..=1024) => server.threads = n as usize,
+            Some(_) => r.error_value(&at, "server.threads_invalid", "must be 1 to 1024"),
+            None => {}
+        }
+    }
+    if let Some(d) = f.get("shutdown_grace").and_then(|at| r.duration(&at)) {
+        server.shutdown_grace = d;
+    }
+    if let Some(at) = f.get("trusted_proxies") {
+        let items = r.sequence(&at);
+        for (i, node) in items.into_iter().enumerate() {
+            let item = at.item(i, node);
+            let Some(text) = r.string(&item) else {
+                continue;
+            };
+            let net = text
+                .parse::<IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
+            match net {
+                Ok(net) => server.trusted_proxies.push(net),
+                Err(_) => r.error_value(
+                    &item,
+                    "server.cidr_invalid",
+                    "expected a CIDR such as 10.0.0.0/8 or an IP address",
+                ),
+            }
+        }
+    }
+}
+
+/// How paths are read: escaped slashes and `;` path parameters.
+fn path_rules(r: &mut Reader<'_>, f: &yaml::Fields<'_>, server: &mut Server) {
+    if let Some(at) = f.get("escaped_slashes") {
+        match r.string(&at).as_deref() {
+            Some("reject") => server.escaped_slashes = EscapedSlashes::Reject,
+            Some("decode") => server.escaped_slashes = EscapedSlashes::Decode,
+            Some("keep") => server.escaped_slashes = EscapedSlashes::Keep,
+            Some(_) => r.error_value(
+                &at,
+                "server.escaped_slashes_invalid",
+                "must be one of reject, decode, keep",
+            ),
+            None => {}
+        }
+    }
+    if let Some(at) = f.get("path_parameters") {
+        match r.string(&at).as_deref() {
+            Some("reject") => server.keep_path_parameters = false,
+            Some("keep") => server.keep_path_parameters = true,
+            Some(_) => r.error_value(
+                &at,
+                "server.path_parameters_invalid",
+                "must be one of reject, keep",
+            ),
+            None => {}
+        }
+    }
+}
+
+/// What one client may make the gateway hold (the edge's bounds).
+fn edge_bounds(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, server: &mut Server) {
+    for (key, slot, min, max) in [
+        (
+            "max_header_size",
+            &mut server.max_header_size,
+            1024,
+            1 << 20,
+        ),
+        (
+            "max_header_field_size",
+            &mut server.max_header_field_size,
+            256,
+            1 << 20,
+        ),
+    ] {
+        if let Some(at) = f.get(key) {
+            match r.size(&at) {
+                Some(n) if (min..=max).contains(&n) => *slot = n,
+                Some(_) => r.error_value(
+                    &at,
+                    "server.size_invalid",
+                    format!("must be {min} bytes to 1MiB"),
+                ),
+                None => {}
+            }
+        }
+    }
+    if server.max_header_field_size > server.max_header_size {
+        r.error(
+            at,
+            "server.size_invalid",
+            "max_header_field_size cannot exceed max_header_size",
+        );
+    }
+    for (key, slot) in [
+        ("header_timeout", &mut server.header_timeout),
+        ("body_idle_timeout", &mut server.body_idle_timeout),
+        ("keepalive_timeout", &mut server.keepalive_timeout),
+    ] {
+        if let Some(d) = f.get(key).and_then(|at| r.positive_duration(&at)) {
+            *slot = d;
+        }
+    }
+    for (key, slot) in [
+        ("max_connections", &mut server.max_connections),
+        ("max_connections_per_ip", &mut server.max_connections_per_ip),
+    ] {
+        if let Some(n) = f
+            .get(key)
+            .and_then(|at| r.count(&at, "server.connections_invalid"))
+        {
+            *slot = n;
+        }
+    }
+    if let Some(b) = f
+        .get("allow_underscores_in_headers")
+        .and_then(|at| r.bool(&at))
+    {
+        server.allow_underscores_in_headers = b;
+    }
+    if let Some(at) = f.get("ipv6_prefix") {
+        match r.u64(&at, "server.ipv6_prefix_invalid") {
+            Some(n @ 48..=128) => server.ipv6_prefix = n as u8,
+            Some(_) => r.error_value(&at, "server.ipv6_prefix_invalid", "must be 48 to 128"),
+            None => {}
+        }
+    }
+}

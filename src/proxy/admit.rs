@@ -1,0 +1,244 @@
+//! Admission: everything that decides whether a request may go upstream,
+//! in order: header hygiene → the one routed path → route → body size →
+//! authentication → buckets → concurrency slot. A refusal is a typed
+//! `Deny`; `respond.rs` alone turns it into a response.
+
+use std::borrow::Cow;
+use std::net::{IpAddr, Ipv4Addr};
+
+use pingora::proxy::Session;
+
+use super::ctx::Ctx;
+use super::headers;
+use super::respond::{self, Deny};
+use super::route::{self, BadTarget};
+use crate::auth::{Identity, Verifier};
+use crate::limit::{self, SlotAnswer, Source, Subject};
+use crate::metrics::METRICS;
+use crate::state::Shared;
+
+/// Admits the request or says why not.
+pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Result<(), Deny> {
+    headers::clean(session.req_header_mut(), ctx)?;
+    let host = route_on_one_path(session, ctx)?;
+    let req = session.req_header();
+    let policy = ctx.policy.clone();
+    let matched = route::find(&policy.config, &host, req.method.as_str(), req.uri.path())
+        .ok_or(Deny::NoRoute)?;
+    ctx.route = Some(matched.index);
+    ctx.captures = matched
+        .captures
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let route = matched.route;
+    if route.exempt {
+        ctx.decision = "exempt";
+    }
+    // Before auth and limits: a body that cannot pass costs no tokens.
+    if let Some(max) = route.max_body {
+        let declared = req
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max) {
+            return Err(Deny::BodyTooLarge { max });
+        }
+    }
+    if route.auth {
+        let verifier = policy
+            .verifier
+            .as_ref()
+            .ok_or(Deny::Internal("authentication is not configured"))?;
+        let authorization = req
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        let token = crate::auth::bearer(authorization);
+        ctx.identity = match token.and_then(|t| verifier.known(t)) {
+            Some(identity) => Some(identity),
+            None => Some(authenticate(shared, verifier, token, ctx).await?),
+        };
+    }
+    if !route.exempt {
+        spend(shared, session, ctx).await?;
+        take_slot(shared, session, ctx).await?;
+    }
+    Ok(())
+}
+
+/// Reads the request target once and makes its normal form the request's
+/// URI (path and the query as sent): what is routed is what is limited,
+/// logged and forwarded. Returns the host routes match on.
+fn route_on_one_path(session: &mut Session, ctx: &Ctx) -> Result<String, Deny> {
+    let req = session.req_header();
+    let host = match req.headers.get(http::header::HOST) {
+        Some(h) => Some(
+            h.to_str()
+                .ok()
+                .and_then(route::host_of)
+                .ok_or(Deny::BadTarget(BadTarget::Host))?,
+        ),
+        None => None,
+    };
+    let server = &ctx.policy.config.server;
+    let rules = route::PathRules {
+        escaped_slashes: server.escaped_slashes,
+        keep_path_parameters: server.keep_path_parameters,
+    };
+    let target = route::target(req.raw_path(), req.method.as_str(), host.as_deref(), rules)
+        .map_err(Deny::BadTarget)?
+        .ok_or(Deny::NoRoute)?;
+    // An absolute-form target names the host when there is no Host
+    // (HTTP/1.0); the upstream gets it as Host too.
+    let (host, set_host) = match (host, target.authority) {
+        (None, Some(authority)) => (route::host_of(authority), Some(authority.to_string())),
+        (host, _) => (host, None),
+    };
+    let unchanged = matches!(target.path, Cow::Borrowed(_))
+        && req.raw_path().first() == Some(&b'/')
+        && req.uri.path() == target.path;
+    if !unchanged {
+        let uri = match target.query {
+            Some(q) => format!("{}?{q}", target.path),
+            None => target.path.into_owned(),
+        };
+        let uri = uri
+            .parse::<http::Uri>()
+            .map_err(|_| Deny::BadTarget(BadTarget::Form))?;
+        session.req_header_mut().set_uri(uri);
+    }
+    if let Some(authority) = set_host {
+        session
+            .req_header_mut()
+            .insert_header(http::header::HOST, authority)
+            .map_err(|_| Deny::BadTarget(BadTarget::Host))?;
+    }
+    Ok(host.unwrap_or_default())
+}
+
+/// Verifies a token not known to be valid. Each failure spends from the
+/// client address's failure bucket; while it is empty, the address is
+/// refused without a signature check.
+async fn authenticate(
+    shared: &Shared,
+    verifier: &Verifier,
+    token: Option<&str>,
+    ctx: &Ctx,
+) -> Result<Identity, Deny> {
+    let config = &ctx.policy.config;
+    let bucket = config
+        .auth
+        .as_ref()
+        .map(|a| a.failure_limit)
+        .ok_or(Deny::Internal("no auth section"))?;
+    let addr = limit::address_key(
+        ctx.client_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        config.server.ipv6_prefix,
+    );
+    let failures = &shared.auth_failures;
+    if let Err(wait_ms) = failures.check(addr, &bucket) {
+        METRICS.auth_throttled.inc();
+        return Err(Deny::AuthThrottled { wait_ms });
+    }
+    verifier.verify_fresh(token).await.map_err(|e| {
+        failures.spend(addr, &bucket);
+        METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
+        Deny::Unauthorized(e)
+    })
+}
+
+/// Spends the route's buckets in one store call; sets the quota headers
+/// either way.
+async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), Deny> {
+    let policy = ctx.policy.clone();
+    let route = ctx.route().ok_or(Deny::NoRoute)?;
+    let planned =
+        limit::plan(&policy.config, route, &subject(session, ctx)).map_err(Deny::Unkeyable)?;
+    if planned.is_empty() {
+        return Ok(());
+    }
+    let decision = shared
+        .limiter
+        .decide(planned, route.cost, policy.generation)
+        .await;
+    let series = &policy.route_metrics(ctx.route).decisions;
+    for ((p, state), counters) in decision.buckets.iter().zip(series) {
+        counters[limit::outcome(state.allowed, p.spend.shadow)].inc();
+    }
+    ctx.decision = decision.label();
+    if decision.source == Source::Denied {
+        return Err(Deny::StoreUnavailable);
+    }
+    // Allowed: report the tightest bucket; refused: the one that refused.
+    let reported = if decision.allowed {
+        decision.tightest()
+    } else {
+        decision.refusing()
+    };
+    let Some((p, state)) = reported else {
+        // Allowed with no bucket to report (`allow` while the store is down).
+        return match decision.allowed {
+            true => Ok(()),
+            false => Err(Deny::Internal("no refusing bucket")),
+        };
+    };
+    let quota = respond::quota_headers(
+        policy.config.quota_headers,
+        &p.limit,
+        &p.bucket,
+        state.remaining,
+        state.reset_after_ms,
+    );
+    if decision.allowed {
+        ctx.quota = quota;
+        return Ok(());
+    }
+    Err(Deny::RateLimited {
+        limit: p.limit.clone(),
+        retry_after_ms: state.retry_after_ms,
+        reset_after_ms: state.reset_after_ms,
+        quota,
+    })
+}
+
+/// Takes a concurrency slot on routes with a policy. Runs after the bucket
+/// check, so a refused bucket never takes a slot.
+async fn take_slot(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), Deny> {
+    let policy = ctx.policy.clone();
+    let index = ctx.route.ok_or(Deny::NoRoute)?;
+    let Some(name) = &policy.config.routes[index].concurrency else {
+        return Ok(());
+    };
+    let Some(slots) = policy.config.concurrency.get(name) else {
+        return Ok(());
+    };
+    let key =
+        limit::slot_key(&policy.config, slots, &subject(session, ctx)).map_err(Deny::Unkeyable)?;
+    match shared.limiter.acquire(slots, key).await {
+        SlotAnswer::Granted(lease) => {
+            ctx.lease = Some(lease);
+            Ok(())
+        }
+        SlotAnswer::Unchecked => Ok(()),
+        SlotAnswer::Full => {
+            ctx.decision = "no_slot";
+            Err(Deny::NoSlot {
+                policy: name.clone(),
+                slots: slots.slots,
+            })
+        }
+        SlotAnswer::Denied => Err(Deny::StoreUnavailable),
+    }
+}
+
+/// What scopes can key on for this request.
+fn subject<'a>(session: &'a Session, ctx: &'a Ctx) -> Subject<'a> {
+    Subject {
+        identity: ctx.identity.as_ref(),
+        captures: &ctx.captures,
+        headers: &session.req_header().headers,
+        client_ip: ctx.client_ip,
+    }
+}

@@ -1,0 +1,232 @@
+//! Request headers: which the gateway believes, which it removes, and which
+//! it writes. The trusted-proxy rule (the client address), header hygiene
+//! before anything reads the request, and the `X-Forwarded-*`, identity and
+//! request-id headers sent upstream. Routing and limits live elsewhere.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use pingora::http::RequestHeader;
+use pingora::proxy::Session;
+
+use super::ctx::Ctx;
+use super::respond::Deny;
+use crate::metrics::METRICS;
+
+pub const X_REQUEST_ID: &str = "x-request-id";
+
+/// Proxy headers believed only from trusted peers; from anyone else they
+/// are removed before any phase reads the request (SPEC section 10), with
+/// every `x-forwarded-*` and the client-address headers frameworks read.
+const PROXY_HEADERS: &[&str] = &[
+    "forwarded",
+    "x-forwarded",
+    "x-real-ip",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-host",
+    "x-host",
+    "x-client-ip",
+    "x-cluster-client-ip",
+    "true-client-ip",
+];
+
+/// Method overrides, removed from every client: the upstream would serve
+/// another method than the one routed on (`GET` with `X-HTTP-Method-Override:
+/// POST` would skip a `POST` route's limits).
+const METHOD_OVERRIDES: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// The client address: the peer, or when the peer is a trusted proxy the
+/// right-most untrusted address of `X-Forwarded-For`.
+pub fn client_ip(session: &Session, ctx: &mut Ctx) {
+    // Canonical: an IPv4 peer on a dual-stack listener is `::ffff:a.b.c.d`.
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip().to_canonical());
+    let trusted = &ctx.policy.config.server.trusted_proxies;
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    ctx.client_ip = peer;
+    ctx.peer_trusted = peer.as_ref().is_some_and(is_trusted);
+    if !ctx.peer_trusted {
+        return;
+    }
+    let chain = session
+        .req_header()
+        .headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|s| s.trim().to_string())
+        .collect::<Vec<_>>();
+    for hop in chain.iter().rev() {
+        match hop.parse::<IpAddr>().map(|ip| ip.to_canonical()) {
+            Ok(ip) => {
+                ctx.client_ip = Some(ip);
+                if !is_trusted(&ip) {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+}
+
+/// Header hygiene, before anything reads the request: bounded fields, one
+/// Host on HTTP/1.1, one Content-Length, no `_` in names (CGI and WSGI read
+/// `X_Tenant_Id` as `X-Tenant-Id`), no proxy headers from untrusted peers,
+/// no method overrides.
+pub fn clean(req: &mut RequestHeader, ctx: &Ctx) -> Result<(), Deny> {
+    bounded(req, ctx.policy.config.server.max_header_field_size as usize)?;
+    let hosts = req.headers.get_all(http::header::HOST).iter().count();
+    if hosts > 1 || (hosts == 0 && req.version == http::Version::HTTP_11) {
+        return Err(Deny::BadRequest(
+            "an HTTP/1.1 request needs exactly one Host header",
+        ));
+    }
+    one_content_length(req)?;
+    let drop: Vec<http::HeaderName> = req
+        .headers
+        .keys()
+        .filter(|name| dropped(name.as_str(), ctx))
+        .cloned()
+        .collect();
+    for name in drop {
+        req.remove_header(&name);
+    }
+    Ok(())
+}
+
+/// The request target and every header line within `max_field` bytes.
+fn bounded(req: &RequestHeader, max: usize) -> Result<(), Deny> {
+    let refuse = |deny| {
+        METRICS
+            .edge_refusals
+            .with_label_values(&["header_field_size"])
+            .inc();
+        Err(deny)
+    };
+    if req.raw_path().len() > max {
+        return refuse(Deny::UriTooLong { max });
+    }
+    if req
+        .headers
+        .iter()
+        .any(|(n, v)| n.as_str().len() + v.len() + 2 > max)
+    {
+        return refuse(Deny::HeaderTooLarge { max });
+    }
+    Ok(())
+}
+
+/// Repeated equal Content-Lengths (`3, 3` or two lines) become one; any
+/// disagreement is refused.
+fn one_content_length(req: &mut RequestHeader) -> Result<(), Deny> {
+    let not_a_number = Deny::BadRequest("the Content-Length is not a number");
+    let mut values = req
+        .headers
+        .get_all(http::header::CONTENT_LENGTH)
+        .iter()
+        .flat_map(|v| {
+            v.to_str()
+                .unwrap_or(",")
+                .split(',')
+                .map(|n| n.trim().parse::<u64>().ok())
+        });
+    let Some(first) = values.next() else {
+        return Ok(());
+    };
+    let first = first.ok_or(not_a_number.clone())?;
+    let mut repeated = false;
+    for other in values {
+        if other != Some(first) {
+            return Err(Deny::BadRequest("conflicting Content-Length values"));
+        }
+        repeated = true;
+    }
+    if repeated {
+        req.insert_header(http::header::CONTENT_LENGTH, first.to_string())
+            .map_err(|_| not_a_number)?;
+    }
+    Ok(())
+}
+
+/// Whether a client header is removed before anything reads it.
+fn dropped(name: &str, ctx: &Ctx) -> bool {
+    let server = &ctx.policy.config.server;
+    let underscored = name.contains('_');
+    if underscored && !server.allow_underscores_in_headers {
+        return true;
+    }
+    // With underscores allowed, `X_Real_IP` is still read as `X-Real-IP`.
+    let dashed = match underscored {
+        true => Cow::Owned(name.replace('_', "-")),
+        false => Cow::Borrowed(name),
+    };
+    let dashed = dashed.as_ref();
+    let ids = &ctx.policy.config.identity_headers;
+    let identity = underscored
+        && [&ids.tenant, &ids.user, &ids.plan]
+            .iter()
+            .any(|h| h.as_str() == dashed);
+    let proxy = !ctx.peer_trusted
+        && (dashed.starts_with("x-forwarded-") || PROXY_HEADERS.contains(&dashed));
+    identity || proxy || METHOD_OVERRIDES.contains(&dashed)
+}
+
+/// What the upstream is told: identity headers from the token (client
+/// copies always removed), `X-Forwarded-For`, `-Proto`, `-Host` (kept from
+/// trusted peers, written otherwise) and `X-Request-Id`.
+pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> pingora::Result<()> {
+    let ids = &ctx.policy.config.identity_headers;
+    for name in [&ids.tenant, &ids.user, &ids.plan] {
+        upstream.remove_header(name);
+    }
+    if let Some(identity) = &ctx.identity {
+        upstream.insert_header(ids.tenant.clone(), identity.tenant.as_str())?;
+        upstream.insert_header(ids.plan.clone(), identity.plan.as_str())?;
+        if let Some(user) = &identity.user {
+            // User ids may hold any bytes a JWT string can; send only header-safe ones.
+            if let Ok(value) = http::HeaderValue::from_str(user) {
+                upstream.insert_header(ids.user.clone(), value)?;
+            }
+        }
+    }
+    if ctx.route().is_some_and(|r| !r.forward_authorization) {
+        upstream.remove_header(&http::header::AUTHORIZATION);
+    }
+    let peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
+    let forwarded_for = match upstream.headers.get("x-forwarded-for") {
+        Some(v) if ctx.peer_trusted => format!("{}, {peer}", String::from_utf8_lossy(v.as_bytes())),
+        _ => peer,
+    };
+    upstream.insert_header("x-forwarded-for", forwarded_for)?;
+    let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+    if !(ctx.peer_trusted && upstream.headers.contains_key("x-forwarded-proto")) {
+        upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
+    }
+    if !(ctx.peer_trusted && upstream.headers.contains_key("x-forwarded-host")) {
+        match session
+            .req_header()
+            .headers
+            .get(http::header::HOST)
+            .cloned()
+        {
+            Some(h) => upstream.insert_header("x-forwarded-host", h)?,
+            None => {
+                upstream.remove_header("x-forwarded-host");
+            }
+        }
+    }
+    upstream.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+    Ok(())
+}

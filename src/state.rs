@@ -1,0 +1,196 @@
+//! Process state: the policy in force (`Policy`, one immutable snapshot per
+//! generation, built off the request path) and what outlives it (`Shared`:
+//! the limiter, the failed-authentication buckets, readiness). It sits
+//! above config, auth, limit, metrics and the upstream pools, and below the
+//! proxy and the server that use it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::config::{Config, Problems};
+use crate::metrics::{RouteMetrics, EDGE_REASONS, METRICS, OUTCOMES};
+use crate::upstream;
+
+/// Why a validated config could not be put in force.
+#[derive(Debug)]
+pub enum BuildError {
+    /// An upstream target does not resolve.
+    Upstreams(String),
+    /// Key material that loaded at validation no longer does.
+    Auth(String),
+}
+
+impl BuildError {
+    /// As a located problem of `file`, with the code of its section.
+    pub fn problems(self, file: &str) -> Problems {
+        let (code, message) = match self {
+            BuildError::Upstreams(m) => ("upstreams.target_invalid", m),
+            BuildError::Auth(m) => ("auth.key_invalid", m),
+        };
+        let mut p = Problems::new(file);
+        p.push((1, 1), code, message);
+        p
+    }
+}
+
+impl std::fmt::Display for BuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildError::Upstreams(m) | BuildError::Auth(m) => f.write_str(m),
+        }
+    }
+}
+
+/// One immutable policy: a validated config and what was built from it.
+pub struct Policy {
+    pub config: Config,
+    pub verifier: Option<Arc<crate::auth::Verifier>>,
+    pub pools: HashMap<String, Arc<upstream::Pool>>,
+    pub generation: u64,
+    /// Each route's metric series, by route index; one more, last, for
+    /// requests no route matched.
+    pub metrics: Vec<RouteMetrics>,
+}
+
+impl Policy {
+    pub fn build(config: Config, generation: u64) -> Result<Self, BuildError> {
+        let pools = upstream::build_pools(&config).map_err(BuildError::Upstreams)?;
+        let verifier = match &config.auth {
+            Some(auth) => Some(Arc::new(
+                crate::auth::Verifier::new(auth, &config.tenants).map_err(BuildError::Auth)?,
+            )),
+            None => None,
+        };
+        let mut metrics: Vec<RouteMetrics> = config
+            .routes
+            .iter()
+            .map(|route| {
+                let limits: Vec<&str> = config
+                    .route_limits(route)
+                    .iter()
+                    .map(|l| l.name.as_str())
+                    .collect();
+                RouteMetrics::new(&route.name, &limits)
+            })
+            .collect();
+        metrics.push(RouteMetrics::new("none", &[]));
+        Ok(Policy {
+            config,
+            verifier,
+            pools,
+            generation,
+            metrics,
+        })
+    }
+}
+
+impl Policy {
+    /// The metric series of a route (`None`: no route matched).
+    pub fn route_metrics(&self, route: Option<usize>) -> &RouteMetrics {
+        let none = self.metrics.len() - 1;
+        &self.metrics[route.unwrap_or(none).min(none)]
+    }
+}
+
+/// State shared by the proxy, the admin listener and background tasks.
+pub struct Shared {
+    pub policy: ArcSwap<Policy>,
+    pub limiter: crate::limit::Limiter,
+    /// Failed authentications per client address; outlives reloads.
+    pub auth_failures: crate::auth::failures::Failures,
+    /// Listeners are up and the process is not shutting down.
+    pub ready: AtomicBool,
+}
+
+/// Creates every series the config implies at zero, so dashboards and
+/// alerts see them (and `rate()` works) before the first event.
+pub fn init_series(config: &Config) {
+    let m = &*METRICS;
+    for e in crate::auth::AuthError::ALL {
+        m.auth_failures.with_label_values(&[e.reason()]);
+    }
+    for result in ["ok", "error"] {
+        m.config_reloads.with_label_values(&[result]);
+    }
+    for reason in ["total", "per_ip"] {
+        m.connections_refused.with_label_values(&[reason]);
+    }
+    for reason in EDGE_REASONS {
+        m.edge_refusals.with_label_values(&[reason]);
+    }
+    for reason in ["unreachable", "failed", "timed_out", "breaker_open"] {
+        m.fallback.with_label_values(&[reason]);
+    }
+    for route in &config.routes {
+        for limit in config.route_limits(route) {
+            for decision in OUTCOMES {
+                m.decisions.with_label_values(&[
+                    route.name.as_str(),
+                    limit.name.as_str(),
+                    decision,
+                ]);
+            }
+        }
+    }
+    for policy in config.concurrency.keys() {
+        m.slots_acquired.with_label_values(&[policy]);
+        m.slots_refused.with_label_values(&[policy]);
+        m.slots_held.with_label_values(&[policy]);
+        for reason in ["complete", "error", "client_abort", "expired_renewal"] {
+            m.slots_released.with_label_values(&[policy, reason]);
+        }
+    }
+}
+
+/// Loads `path` and, if it is valid, makes it the policy in force.
+pub async fn reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
+    let result = try_reload(shared, path).await;
+    match &result {
+        Ok(generation) => {
+            METRICS.config_reloads.with_label_values(&["ok"]).inc();
+            METRICS.config_generation.set(*generation as i64);
+            METRICS.config_last_success.set(crate::metrics::unix_now());
+            tracing::info!(generation, "config.reloaded");
+        }
+        Err(problems) => {
+            METRICS.config_reloads.with_label_values(&["error"]).inc();
+            for line in problems.render_errors() {
+                tracing::error!(problem = %line, "config.reload_failed");
+            }
+        }
+    }
+    result
+}
+
+async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
+    let loaded = Config::load(path)?;
+    for line in &loaded.warnings {
+        tracing::warn!(problem = %line, "config.warning");
+    }
+    let current = shared.policy.load_full();
+    let fields = crate::config::reload::restart_required(&current.config, &loaded.config);
+    if !fields.is_empty() {
+        let mut problems = Problems::new(path.display().to_string());
+        for field in fields {
+            problems.push(
+                (1, 1),
+                "reload.restart_required",
+                format!("{field}: changed; this takes effect only after a restart"),
+            );
+        }
+        return Err(problems);
+    }
+    let generation = current.generation + 1;
+    let policy = Policy::build(loaded.config, generation)
+        .map_err(|e| e.problems(&path.display().to_string()))?;
+    if let Some(verifier) = &policy.verifier {
+        verifier.refresh_remote(true).await;
+    }
+    init_series(&policy.config);
+    shared.policy.store(Arc::new(policy));
+    Ok(generation)
+}
