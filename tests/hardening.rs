@@ -11,17 +11,9 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 
-const SECRET: &str = "hardening-secret-0123456789";
-
-fn token(tenant: &str) -> String {
-    hs256_token(SECRET, json!({"tid": tenant, "sub": "u1"}))
-}
-
-fn options() -> GatewayOptions {
-    GatewayOptions {
-        env: vec![("JWT".into(), SECRET.into())],
-        ..Default::default()
-    }
+/// A token of `tenant` for user `u1` (the identity headers tests read it back).
+fn user_token(tenant: &str) -> String {
+    hs256_token(TEST_SECRET, json!({"tid": tenant, "sub": "u1"}))
 }
 
 /// A gateway in front of a raw upstream. `server` and `routes` are YAML
@@ -48,7 +40,7 @@ admin: {{listen: "$ADMIN"}}
 store: {{kind: memory}}
 acknowledge: [store.process_local, limits.client_keyed, server.escaped_slashes_keep]
 auth:
-  keys: [{{kid: t, alg: HS256, secret_env: JWT}}]
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
 {auth}
 upstreams:
   app: {{targets: ["{up}"]}}
@@ -58,7 +50,7 @@ routes:
 "#,
         up = up.addr
     );
-    Gateway::start_with(&yaml, options()).await
+    Gateway::start_hs256(&yaml, GatewayOptions::default()).await
 }
 
 /// An exempt public catch-all and an authenticated admin area, the shape
@@ -105,7 +97,7 @@ async fn finding_1_targets_that_are_not_a_path_are_refused() {
     let r = send(&gw, &get("http://evil.example/admin/users", &host, "")).await;
     assert_eq!(status_of(&r), 400, "{r}");
     assert_eq!(up.count(), 0);
-    let auth = format!("Authorization: Bearer {}\r\n", token("acme"));
+    let auth = format!("Authorization: Bearer {}\r\n", user_token("acme"));
     let r = send(
         &gw,
         &get(&format!("HTTP://{host}/admin/users?a=1"), &host, &auth),
@@ -166,7 +158,7 @@ async fn finding_2_encoded_slashes_are_refused_decoded_or_kept_as_configured() {
     let gw = gateway(&up, "  escaped_slashes: decode", STRICT, ADMIN_ROUTES).await;
     let r = send(&gw, &get("/admin%2Fusers", &host_of(&gw), "")).await;
     assert_eq!(status_of(&r), 401, "decoded, it is the admin route: {r}");
-    let auth = format!("Authorization: Bearer {}\r\n", token("acme"));
+    let auth = format!("Authorization: Bearer {}\r\n", user_token("acme"));
     let r = send(&gw, &get("/admin%2Fusers", &host_of(&gw), &auth)).await;
     assert_eq!(status_of(&r), 200);
     assert_eq!(up.received()[0].target(), "/admin/users");
@@ -319,7 +311,7 @@ async fn finding_4_headers_with_underscores_never_reach_the_upstream() {
         status_of(&send(&gw, &get("/open", &host, forged)).await),
         200
     );
-    let auth = format!("{forged}Authorization: Bearer {}\r\n", token("acme"));
+    let auth = format!("{forged}Authorization: Bearer {}\r\n", user_token("acme"));
     assert_eq!(
         status_of(&send(&gw, &get("/admin", &host, &auth)).await),
         200
@@ -397,7 +389,7 @@ async fn finding_6_debug_logs_never_show_tokens_cookies_or_queries() {
     let up = RawUpstream::start().await;
     let yaml_options = GatewayOptions {
         env: vec![
-            ("JWT".into(), SECRET.into()),
+            ("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into()),
             ("RUST_LOG".into(), "debug".into()),
         ],
         ..Default::default()
@@ -408,7 +400,7 @@ server: {{listen: ["$LISTEN"], threads: 1}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: memory}}
 acknowledge: [store.process_local]
-auth: {{keys: [{{kid: t, alg: HS256, secret_env: JWT}}]}}
+auth: {{keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]}}
 upstreams: {{app: {{targets: ["{}"]}}}}
 {STRICT}
 routes:
@@ -417,7 +409,7 @@ routes:
         up.addr
     );
     let gw = Gateway::start_with(&yaml, yaml_options).await;
-    let tok = token("acme");
+    let tok = user_token("acme");
     let extra = format!("Authorization: Bearer {tok}\r\nCookie: session=cookie-secret-42\r\n");
     let r = send(
         &gw,
@@ -484,7 +476,7 @@ async fn finding_8_failed_authentication_is_limited_per_address() {
     let auth = "  failure_limit: {capacity: 20, rate: 1/h}";
     let gw = gateway_auth(&up, "", auth, STRICT, ADMIN_ROUTES).await;
     let host = host_of(&gw);
-    let good = format!("Authorization: Bearer {}\r\n", token("acme"));
+    let good = format!("Authorization: Bearer {}\r\n", user_token("acme"));
     assert_eq!(
         status_of(&send(&gw, &get("/admin", &host, &good)).await),
         200
@@ -507,7 +499,7 @@ async fn finding_8_failed_authentication_is_limited_per_address() {
                 status_of(&send(&gw, &get("/admin", &host, &good)).await),
                 200
             );
-            let other = format!("Authorization: Bearer {}\r\n", token("globex"));
+            let other = format!("Authorization: Bearer {}\r\n", user_token("globex"));
             let r = raw_http_from(
                 "127.0.0.2".parse().unwrap(),
                 gw.listen,
@@ -533,7 +525,7 @@ async fn finding_9_a_trickling_upload_loses_its_slot() {
     let extra = "concurrency:\n  uploads: {scope: tenant, slots: 1, lease: 30s}";
     let routes = "  - {name: up, match: {path_prefix: /up}, upstream: app, concurrency: uploads, limits: []}";
     let gw = gateway(&up, "  body_idle_timeout: 1s", extra, routes).await;
-    let auth = format!("Authorization: Bearer {}\r\n", token("acme"));
+    let auth = format!("Authorization: Bearer {}\r\n", user_token("acme"));
     let mut stream = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
     let head = format!("POST /up HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 100\r\n\r\na");
     stream.write_all(head.as_bytes()).await.unwrap();

@@ -7,9 +7,6 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::*;
-use serde_json::json;
-
-const SECRET: &str = "ops-suite-secret-0123456789";
 
 /// Every `fairgate_*` name in a file.
 fn metric_names(path: &str) -> BTreeSet<String> {
@@ -37,7 +34,7 @@ server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "{}"}}
 auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_OPS_SECRET}}]
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
 upstreams:
   api: {{targets: ["{}"]}}
 limits:
@@ -54,12 +51,12 @@ routes:
     let gw = Gateway::start_with(
         &yaml,
         GatewayOptions {
-            env: vec![("FAIRGATE_OPS_SECRET".into(), SECRET.into())],
+            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
             ..Default::default()
         },
     )
     .await;
-    let token = hs256_token(SECRET, json!({"tid": "acme", "sub": "u"}));
+    let token = token("acme");
     let c = client();
     for _ in 0..3 {
         c.get(gw.url("/v1/x"))

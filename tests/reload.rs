@@ -9,13 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use serde_json::json;
-
-const SECRET: &str = "reload-suite-secret-0123456789";
-
-fn token(tenant: &str) -> String {
-    hs256_token(SECRET, json!({"tid": tenant, "sub": "u"}))
-}
 
 fn config(redis: &Redis, up: &Upstream, capacity: u64, routes_extra: &str) -> String {
     // Small buckets refill slowly so tests can see them; huge ones never run dry.
@@ -27,7 +20,7 @@ server: {{listen: ["$LISTEN"], shutdown_grace: 1s, threads: 1}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "{}", timeout: 1s}}
 auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_RELOAD_SECRET}}]
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
 upstreams:
   api: {{targets: ["{}"], read_timeout: 30s}}
 limits:
@@ -45,7 +38,7 @@ async fn gateway(yaml: &str, configmap: bool) -> Gateway {
     Gateway::start_with(
         yaml,
         GatewayOptions {
-            env: vec![("FAIRGATE_RELOAD_SECRET".into(), SECRET.into())],
+            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
             configmap,
             ..Default::default()
         },

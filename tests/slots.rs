@@ -8,14 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures_util::future::join_all;
-use serde_json::json;
 
-const SECRET: &str = "slots-suite-secret-0123456789";
 const SET: &str = "tenant:{acme}:slots:uploads";
-
-fn token(tenant: &str) -> String {
-    hs256_token(SECRET, json!({"tid": tenant, "sub": "u"}))
-}
 
 fn config(
     redis: &Redis,
@@ -30,7 +24,7 @@ server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "{}", timeout: 2s}}
 auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_SLOTS_SECRET}}]
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
 upstreams:
   api: {{targets: ["{}"], read_timeout: 120s}}
 default_limits: none
@@ -49,7 +43,7 @@ async fn gateway(yaml: &str) -> Gateway {
     Gateway::start_with(
         yaml,
         GatewayOptions {
-            env: vec![("FAIRGATE_SLOTS_SECRET".into(), SECRET.into())],
+            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
             ..Default::default()
         },
     )

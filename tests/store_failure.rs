@@ -9,13 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::json;
-
-const SECRET: &str = "store-failure-secret-0123456789";
-
-fn token(tenant: &str) -> String {
-    hs256_token(SECRET, json!({"tid": tenant, "sub": "u"}))
-}
 
 /// A policy with one tenant-scoped bucket of `capacity` refilling slowly
 /// (1/h) unless `capacity` is huge (then 1000/s, for request streams).
@@ -31,7 +24,7 @@ server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "redis://127.0.0.1:{redis_port}/0", timeout: 50ms{store_extra}}}
 auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_FAILURE_SECRET}}]
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
 upstreams:
   api: {{targets: ["{}"]}}
 limits:
@@ -45,7 +38,7 @@ routes:
 
 async fn gateway(yaml: &str, env: Vec<(String, String)>) -> Gateway {
     let mut env = env;
-    env.push(("FAIRGATE_FAILURE_SECRET".into(), SECRET.into()));
+    env.push(("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into()));
     Gateway::start_with(
         yaml,
         GatewayOptions {
@@ -240,7 +233,7 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
     let deny = Gateway::start_with(
         &config(closed, &up, ", on_unavailable: deny", 1),
         GatewayOptions {
-            env: vec![("FAIRGATE_FAILURE_SECRET".into(), SECRET.into())],
+            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
             wait_ready: false,
             ..Default::default()
         },

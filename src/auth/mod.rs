@@ -1,6 +1,8 @@
 //! Authentication: verifies the bearer JWT and turns its claims into an
-//! `Identity`. Knows nothing of limits or responses; a failure is an
-//! `AuthError` whose reason `proxy::respond` turns into a 401.
+//! `Identity`, remembering tokens verified before (`verified`); counts
+//! failed authentications per address (`failures`). Knows nothing of limits
+//! or responses; a failure is an `AuthError` that `proxy::respond` turns
+//! into a 401.
 
 pub mod failures;
 pub mod keys;

@@ -1,6 +1,8 @@
-//! Rate limiting: which buckets a request spends (`keys`, planned here from
-//! the policy and the identity), the bucket arithmetic (`bucket`), the stores
-//! (`store`) and what to do when the shared store fails (`fallback`).
+//! Rate limiting: which buckets a request spends (planned here from the
+//! policy and the identity; every key shape is `keys`), the bucket
+//! arithmetic (`bucket`), the stores (`store`), upload leases (`lease`),
+//! refusals known without asking (`denials`) and what to do when the shared
+//! store fails (`fallback`). It knows nothing of HTTP responses.
 
 pub mod bucket;
 pub mod denials;

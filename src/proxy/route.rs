@@ -1,6 +1,8 @@
-//! Picks the route for a request: the first route, in file order, whose
-//! host, path and method all match. Also refuses paths that could mean one
-//! route to fairgate and another to the upstream (dot segments).
+//! The one path: reads the request target once (`target`: origin- or
+//! absolute-form, normal form, refusals for anything a decoding upstream
+//! could read differently), picks the route (the first, in file order,
+//! whose host, path and method match) and gives the URI the upstream gets
+//! (`upstream_uri`).
 
 use std::borrow::Cow;
 use std::fmt::Write;

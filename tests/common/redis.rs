@@ -1,0 +1,221 @@
+//! Real Redis: a `redis-server` and a 3-master Cluster on free loopback
+//! ports, and looking inside them (keys, command statistics).
+
+use super::*;
+
+/// `redis-server` on a free loopback port, with persistence off.
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn redis_server_binary() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("redis-server"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "redis-server not found on PATH. These tests need a real Redis: \
+             install it with `apt-get install -y redis-server` (Debian/Ubuntu)"
+        )
+    })
+}
+
+impl Redis {
+    pub async fn start() -> Redis {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra: &[&str]) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_addr().port();
+        let child = Self::spawn(dir.path(), port, extra);
+        let redis = Redis { child, port, dir };
+        redis.wait_up().await;
+        redis
+    }
+
+    fn spawn(dir: &Path, port: u16, extra: &[&str]) -> Child {
+        let mut cmd = Command::new(redis_server_binary());
+        cmd.args(["--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--dir", &dir.display().to_string()])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd.spawn().expect("spawn redis-server")
+    }
+
+    /// Starts on a given port (e.g. one a gateway already points at).
+    pub async fn start_on(port: u16, extra: &[&str]) -> Redis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let child = Self::spawn(dir.path(), port, extra);
+        let redis = Redis { child, port, dir };
+        redis.wait_up().await;
+        redis
+    }
+
+    /// SIGKILL: the server vanishes with everything it held.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// A new, empty server on the same port (no scripts, no keys).
+    pub async fn restart(&mut self, extra: &[&str]) {
+        self.kill();
+        self.child = Self::spawn(self.dir.path(), self.port, extra);
+        self.wait_up().await;
+    }
+
+    pub fn pause(&self) {
+        unsafe { libc::kill(self.pid() as i32, libc::SIGSTOP) };
+    }
+
+    pub fn resume(&self) {
+        unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub async fn wait_up(&self) {
+        let port = self.port;
+        let up = eventually(Duration::from_secs(10), || async move {
+            // NOAUTH: up, and protected by a password.
+            redis_cli(port, &["PING"]).is_some_and(|o| o.trim() == "PONG" || o.contains("NOAUTH"))
+        })
+        .await;
+        assert!(up, "redis-server on port {port} did not answer PING");
+    }
+
+    /// Runs one command with `redis-cli` and returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        redis_cli(self.port, args).expect("redis-cli")
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn redis_cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A 3-master Redis Cluster (no replicas) on free loopback ports.
+pub struct Cluster {
+    pub nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    pub async fn start() -> Cluster {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(
+                Redis::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "5000",
+                ])
+                .await,
+            );
+        }
+        let mut args = vec!["--cluster".to_string(), "create".to_string()];
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let out = Command::new("redis-cli")
+            .args(&args)
+            .output()
+            .expect("redis-cli --cluster create (install redis-tools)");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Cluster { nodes };
+        let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+        let ok = eventually(Duration::from_secs(20), || {
+            let ports = ports.clone();
+            async move {
+                ports.iter().all(|p| {
+                    redis_cli(*p, &["CLUSTER", "INFO"]).is_some_and(|i| {
+                        i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
+                    })
+                })
+            }
+        })
+        .await;
+        assert!(ok, "the cluster did not reach cluster_state:ok");
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect()
+    }
+}
+
+/// Keys on one node (SCAN, so it is safe on a live server).
+pub fn scan_keys(port: u16) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let out = redis_cli(port, &["SCAN", &cursor, "COUNT", "1000"]).expect("SCAN");
+        let mut lines = out.lines();
+        cursor = lines.next().unwrap_or("0").to_string();
+        keys.extend(lines.filter(|l| !l.is_empty()).map(str::to_string));
+        if cursor == "0" {
+            return keys;
+        }
+    }
+}
+
+/// Calls of one command from `INFO commandstats` (e.g. `evalsha`).
+pub fn command_calls(port: u16, command: &str) -> u64 {
+    command_stat(port, command, "calls")
+}
+
+/// Calls of one command that failed (e.g. EVALSHA answered NOSCRIPT).
+pub fn command_failures(port: u16, command: &str) -> u64 {
+    command_stat(port, command, "failed_calls")
+}
+
+fn command_stat(port: u16, command: &str, field: &str) -> u64 {
+    let info = redis_cli(port, &["INFO", "commandstats"]).expect("INFO");
+    let prefix = format!("cmdstat_{command}:");
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(&prefix))
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,176 @@
+//! Upstreams: fairgate's echo server, and a raw one that records every
+//! request head byte for byte.
+
+use super::*;
+
+/// The echo upstream, serving on the test's runtime.
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub stats: Arc<Stats>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let stats = Arc::new(Stats::default());
+        let addr = fairgate::echo::serve("127.0.0.1:0".parse().unwrap(), stats.clone())
+            .await
+            .expect("start echo upstream");
+        Upstream { addr, stats }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.stats
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// What a raw upstream received: the request head exactly as sent, and
+/// how many body bytes followed it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub head: String,
+    pub body_bytes: usize,
+}
+
+impl Received {
+    /// `GET /x?y HTTP/1.1`
+    pub fn request_line(&self) -> &str {
+        self.head.lines().next().unwrap_or("")
+    }
+
+    /// The request target as sent.
+    pub fn target(&self) -> &str {
+        self.request_line().split(' ').nth(1).unwrap_or("")
+    }
+
+    /// The path as a WSGI or Go upstream routes it: percent-decoded.
+    pub fn decoded_path(&self) -> String {
+        let path = self.target().split('?').next().unwrap_or("");
+        let mut out = Vec::new();
+        let b = path.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' && i + 2 < b.len() + 1 {
+                if let Some(v) = path
+                    .get(i + 1..i + 3)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(b[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Header lines as (name, value), names as sent.
+    pub fn headers(&self) -> Vec<(String, String)> {
+        self.head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.to_string(), v.trim().to_string()))
+            .collect()
+    }
+
+    /// Every value of a header, matched as CGI/WSGI match names: case
+    /// insensitive, `_` and `-` alike (`X_Tenant_Id` is `HTTP_X_TENANT_ID`).
+    pub fn cgi_header(&self, name: &str) -> Vec<String> {
+        let cgi = |n: &str| n.to_ascii_uppercase().replace('-', "_");
+        self.headers()
+            .into_iter()
+            .filter(|(n, _)| cgi(n) == cgi(name))
+            .map(|(_, v)| v)
+            .collect()
+    }
+}
+
+/// An upstream that records every request head byte for byte and answers
+/// `200 ok`; it reads bodies framed by one Content-Length or chunked.
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    pub received: Arc<std::sync::Mutex<Vec<Received>>>,
+}
+
+impl RawUpstream {
+    pub async fn start() -> RawUpstream {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = received.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let _ = Self::serve(stream, log).await;
+                });
+            }
+        });
+        RawUpstream { addr, received }
+    }
+
+    async fn serve(
+        stream: tokio::net::TcpStream,
+        log: Arc<std::sync::Mutex<Vec<Received>>>,
+    ) -> std::io::Result<()> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+        let mut stream = BufReader::new(stream);
+        loop {
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if stream.read_line(&mut line).await? == 0 {
+                    return Ok(());
+                }
+                head.push_str(&line);
+                if line == "\r\n" || line == "\n" {
+                    break;
+                }
+            }
+            let lower = head.to_ascii_lowercase();
+            let length = lower
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let chunked = lower.contains("transfer-encoding: chunked");
+            let mut body_bytes = 0;
+            if let Some(n) = length {
+                let mut body = vec![0; n];
+                stream.read_exact(&mut body).await?;
+                body_bytes = n;
+            } else if chunked {
+                loop {
+                    let mut size = String::new();
+                    stream.read_line(&mut size).await?;
+                    let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                    let mut chunk = vec![0; n + 2];
+                    stream.read_exact(&mut chunk).await?;
+                    body_bytes += n;
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+            log.lock().unwrap().push(Received {
+                head: head.trim_end().to_string(),
+                body_bytes,
+            });
+            stream
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await?;
+        }
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+}
