@@ -122,7 +122,7 @@ pub fn init_series(config: &Config) {
     for reason in EDGE_REASONS {
         m.edge_refusals.with_label_values(&[reason]);
     }
-    for reason in ["unreachable", "failed", "timed_out", "breaker_open"] {
+    for reason in crate::limit::FALLBACK_REASONS {
         m.fallback.with_label_values(&[reason]);
     }
     for route in &config.routes {
@@ -140,7 +140,7 @@ pub fn init_series(config: &Config) {
         m.slots_acquired.with_label_values(&[policy]);
         m.slots_refused.with_label_values(&[policy]);
         m.slots_held.with_label_values(&[policy]);
-        for reason in ["complete", "error", "client_abort", "expired_renewal"] {
+        for reason in crate::limit::lease::Lease::END_REASONS {
             m.slots_released.with_label_values(&[policy, reason]);
         }
     }

@@ -40,7 +40,7 @@ impl Failures {
     pub fn check(&self, addr: IpAddr, bucket: &Bucket) -> Result<(), u64> {
         let now = self.now_us();
         let interval = bucket.rate.interval_us();
-        let tau = bucket.capacity.saturating_mul(interval);
+        let tau = bucket.capacity.get().saturating_mul(interval);
         let map = self.tat.lock().unwrap_or_else(|e| e.into_inner());
         let tat = map.get(&addr).copied().unwrap_or(0).max(now);
         let next = tat + interval;
@@ -55,7 +55,7 @@ impl Failures {
     pub fn spend(&self, addr: IpAddr, bucket: &Bucket) {
         let now = self.now_us();
         let interval = bucket.rate.interval_us();
-        let tau = bucket.capacity.saturating_mul(interval);
+        let tau = bucket.capacity.get().saturating_mul(interval);
         let mut map = self.tat.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_ADDRESSES && !map.contains_key(&addr) {
             map.retain(|_, tat| *tat > now);
@@ -79,9 +79,9 @@ mod tests {
     fn capacity_failures_then_refused() {
         let f = Failures::default();
         let bucket = Bucket {
-            capacity: 3,
+            capacity: std::num::NonZeroU64::new(3).unwrap(),
             rate: Rate {
-                count: 1,
+                count: std::num::NonZeroU64::MIN,
                 period: Duration::from_secs(60),
             },
         };

@@ -22,7 +22,7 @@ use keys::{RemoteJwks, VerifyKey};
 /// Who a request is, from verified claims.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    pub tenant: String,
+    pub tenant: TenantId,
     pub user: Option<String>,
     pub plan: String,
     pub token: Option<String>,
@@ -95,6 +95,29 @@ impl AuthError {
             AuthError::TenantInvalid => "the token's tenant id is not acceptable",
             AuthError::ClaimInvalid => "a claim of the token is too long or not a string",
         }
+    }
+}
+
+/// A tenant id that passed the alphabet check. It becomes part of store keys
+/// verbatim (as the Redis Cluster hash tag), so `new` is the only way to
+/// make one, and `limit::keys` can rely on it holding no delimiter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TenantId(String);
+
+impl TenantId {
+    pub fn new(id: impl Into<String>) -> Option<Self> {
+        let id = id.into();
+        tenant_id_ok(&id).then_some(TenantId(id))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TenantId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -299,9 +322,7 @@ impl Verifier {
     fn identity(&self, claims: &Value) -> Result<Identity, AuthError> {
         let names = &self.auth.claims;
         let tenant = claim(claims, &names.tenant)?.ok_or(AuthError::MissingClaim)?;
-        if !tenant_id_ok(&tenant) {
-            return Err(AuthError::TenantInvalid);
-        }
+        let tenant = TenantId::new(tenant).ok_or(AuthError::TenantInvalid)?;
         let user = claim(claims, &names.user)?;
         let token = claim(claims, &names.token)?;
         for id in [&user, &token].into_iter().flatten() {
@@ -309,7 +330,7 @@ impl Verifier {
                 return Err(AuthError::ClaimInvalid);
             }
         }
-        let plan = match self.plans.get(&tenant) {
+        let plan = match self.plans.get(tenant.as_str()) {
             Some(p) => p.clone(),
             None => claim(claims, &names.plan)?.unwrap_or_else(|| self.auth.default_plan.clone()),
         };

@@ -86,7 +86,7 @@ mod tests {
 
     fn id() -> Identity {
         Identity {
-            tenant: "acme".into(),
+            tenant: crate::auth::TenantId::new("acme").unwrap(),
             user: None,
             plan: "free".into(),
             token: None,

@@ -169,20 +169,20 @@ pub struct Upstream {
 /// `count` tokens every `period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rate {
-    pub count: u64,
+    pub count: NonZeroU64,
     pub period: Duration,
 }
 
 impl Rate {
     /// Microseconds between two tokens (GCRA's emission interval), at least 1.
     pub fn interval_us(&self) -> u64 {
-        (self.period.as_micros() as u64 / self.count).max(1)
+        (self.period.as_micros() as u64 / self.count.get()).max(1)
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bucket {
-    pub capacity: u64,
+    pub capacity: NonZeroU64,
     pub rate: Rate,
 }
 
@@ -238,7 +238,7 @@ pub struct DefaultLimits {
 pub struct Concurrency {
     pub name: String,
     pub scope: Scope,
-    pub slots: u64,
+    pub slots: NonZeroU64,
     pub lease: Duration,
 }
 
@@ -298,7 +298,7 @@ pub struct Route {
     /// Names of the limits to spend; `None` means `default_limits` apply.
     pub limits: Option<Vec<String>>,
     pub concurrency: Option<String>,
-    pub cost: u64,
+    pub cost: NonZeroU64,
     pub max_body: Option<u64>,
     pub strip_prefix: Option<String>,
     pub forward_authorization: bool,

@@ -4,6 +4,7 @@
 //! want them all at once. This module knows YAML shapes, not policy: which
 //! values are valid is decided in `read/`.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use marked_yaml::{LoaderOptions, Node};
@@ -261,14 +262,13 @@ impl Reader<'_> {
     }
 
     /// A whole number of at least 1 (capacities, slots, costs).
-    pub fn count(&mut self, at: &At<'_>, code: &'static str) -> Option<u64> {
-        match self.u64(at, code)? {
-            0 => {
-                self.error_value(at, code, "must be at least 1");
-                None
-            }
-            n => Some(n),
+    /// A whole number of at least 1.
+    pub fn count(&mut self, at: &At<'_>, code: &'static str) -> Option<NonZeroU64> {
+        let n = NonZeroU64::new(self.u64(at, code)?);
+        if n.is_none() {
+            self.error_value(at, code, "must be at least 1");
         }
+        n
     }
 
     pub fn duration(&mut self, at: &At<'_>) -> Option<Duration> {

@@ -5,6 +5,8 @@
 use std::fmt::Write;
 use std::net::IpAddr;
 
+use crate::auth::TenantId;
+
 /// Percent-encodes every byte outside `[A-Za-z0-9._@-]`. Injective, and the
 /// output never holds `:`, `{` or `}`, so no value can forge a delimiter.
 pub fn encode(value: &str) -> String {
@@ -31,19 +33,19 @@ pub enum Kind {
 }
 
 /// The value a scope keys on for one request, resolved by `limit::scoped`.
-/// Tenant ids come from `auth::tenant_id_ok`'s alphabet, which holds no
-/// delimiter; every other value is `encode`d here.
+/// A `TenantId` holds no delimiter by construction; every other value is
+/// `encode`d here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scoped<'a> {
-    Tenant(&'a str),
-    TenantUser(&'a str, &'a str),
-    TenantToken(&'a str, &'a str),
+    Tenant(&'a TenantId),
+    TenantUser(&'a TenantId, &'a str),
+    TenantToken(&'a TenantId, &'a str),
     ClientIp(IpAddr),
     Global,
     /// A `{path}` or `{header}` value (`None`: absent), inside the tenant
     /// on authenticated routes.
     Value {
-        tenant: Option<&'a str>,
+        tenant: Option<&'a TenantId>,
         value: Option<&'a str>,
     },
 }
@@ -84,6 +86,10 @@ pub fn probe(prefix: &str) -> String {
 mod tests {
     use super::*;
 
+    fn t(id: &str) -> TenantId {
+        TenantId::new(id).unwrap()
+    }
+
     #[test]
     fn encoding_is_injective_and_delimiter_free() {
         assert_eq!(encode("auth0|42:rate:api"), "auth0%7C42%3Arate%3Aapi");
@@ -100,12 +106,13 @@ mod tests {
     #[test]
     fn every_shape_of_spec_section_4() {
         use Kind::Rate;
+        let acme = t("acme");
         let ip = "10.0.0.1".parse().unwrap();
-        let user = Scoped::TenantUser("acme", "auth0|42:rate:api");
+        let user = Scoped::TenantUser(&acme, "auth0|42:rate:api");
         let value = |tenant, value| Scoped::Value { tenant, value };
         let table = [
             (
-                Scoped::Tenant("acme"),
+                Scoped::Tenant(&acme),
                 "api",
                 Rate,
                 "fw:tenant:{acme}:rate:api",
@@ -117,7 +124,7 @@ mod tests {
                 "fw:tenant:{acme}:user:auth0%7C42%3Arate%3Aapi:rate:auth",
             ),
             (
-                Scoped::TenantToken("acme", "j1"),
+                Scoped::TenantToken(&acme, "j1"),
                 "api",
                 Rate,
                 "fw:tenant:{acme}:token:j1:rate:api",
@@ -129,7 +136,7 @@ mod tests {
                 "fw:webhooks:{stripe}:rate",
             ),
             (
-                value(Some("acme"), Some("stripe")),
+                value(Some(&acme), Some("stripe")),
                 "webhooks",
                 Rate,
                 "fw:tenant:{acme}:webhooks:{stripe}:rate",
@@ -152,12 +159,13 @@ mod tests {
     #[test]
     fn every_slot_shape() {
         use Kind::Slots;
+        let acme = t("acme");
         let ip = "10.0.0.1".parse().unwrap();
-        let user = Scoped::TenantUser("acme", "auth0|42:rate:api");
+        let user = Scoped::TenantUser(&acme, "auth0|42:rate:api");
         let value = |tenant, value| Scoped::Value { tenant, value };
         let table = [
             (
-                Scoped::Tenant("acme"),
+                Scoped::Tenant(&acme),
                 "uploads",
                 Slots,
                 "fw:tenant:{acme}:slots:uploads",
@@ -169,14 +177,14 @@ mod tests {
                 "fw:tenant:{acme}:user:auth0%7C42%3Arate%3Aapi:slots:up",
             ),
             (
-                Scoped::TenantToken("acme", "j1"),
+                Scoped::TenantToken(&acme, "j1"),
                 "up",
                 Slots,
                 "fw:tenant:{acme}:token:j1:slots:up",
             ),
             (value(None, Some("p/1")), "up", Slots, "fw:up:{p%2F1}:slots"),
             (
-                value(Some("acme"), Some("p")),
+                value(Some(&acme), Some("p")),
                 "up",
                 Slots,
                 "fw:tenant:{acme}:up:{p}:slots",
@@ -196,13 +204,14 @@ mod tests {
 
     #[test]
     fn a_user_id_cannot_land_on_the_tenant_or_another_user() {
+        let acme = t("acme");
         let k = |scoped| key("", scoped, "api", Kind::Rate);
-        let forged = k(Scoped::TenantUser("acme", "x:rate:api"));
-        assert_ne!(forged, k(Scoped::Tenant("acme")));
-        assert_ne!(forged, k(Scoped::TenantUser("acme", "x")));
+        let forged = k(Scoped::TenantUser(&acme, "x:rate:api"));
+        assert_ne!(forged, k(Scoped::Tenant(&acme)));
+        assert_ne!(forged, k(Scoped::TenantUser(&acme, "x")));
         assert_ne!(
-            k(Scoped::TenantUser("acme", "auth0|42:rate:api")),
-            k(Scoped::TenantUser("acme", "auth0|42"))
+            k(Scoped::TenantUser(&acme, "auth0|42:rate:api")),
+            k(Scoped::TenantUser(&acme, "auth0|42"))
         );
     }
 }

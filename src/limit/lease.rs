@@ -69,7 +69,7 @@ impl Lease {
         let (policy, lease, slots) = (
             concurrency.name.as_str(),
             concurrency.lease,
-            concurrency.slots,
+            concurrency.slots.get(),
         );
         held.insert(&id, store.clone(), &key);
         METRICS.slots_acquired.with_label_values(&[policy]).inc();
@@ -122,16 +122,21 @@ impl Lease {
         self.lost.load(Ordering::Acquire)
     }
 
+    /// Every reason `end_reason` gives (the `reason` of `slots_released`).
+    pub const END_REASONS: [&'static str; 4] =
+        ["complete", "error", "client_abort", "expired_renewal"];
+
     /// Why the exchange holding this lease ended: `client_gone` is `Some`
     /// when it failed (`true` when the client went away); `status` is the
     /// response's, 0 when none was sent.
     pub fn end_reason(&self, client_gone: Option<bool>, status: u16) -> &'static str {
+        let [complete, error, client_abort, expired] = Self::END_REASONS;
         match client_gone {
-            _ if self.lost() => "expired_renewal",
-            Some(true) => "client_abort",
-            Some(false) => "error",
-            None if status >= 500 || status == 0 => "error",
-            None => "complete",
+            _ if self.lost() => expired,
+            Some(true) => client_abort,
+            Some(false) => error,
+            None if status >= 500 || status == 0 => error,
+            None => complete,
         }
     }
 
@@ -208,7 +213,7 @@ mod tests {
         let policy = Concurrency {
             name: "uploads".into(),
             scope: Scope::Tenant,
-            slots: 1,
+            slots: std::num::NonZeroU64::MIN,
             lease: LEASE,
         };
         let lease_us = LEASE.as_micros() as u64;
@@ -245,7 +250,7 @@ mod tests {
         let policy = Concurrency {
             name: "uploads".into(),
             scope: Scope::Tenant,
-            slots: 1,
+            slots: std::num::NonZeroU64::MIN,
             lease: LEASE,
         };
         let lease_us = LEASE.as_micros() as u64;

@@ -13,6 +13,7 @@ pub mod store;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,7 +70,7 @@ pub fn address_key(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
 }
 
 /// Longest path capture or header value a key is built from (SPEC section 4).
-pub const MAX_VALUE_BYTES: usize = 256;
+pub const MAX_VALUE_BYTES: usize = crate::auth::MAX_ID_BYTES;
 
 impl Subject<'_> {
     /// The value a `{path: NAME}` or `{header: NAME}` scope keys on.
@@ -95,7 +96,7 @@ pub fn sizing(config: &Config, limit: &Limit, identity: Option<&Identity>) -> Bu
     if let Some(id) = identity {
         if let Some(b) = config
             .tenants
-            .get(&id.tenant)
+            .get(id.tenant.as_str())
             .and_then(|t| t.limits.get(&limit.name))
         {
             return *b;
@@ -136,7 +137,7 @@ fn scoped<'a>(
                 }
             }
             Scoped::Value {
-                tenant: identity.map(|i| i.tenant.as_str()),
+                tenant: identity.map(|i| &i.tenant),
                 value,
             }
         }
@@ -167,7 +168,7 @@ pub fn plan(
                 bucket,
                 spend: Spend {
                     key,
-                    capacity: bucket.capacity,
+                    capacity: bucket.capacity.get(),
                     interval_us: bucket.rate.interval_us(),
                     shadow: limit.shadow,
                 },
@@ -175,6 +176,28 @@ pub fn plan(
         })
         .collect()
 }
+
+/// Why a decision was made without the shared store.
+#[derive(Debug)]
+enum Fallback {
+    /// The breaker is open: the store was not asked.
+    BreakerOpen,
+    /// The store was asked and failed (unreachable, failed, timed out;
+    /// already logged and counted by its reason).
+    Store,
+}
+
+/// The `reason` of `fairgate_ratelimit_fallback_total` when the breaker
+/// kept a decision from the store; the others are `StoreError::reason`s.
+pub const BREAKER_OPEN: &str = "breaker_open";
+
+/// Every `reason` of `fairgate_ratelimit_fallback_total`.
+pub const FALLBACK_REASONS: [&str; 4] = [
+    StoreError::REASONS[0],
+    StoreError::REASONS[1],
+    StoreError::REASONS[2],
+    BREAKER_OPEN,
+];
 
 /// Who decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,14 +318,14 @@ impl Limiter {
     }
 
     /// One call to the shared store under the breaker and `store.timeout`.
-    /// An `Err` is the reason the decision falls back (already counted).
+    /// An `Err` says why the decision falls back (already counted).
     async fn guarded<T>(
         &self,
         call: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, &'static str> {
+    ) -> Result<T, Fallback> {
         if !self.breaker.should_try() {
-            METRICS.fallback.with_label_values(&["breaker_open"]).inc();
-            return Err("breaker_open");
+            METRICS.fallback.with_label_values(&[BREAKER_OPEN]).inc();
+            return Err(Fallback::BreakerOpen);
         }
         let started = Instant::now();
         let result = tokio::time::timeout(self.timeout, call)
@@ -322,7 +345,7 @@ impl Limiter {
             Err(e) => {
                 self.breaker.failure(e.reason(), &e);
                 METRICS.fallback.with_label_values(&[e.reason()]).inc();
-                Err(e.reason())
+                Err(Fallback::Store)
             }
         }
     }
@@ -363,8 +386,9 @@ impl Limiter {
                 let planned: Vec<Planned> = planned
                     .into_iter()
                     .map(|mut p| {
-                        p.bucket.capacity = (p.bucket.capacity / self.divisor).max(1);
-                        p.spend.capacity = p.bucket.capacity;
+                        let capacity = (p.bucket.capacity.get() / self.divisor).max(1);
+                        p.bucket.capacity = NonZeroU64::new(capacity).unwrap_or(NonZeroU64::MIN);
+                        p.spend.capacity = capacity;
                         p.spend.interval_us = p.spend.interval_us.saturating_mul(self.divisor);
                         p.bucket.rate.period *= self.divisor as u32;
                         p
@@ -394,11 +418,11 @@ impl Limiter {
     pub async fn acquire(&self, policy: &Concurrency, key: String) -> SlotAnswer {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let lease_us = policy.lease.as_micros() as u64;
-        let call = self.store.acquire(&key, &id, policy.slots, lease_us);
+        let call = self.store.acquire(&key, &id, policy.slots.get(), lease_us);
         match self.guarded(call).await {
             Ok((taken, _)) => return self.answer(policy, key, id, taken, self.store.clone()),
-            Err("breaker_open") => {}
-            Err(_) => {
+            Err(Fallback::BreakerOpen) => {}
+            Err(Fallback::Store) => {
                 // The call may have reached Redis and taken a slot after we
                 // stopped waiting: give it back (release is idempotent).
                 let (store, key, id) = (self.store.clone(), key.clone(), id.clone());
@@ -412,7 +436,7 @@ impl Limiter {
             OnUnavailable::Allow => SlotAnswer::Unchecked,
             OnUnavailable::Deny => SlotAnswer::Denied,
             OnUnavailable::Local => {
-                let slots = (policy.slots / self.divisor).max(1);
+                let slots = (policy.slots.get() / self.divisor).max(1);
                 let (taken, _) = self.local.acquire_now(&key, &id, slots, lease_us);
                 let local: Arc<dyn Store> = self.local.clone();
                 self.answer(policy, key, id, taken, local)

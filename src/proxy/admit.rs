@@ -161,7 +161,7 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
     }
     let decision = shared
         .limiter
-        .decide(planned, route.cost, policy.generation)
+        .decide(planned, route.cost.get(), policy.generation)
         .await;
     let series = &policy.route_metrics(ctx.route).decisions;
     for ((p, state), counters) in decision.buckets.iter().zip(series) {
@@ -226,7 +226,7 @@ async fn take_slot(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<
             ctx.decision = "no_slot";
             Err(Deny::NoSlot {
                 policy: name.clone(),
-                slots: slots.slots,
+                slots: slots.slots.get(),
             })
         }
         SlotAnswer::Denied => Err(Deny::StoreUnavailable),

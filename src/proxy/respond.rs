@@ -363,7 +363,7 @@ pub fn quota_headers(
     reset_after_ms: u64,
 ) -> Vec<(HeaderName, String)> {
     use crate::config::QuotaHeaders;
-    let full_window = (bucket.capacity * bucket.rate.interval_us()).div_ceil(1_000_000);
+    let full_window = (bucket.capacity.get() * bucket.rate.interval_us()).div_ceil(1_000_000);
     let reset = reset_after_ms.div_ceil(1000);
     let mut out = Vec::new();
     if matches!(mode, QuotaHeaders::Ietf | QuotaHeaders::Both) {

@@ -66,9 +66,9 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
         .get("failure_limit")
         .and_then(|at| bucket(r, &at))
         .unwrap_or(Bucket {
-            capacity: 20,
+            capacity: NonZeroU64::new(20).expect("literal"),
             rate: Rate {
-                count: 1,
+                count: NonZeroU64::MIN,
                 period: Duration::from_secs(1),
             },
         });

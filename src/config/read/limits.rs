@@ -8,11 +8,11 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     let (count, period) = text
         .split_once('/')
         .ok_or_else(|| "expected COUNT/PERIOD such as 5/s, 600/m or 1/10s".to_string())?;
-    let count: u64 = count
+    let count: NonZeroU64 = count
         .trim()
         .parse()
         .ok()
-        .filter(|n| *n > 0)
+        .and_then(NonZeroU64::new)
         .ok_or_else(|| "count must be a whole number of at least 1".to_string())?;
     let period = period.trim();
     let split = period
@@ -39,7 +39,7 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
         .filter(|s| *s <= 366 * 86_400)
         .map(Duration::from_secs)
         .ok_or_else(|| "period must be at most a year".to_string())?;
-    if period.as_micros() as u64 / count == 0 {
+    if period.as_micros() as u64 / count.get() == 0 {
         return Err("more than 1,000,000 per second is not supported".into());
     }
     Ok(Rate { count, period })
@@ -85,7 +85,12 @@ pub(super) fn bucket_fields(
     };
     // Bucket arithmetic runs in integer microseconds, also as Lua doubles
     // (exact below 2^53): keep capacity x interval far inside that.
-    if bucket.capacity.saturating_mul(bucket.rate.interval_us()) > MAX_WINDOW_US {
+    if bucket
+        .capacity
+        .get()
+        .saturating_mul(bucket.rate.interval_us())
+        > MAX_WINDOW_US
+    {
         r.error(
             at,
             "limits.capacity_invalid",
@@ -228,7 +233,7 @@ pub(super) fn scope_values(
 }
 
 pub(super) fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultLimits {
-    let builtin = |name: &str, scope: Scope, count: u64| Limit {
+    let builtin = |name: &str, scope: Scope, count: NonZeroU64| Limit {
         name: name.to_string(),
         scope,
         default: Bucket {
@@ -243,8 +248,16 @@ pub(super) fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultL
         values: None,
     };
     let mut out = DefaultLimits {
-        authenticated: Some(builtin("default", Scope::Tenant, 600)),
-        unauthenticated: Some(builtin("default", Scope::ClientIp, 120)),
+        authenticated: Some(builtin(
+            "default",
+            Scope::Tenant,
+            NonZeroU64::new(600).unwrap(),
+        )),
+        unauthenticated: Some(builtin(
+            "default",
+            Scope::ClientIp,
+            NonZeroU64::new(120).unwrap(),
+        )),
     };
     let Some(at) = at else { return out };
     if at.node.as_scalar().is_some_and(|s| s.as_str() == "none") {
@@ -418,7 +431,7 @@ mod tests {
     #[test]
     fn rates() {
         let r = parse_rate("1/10s").unwrap();
-        assert_eq!((r.count, r.period), (1, Duration::from_secs(10)));
+        assert_eq!((r.count.get(), r.period), (1, Duration::from_secs(10)));
         assert_eq!(r.interval_us(), 10_000_000);
         assert_eq!(parse_rate("600/m").unwrap().interval_us(), 100_000);
         assert_eq!(

@@ -91,7 +91,7 @@ pub(super) fn route(
     let cost = f
         .get("cost")
         .and_then(|c| r.count(&c, "routes.cost_invalid"))
-        .unwrap_or(1);
+        .unwrap_or(NonZeroU64::MIN);
     let max_body = f.get("max_body").and_then(|m| r.size(&m));
     let strip_prefix = f
         .get("strip_prefix")

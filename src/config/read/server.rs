@@ -173,7 +173,7 @@ fn edge_bounds(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, server: &m
             .get(key)
             .and_then(|at| r.count(&at, "server.connections_invalid"))
         {
-            *slot = n;
+            *slot = n.get();
         }
     }
     if let Some(b) = f

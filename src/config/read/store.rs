@@ -63,10 +63,7 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
         };
     }
     if let Some(at) = f.get("local_divisor") {
-        if let Some(n) = r
-            .count(&at, "store.local_divisor_invalid")
-            .and_then(NonZeroU64::new)
-        {
+        if let Some(n) = r.count(&at, "store.local_divisor_invalid") {
             store.local_divisor = n;
         }
     }

@@ -20,12 +20,15 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Every `reason`, in declaration order.
+    pub const REASONS: [&'static str; 3] = ["unreachable", "failed", "timed_out"];
+
     /// Bounded label for logs and metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            StoreError::Unreachable(_) => "unreachable",
-            StoreError::Failed(_) => "failed",
-            StoreError::TimedOut => "timed_out",
+            StoreError::Unreachable(_) => Self::REASONS[0],
+            StoreError::Failed(_) => Self::REASONS[1],
+            StoreError::TimedOut => Self::REASONS[2],
         }
     }
 }
