@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Where the CPU goes: nginx proxy, bare Pingora and fairgate (no limits, and
-Redis) under the bench's load, each profiled with `perf record -e cpu-clock`
+"""Where the CPU goes: nginx proxy, nginx + Lua + Redis, bare Pingora and
+fairgate (no limits, Redis, Redis with an HS256 token) under the bench's load, each profiled with `perf record -e cpu-clock`
 and its samples grouped by where they fall: kernel symbols by subsystem,
 user symbols by crate. Prints a Markdown table of the shares. Needs what
 bench/run installs, plus `perf` (linux-perf); run it after bench/run has
@@ -38,7 +38,7 @@ def group(dso, kind, sym):
         if re.search(r"sched|switch|wake|raw_spin_unlock_irq|pick_|enqueue|dequeue|update_curr|ttwu", sym):
             return GROUPS[1]
         return GROUPS[2]
-    if dso == "nginx" or "fairgate::" in sym:
+    if dso == "nginx" or "luajit" in dso or "ngx_http_lua" in dso or "fairgate::" in sym:
         return GROUPS[3]
     if re.match(r"_?mi_|__mem|malloc|free", sym) or dso.startswith("libc") or dso == "[vdso]":
         return GROUPS[7]
@@ -53,10 +53,11 @@ def group(dso, kind, sym):
     return GROUPS[9]
 
 
-def profile(name, port, pid):
+def profile(name, port, pid, script=None):
     data = WORK / f"{port}.perf"
+    extra = ["-s", str(script)] if script else []
     load = subprocess.Popen(["taskset", "-c", "0", "wrk", "-t1", "-c32", f"-d{SECONDS + 2}s",
-                             "-H", "X-Tenant: tenant-1", f"http://127.0.0.1:{port}/"],
+                             "-H", "X-Tenant: tenant-1", *extra, f"http://127.0.0.1:{port}/"],
                             stdout=subprocess.PIPE, text=True)
     time.sleep(1)
     pids = tree(pid)
@@ -86,19 +87,26 @@ def main():
     wait_port(up)
     redis_port = free_port()
     bench.redis_server(redis_port)
+    lua = (bench.ROOT / "lua" / "token_bucket.lua").read_text()
+    sha = bench.redis_cli(redis_port, "SCRIPT", "LOAD", lua).strip()
+    redis = bench.redis_store(redis_port)
+    hs256 = bench.token_script("HS256", 1)
     targets = [
-        ("nginx proxy", lambda p: bench.nginx_proxy(p, up, False)),
-        ("bare Pingora", lambda p: bench.bare_pingora(p, up)),
-        ("fairgate, no limits", lambda p: bench.fairgate(p, up, bench.MEMORY_STORE, limits=False)),
-        ("fairgate, Redis", lambda p: bench.fairgate(p, up, bench.redis_store(redis_port))),
+        ("nginx proxy", lambda p: bench.nginx_proxy(p, up, False), None),
+        ("nginx + Lua + Redis", lambda p: bench.openresty(p, up, redis_port, sha), None),
+        ("bare Pingora", lambda p: bench.bare_pingora(p, up), None),
+        ("fairgate, no limits",
+         lambda p: bench.fairgate(p, up, bench.MEMORY_STORE, limits=False), None),
+        ("fairgate, Redis", lambda p: bench.fairgate(p, up, redis), None),
+        ("fairgate, Redis, HS256 token", lambda p: bench.fairgate_auth(p, up, redis), hs256),
     ]
     rows = []
-    for name, launch in targets:
+    for name, launch, script in targets:
         port = free_port()
         proc = launch(port)
         wait_port(port)
-        wrk(port, 1)
-        rows.append(profile(name, port, proc.pid))
+        wrk(port, 1, script=script)
+        rows.append(profile(name, port, proc.pid, script))
         stop(proc)
     # Sampling adds to every target's CPU, so only the shares are printed;
     # multiply them by bench/run's CPU µs/req for microseconds.

@@ -71,6 +71,15 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     c
 }
 
+/// A counter without labels.
+fn single(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("valid metric");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
+    c
+}
+
 fn histogram(
     registry: &Registry,
     name: &str,
@@ -202,40 +211,28 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             r.register(Box::new(g.clone())).expect("unique metric");
             g
         },
-        denials_cached: {
-            let c = IntCounter::new(
-                "fairgate_ratelimit_cached_denials_total",
-                "Refusals made from the denial cache, without a store call.",
-            )
-            .expect("valid metric");
-            r.register(Box::new(c.clone())).expect("unique metric");
-            c
-        },
+        denials_cached: single(
+            &r,
+            "fairgate_ratelimit_cached_denials_total",
+            "Refusals made from the denial cache, without a store call.",
+        ),
         config_last_success: gauge(
             &r,
             "fairgate_config_last_reload_success_timestamp_seconds",
             "Unix time of the last successful config load or reload.",
         ),
-        auth_verifications: {
-            let c = IntCounter::new(
-                "fairgate_auth_verifications_total",
-                "Token signature checks made (tokens not already known valid).",
-            )
-            .expect("valid metric");
-            r.register(Box::new(c.clone())).expect("unique metric");
-            c
-        },
+        auth_verifications: single(
+            &r,
+            "fairgate_auth_verifications_total",
+            "Token signature checks made (tokens not already known valid).",
+        ),
         token_cache_hits: token_cache.with_label_values(&["hit"]),
         token_cache_misses: token_cache.with_label_values(&["miss"]),
-        auth_throttled: {
-            let c = IntCounter::new(
-                "fairgate_auth_throttled_total",
-                "Requests refused with 429 because their address failed authentication too often.",
-            )
-            .expect("valid metric");
-            r.register(Box::new(c.clone())).expect("unique metric");
-            c
-        },
+        auth_throttled: single(
+            &r,
+            "fairgate_auth_throttled_total",
+            "Requests refused with 429 because their address failed authentication too often.",
+        ),
         connections_open: gauge(
             &r,
             "fairgate_connections_open",

@@ -188,6 +188,24 @@ mod tests {
     use crate::limit::store::memory::MemoryStore;
 
     const LEASE: Duration = Duration::from_secs(3);
+    const LEASE_US: u64 = 3_000_000;
+
+    /// A store on a hand-moved clock in which lease `a` holds the only slot of `k`.
+    async fn held_slot() -> (Arc<ManualClock>, Arc<dyn Store>) {
+        let clock = Arc::new(ManualClock::default());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
+        assert!(store.acquire("k", "a", 1, LEASE_US).await.unwrap().0);
+        (clock, store)
+    }
+
+    fn policy() -> Concurrency {
+        Concurrency {
+            name: "uploads".into(),
+            scope: Scope::Tenant,
+            slots: std::num::NonZeroU64::MIN,
+            lease: LEASE,
+        }
+    }
 
     /// Moves the store's clock and tokio's paused clock together, one
     /// second at a time, letting the renewal task run after each step.
@@ -208,19 +226,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_lease_is_renewed_every_third_and_lost_when_its_slot_is_taken() {
-        let clock = Arc::new(ManualClock::default());
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
-        let policy = Concurrency {
-            name: "uploads".into(),
-            scope: Scope::Tenant,
-            slots: std::num::NonZeroU64::MIN,
-            lease: LEASE,
-        };
-        let lease_us = LEASE.as_micros() as u64;
-        assert!(store.acquire("k", "a", 1, lease_us).await.unwrap().0);
+        let (clock, store) = held_slot().await;
         let held = Arc::new(Held::default());
         let lease = Lease::start(
-            &policy,
+            &policy(),
             "k".into(),
             "a".into(),
             store.clone(),
@@ -231,12 +240,12 @@ mod tests {
         // Ten seconds of store time, more than three leases: renewed every
         // second, the slot is still held and nobody else gets it.
         pass(&clock, 10).await;
-        assert!(!store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        assert!(!store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
         assert!(!lease.lost());
         // The member vanishes (it expired during a store outage) and another
         // request takes the only slot: the next renewal finds it lost.
         store.release("k", "a").await.unwrap();
-        assert!(store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        assert!(store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
         pass(&clock, 1).await;
         assert!(lease.lost());
         lease.release("expired_renewal").await;
@@ -245,18 +254,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_vanished_lease_takes_a_free_slot_again() {
-        let clock = Arc::new(ManualClock::default());
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone()));
-        let policy = Concurrency {
-            name: "uploads".into(),
-            scope: Scope::Tenant,
-            slots: std::num::NonZeroU64::MIN,
-            lease: LEASE,
-        };
-        let lease_us = LEASE.as_micros() as u64;
-        assert!(store.acquire("k", "a", 1, lease_us).await.unwrap().0);
+        let (clock, store) = held_slot().await;
         let lease = Lease::start(
-            &policy,
+            &policy(),
             "k".into(),
             "a".into(),
             store.clone(),
@@ -267,8 +267,8 @@ mod tests {
         store.release("k", "a").await.unwrap();
         pass(&clock, 1).await;
         assert!(!lease.lost(), "re-acquired");
-        assert!(!store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        assert!(!store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
         lease.release("complete").await;
-        assert!(store.acquire("k", "b", 1, lease_us).await.unwrap().0);
+        assert!(store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
     }
 }
