@@ -355,8 +355,9 @@ impl AsyncRead for Guarded {
             return Poll::Ready(Ok(()));
         }
         let start = buf.filled().len();
-        // SAFETY: the inner stream initialised and filled these `n` bytes.
-        unsafe { buf.assume_init(start + n) };
+        // SAFETY: the inner stream initialised and filled the first `n`
+        // unfilled bytes (`assume_init` counts from the filled part).
+        unsafe { buf.assume_init(n) };
         buf.advance(n);
         if this.idle {
             this.idle = false;
