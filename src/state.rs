@@ -18,29 +18,66 @@ use crate::upstream;
 /// Why a validated config could not be put in force.
 #[derive(Debug)]
 pub enum BuildError {
-    /// An upstream target does not resolve.
-    Upstreams(String),
+    /// A target of this upstream pool does not resolve.
+    Upstreams { pool: String, message: String },
     /// Key material that loaded at validation no longer does.
     Auth(String),
 }
 
 impl BuildError {
-    /// As a located problem of `file`, with the code of its section.
-    pub fn problems(self, file: &str) -> Problems {
-        let (code, message) = match self {
-            BuildError::Upstreams(m) => ("upstreams.target_invalid", m),
-            BuildError::Auth(m) => ("auth.key_invalid", m),
+    /// As a problem of the file at `path`, with its section's code, placed
+    /// where the pool (or the `auth` section) is written.
+    pub fn problems(self, path: &Path) -> Problems {
+        let (code, field, at, message) = match self {
+            BuildError::Upstreams { pool, message } => (
+                "upstreams.target_invalid",
+                format!("upstreams.{pool}"),
+                locate(path, "upstreams", Some(&pool)),
+                message,
+            ),
+            BuildError::Auth(message) => (
+                "auth.key_invalid",
+                "auth.keys".to_string(),
+                locate(path, "auth", Some("keys")),
+                message,
+            ),
         };
-        let mut p = Problems::new(file);
-        p.push((1, 1), code, message);
+        let mut p = Problems::new(path.display().to_string());
+        p.push(at, code, format!("{field}: {message}"));
         p
     }
+}
+
+/// Where `section` (and within it the key `name`) is written in the file,
+/// as line and column; 1:1 when it cannot be found.
+fn locate(path: &Path, section: &str, name: Option<&str>) -> (usize, usize) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return (1, 1);
+    };
+    let mut scratch = Problems::new(String::new());
+    let Some(root) = crate::config::yaml::parse(&text, &mut scratch) else {
+        return (1, 1);
+    };
+    let start = |key: &marked_yaml::types::MarkedScalarNode| {
+        key.span()
+            .start()
+            .map_or((1, 1), |m| (m.line(), m.column()))
+    };
+    let Some((key, node)) = root
+        .as_mapping()
+        .and_then(|top| top.iter().find(|(k, _)| k.as_str() == section))
+    else {
+        return (1, 1);
+    };
+    let inner = name.and_then(|n| node.as_mapping()?.iter().find(|(k, _)| k.as_str() == n));
+    inner.map_or(start(key), |(k, _)| start(k))
 }
 
 impl std::fmt::Display for BuildError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            BuildError::Upstreams(m) | BuildError::Auth(m) => f.write_str(m),
+            BuildError::Upstreams { pool, message } => write!(f, "upstreams.{pool}: {message}"),
+            BuildError::Auth(m) => write!(f, "auth.keys: {m}"),
         }
     }
 }
@@ -58,7 +95,8 @@ pub struct Policy {
 
 impl Policy {
     pub fn build(config: Config, generation: u64) -> Result<Self, BuildError> {
-        let pools = upstream::build_pools(&config).map_err(BuildError::Upstreams)?;
+        let pools = upstream::build_pools(&config)
+            .map_err(|(pool, message)| BuildError::Upstreams { pool, message })?;
         let verifier = match &config.auth {
             Some(auth) => Some(Arc::new(
                 crate::auth::Verifier::new(auth, &config.tenants).map_err(BuildError::Auth)?,
@@ -185,8 +223,7 @@ async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
         return Err(problems);
     }
     let generation = current.generation + 1;
-    let policy = Policy::build(loaded.config, generation)
-        .map_err(|e| e.problems(&path.display().to_string()))?;
+    let policy = Policy::build(loaded.config, generation).map_err(|e| e.problems(path))?;
     if let Some(verifier) = &policy.verifier {
         verifier.refresh_remote(true).await;
     }

@@ -62,15 +62,16 @@ impl Pool {
     }
 }
 
-/// Builds every pool a config names; fails when a target cannot be resolved.
-pub fn build_pools(config: &Config) -> Result<HashMap<String, Arc<Pool>>, String> {
+/// Builds every pool a config names; fails, with the pool's name and why,
+/// when a target cannot be resolved.
+pub fn build_pools(config: &Config) -> Result<HashMap<String, Arc<Pool>>, (String, String)> {
     config
         .upstreams
         .iter()
         .map(|(name, up)| {
             Pool::new(up)
                 .map(|p| (name.clone(), Arc::new(p)))
-                .map_err(|e| format!("upstreams.{name}: cannot resolve targets: {e}"))
+                .map_err(|e| (name.clone(), format!("cannot resolve targets: {e}")))
         })
         .collect()
 }

@@ -126,9 +126,12 @@ async fn an_invalid_file_keeps_the_old_policy() {
     let gw = gateway(&config(&redis, &up, 10, ""), false).await;
     let bad_syntax = config(&redis, &up, 20, "").replace("limits:\n", "limits: [\n");
     let unknown_limit = config(&redis, &up, 20, "").replace("limits: [api]}", "limits: [nope]}");
-    for (n, bad) in [bad_syntax, unknown_limit].iter().enumerate() {
+    // Valid to `check`, but the target does not resolve when the policy is built.
+    let unresolvable =
+        config(&redis, &up, 20, "").replace(&up.addr.to_string(), "no-such-host.invalid:80");
+    for (n, bad) in [bad_syntax, unknown_limit, unresolvable].iter().enumerate() {
         gw.write_config(bad, Write::RenameOver);
-        let counted = eventually(Duration::from_secs(2), || async {
+        let counted = eventually(Duration::from_secs(5), || async {
             metric(
                 &gw.metrics().await,
                 r#"fairgate_config_reloads_total{result="error"}"#,
@@ -157,6 +160,14 @@ async fn an_invalid_file_keeps_the_old_policy() {
             .iter()
             .any(|p| p.starts_with(&format!("{path}:13:68:"))
                 && p.contains(": routes.limit_unknown: routes[0].limits[0] \"nope\"")),
+        "{problems:?}"
+    );
+    // Placed at the pool, with its section's code.
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with(&format!("{path}:8:3:"))
+                && p.contains(": upstreams.target_invalid: upstreams.api: cannot resolve targets")),
         "{problems:?}"
     );
 }
