@@ -85,11 +85,10 @@ impl ProxyHttp for Gateway {
         };
         match deny {
             Some(deny) => {
+                // The kind names the answer in logs; `ctx.deny` carries it.
+                let kind = ErrorType::Custom(deny.slug());
                 ctx.deny = Some(deny);
-                Error::e_explain(
-                    ErrorType::InternalError,
-                    "the gateway stopped the request body",
-                )
+                Error::e_explain(kind, "the gateway stopped the request body")
             }
             None => Ok(()),
         }

@@ -215,12 +215,14 @@ pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> p
         upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
     }
     if !(ctx.peer_trusted && upstream.headers.contains_key("x-forwarded-host")) {
-        match session
-            .req_header()
-            .headers
-            .get(http::header::HOST)
-            .cloned()
-        {
+        // HTTP/2 requests name their host in `:authority` (the URI), not Host.
+        let req = session.req_header();
+        let host = req.headers.get(http::header::HOST).cloned().or_else(|| {
+            req.uri
+                .authority()
+                .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+        });
+        match host {
             Some(h) => upstream.insert_header("x-forwarded-host", h)?,
             None => {
                 upstream.remove_header("x-forwarded-host");

@@ -64,11 +64,6 @@ pub enum Deny {
 
 impl Deny {
     pub fn refusal(self) -> Refusal {
-        self.refused()
-    }
-
-    /// Refusals of what the request is: its head, route, body or token.
-    fn refused(self) -> Refusal {
         match self {
             Deny::BadTarget(why) => {
                 Refusal::new(400, "bad-target", "Bad request target", why.detail())
@@ -86,76 +81,21 @@ impl Deny {
                 "Request header fields too large",
                 format!("a header line is over {max} bytes"),
             ),
-            Deny::NoRoute => Refusal::not_found(),
-            Deny::BodyTooLarge { max } => Refusal::new(
-                413,
-                "body-too-large",
-                "Request body too large",
-                format!("this route accepts request bodies of at most {max} bytes"),
-            )
-            .close(),
+            Deny::NoRoute | Deny::Unkeyable(Unkeyable::NotListed) => Refusal::not_found(),
+            Deny::BodyTooLarge { max } => Refusal::body_too_large(max),
             Deny::Unauthorized(e) => Refusal::unauthorized(e),
-            Deny::Unkeyable(Unkeyable::NotListed) => Refusal::not_found(),
             Deny::Unkeyable(Unkeyable::MissingClaim) => {
                 Refusal::unauthorized(AuthError::MissingClaim)
             }
-            Deny::Unkeyable(Unkeyable::ValueTooLong) => Refusal::new(
-                400,
-                "value-too-long",
-                "Bad request",
-                format!(
-                    "a path segment or header this route is limited by is over {} bytes",
-                    crate::limit::MAX_VALUE_BYTES
-                ),
-            ),
-            Deny::BodyTimeout => Refusal::new(
-                408,
-                "body-timeout",
-                "Request timeout",
-                "the request body stopped arriving",
-            ),
-            Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
-            other => other.limited(),
-        }
-    }
-
-    /// Refusals of what the request would spend: tokens, slots, the store.
-    fn limited(self) -> Refusal {
-        match self {
-            Deny::AuthThrottled { wait_ms } => Refusal::new(
-                429,
-                "auth-throttled",
-                "Too many failed authentications",
-                "too many requests from this address failed authentication; retry later",
-            )
-            .header(
-                http::header::RETRY_AFTER,
-                wait_ms.div_ceil(1000).max(1).to_string(),
-            )
-            .extra("retry_after_ms", json!(wait_ms)),
+            Deny::Unkeyable(Unkeyable::ValueTooLong) => Refusal::value_too_long(),
+            Deny::AuthThrottled { wait_ms } => Refusal::auth_throttled(wait_ms),
             Deny::RateLimited {
                 limit,
                 retry_after_ms,
                 reset_after_ms,
                 quota,
             } => Refusal::rate_limited(&limit, retry_after_ms, reset_after_ms, quota),
-            Deny::NoSlot { policy, slots } => Refusal::new(
-                429,
-                "no-slot",
-                "Too many concurrent requests",
-                format!("all {slots} \"{policy}\" slots are in use; retry shortly"),
-            )
-            .header(http::header::RETRY_AFTER, "1")
-            .header(
-                HeaderName::from_static("ratelimit-policy"),
-                format!("\"{policy}\";q={slots};qu=\"concurrent-requests\""),
-            )
-            .header(
-                HeaderName::from_static("ratelimit"),
-                format!("\"{policy}\";r=0"),
-            )
-            .extra("limit", json!(policy))
-            .extra("retry_after_ms", json!(1000)),
+            Deny::NoSlot { policy, slots } => Refusal::no_slot(&policy, slots),
             Deny::StoreUnavailable => Refusal::new(
                 503,
                 "store-unavailable",
@@ -169,8 +109,77 @@ impl Deny {
                 "Service unavailable",
                 "this upload lost its concurrency slot and was stopped; retry it",
             ),
-            other => other.refused(),
+            Deny::BodyTimeout => Refusal::new(
+                408,
+                "body-timeout",
+                "Request timeout",
+                "the request body stopped arriving",
+            ),
+            Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
         }
+    }
+
+    /// A name for logs: the problem slug of the answer.
+    pub fn slug(&self) -> &'static str {
+        self.clone().refusal().slug
+    }
+}
+
+impl Refusal {
+    fn body_too_large(max: u64) -> Self {
+        Refusal::new(
+            413,
+            "body-too-large",
+            "Request body too large",
+            format!("this route accepts request bodies of at most {max} bytes"),
+        )
+        .close()
+    }
+
+    fn value_too_long() -> Self {
+        Refusal::new(
+            400,
+            "value-too-long",
+            "Bad request",
+            format!(
+                "a path segment or header this route is limited by is over {} bytes",
+                crate::limit::MAX_VALUE_BYTES
+            ),
+        )
+    }
+
+    fn auth_throttled(wait_ms: u64) -> Self {
+        Refusal::new(
+            429,
+            "auth-throttled",
+            "Too many failed authentications",
+            "too many requests from this address failed authentication; retry later",
+        )
+        .header(
+            http::header::RETRY_AFTER,
+            wait_ms.div_ceil(1000).max(1).to_string(),
+        )
+        .extra("retry_after_ms", json!(wait_ms))
+    }
+
+    fn no_slot(policy: &str, slots: u64) -> Self {
+        Refusal::new(
+            429,
+            "no-slot",
+            "Too many concurrent requests",
+            format!("all {slots} \"{policy}\" slots are in use; retry shortly"),
+        )
+        .header(http::header::RETRY_AFTER, "1")
+        .header(
+            HeaderName::from_static("ratelimit-policy"),
+            format!("\"{policy}\";q={slots};qu=\"concurrent-requests\""),
+        )
+        .header(
+            HeaderName::from_static("ratelimit"),
+            format!("\"{policy}\";r=0"),
+        )
+        .extra("limit", json!(policy))
+        .extra("retry_after_ms", json!(1000))
     }
 }
 

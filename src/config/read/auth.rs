@@ -146,8 +146,9 @@ fn key_of_source(
         alg.clone()
     };
     if let Some(env_at) = f.get("secret_env") {
+        let env = r.string(&env_at)?;
         let alg = need_alg(r)?;
-        return secret(r, at, &env_at, kid, alg);
+        return secret(r, at, &env_at, env, kid, alg);
     }
     if f.get("public_key_file").is_some() {
         let alg = need_alg(r)?;
@@ -195,10 +196,10 @@ fn secret(
     r: &mut Reader<'_>,
     at: &At<'_>,
     env_at: &At<'_>,
+    env: String,
     kid: Option<String>,
     alg: String,
 ) -> Option<KeySource> {
-    let env = r.string(env_at)?;
     if !alg.starts_with("HS") {
         r.error(
             at,

@@ -270,7 +270,9 @@ fn check_one_slot(
              limits must key them all by tenant",
         );
     }
-    let client_keyed = !limits.is_empty() && limits.iter().all(|l| l.client_keyed());
+    // Only when every name is a known limit: a broken one is reported once, where it is.
+    let client_keyed =
+        !names.is_empty() && limits.len() == names.len() && limits.iter().all(|l| l.client_keyed());
     if !auth && client_keyed && !client_ip_exempt && config.default_limits.unauthenticated.is_some()
     {
         r.error(
