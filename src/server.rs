@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::listeners::tls::TlsSettings;
+use pingora::listeners::Listeners;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -115,8 +116,15 @@ fn proxy_service(
             shared: shared.clone(),
         },
     );
-    let mut proxy = Service::new(
+    let mut listeners = Listeners::new();
+    if server_cfg.proxy_protocol {
+        listeners.set_pre_tls_callback(Arc::new(crate::proxy::proxy_protocol::Expect {
+            trusted: server_cfg.trusted_proxies.clone(),
+        }));
+    }
+    let mut proxy = Service::with_listeners(
         "fairgate proxy".to_string(),
+        listeners,
         Edge::new(gateway, Bounds::from_config(server_cfg)),
     );
     for addr in &server_cfg.listen {

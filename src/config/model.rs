@@ -61,6 +61,9 @@ pub struct Server {
     pub allow_underscores_in_headers: bool,
     /// IPv6 clients share a `client_ip` bucket per this prefix (48 to 128).
     pub ipv6_prefix: u8,
+    /// Every listener expects a PROXY protocol header (v1 or v2) from a
+    /// trusted proxy before anything else.
+    pub proxy_protocol: bool,
 }
 
 /// `server.escaped_slashes`, like Envoy's `path_with_escaped_slashes_action`.

@@ -46,6 +46,10 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
             s.max_connections_per_ip != t.max_connections_per_ip,
         ),
         ("server.ipv6_prefix", s.ipv6_prefix != t.ipv6_prefix),
+        (
+            "server.proxy_protocol",
+            s.proxy_protocol != t.proxy_protocol,
+        ),
         ("admin.listen", old.admin != new.admin),
         ("store.kind", o.kind != n.kind),
         ("store.url", o.urls != n.urls),

@@ -34,6 +34,7 @@ pub const SERVER: &[&str] = &[
     "max_connections_per_ip",
     "allow_underscores_in_headers",
     "ipv6_prefix",
+    "proxy_protocol",
 ];
 pub const SERVER_TLS: &[&str] = &["listen", "cert", "key"];
 pub const ADMIN: &[&str] = &["listen"];

@@ -44,6 +44,9 @@ pub struct Bounds {
     pub max_connections_per_ip: u64,
     /// Peers not capped per address (load balancers, proxies).
     pub trusted: Vec<IpNet>,
+    /// Plain connections start with a PROXY protocol header (TLS ones had
+    /// theirs read before the handshake).
+    pub proxy_protocol: bool,
 }
 
 impl Bounds {
@@ -56,6 +59,7 @@ impl Bounds {
             max_connections: server.max_connections,
             max_connections_per_ip: server.max_connections_per_ip,
             trusted: server.trusted_proxies.clone(),
+            proxy_protocol: server.proxy_protocol,
         }
     }
 }
@@ -144,6 +148,24 @@ where
         mut stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
+        let mut early = Vec::new();
+        if self.bounds.proxy_protocol && stream.get_ssl_digest().is_none() {
+            let read =
+                crate::proxy::proxy_protocol::read_header(&mut *stream, &self.bounds.trusted);
+            match read.await {
+                Ok((client, rest)) => {
+                    if let Some(client) = client {
+                        let fd = stream.id();
+                        crate::proxy::proxy_protocol::set_peer(&mut *stream, fd, client);
+                    }
+                    early = rest;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "connection.proxy_protocol_refused");
+                    return None;
+                }
+            }
+        }
         let peer = stream
             .get_socket_digest()
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()))
@@ -172,7 +194,8 @@ where
         // HTTP/2 frames its own headers (h2's limits apply); only HTTP/1
         // heads are read here.
         let h1 = !matches!(stream.selected_alpn_proto(), Some(ALPN::H2));
-        let guarded = Guarded::new(stream, self.bounds.clone(), h1);
+        let mut guarded = Guarded::new(stream, self.bounds.clone(), h1);
+        guarded.early = early;
         self.http.process_new(Box::new(guarded), shutdown).await;
         None
     }
@@ -270,6 +293,9 @@ pub struct Guarded {
     head_bytes: usize,
     scan: HeadEnd,
     deadline: Pin<Box<Sleep>>,
+    /// Bytes read before the stream was wrapped (after a PROXY header),
+    /// served first.
+    early: Vec<u8>,
     /// Between two requests: the deadline is the keep-alive timeout, and
     /// passing it closes the connection quietly.
     idle: bool,
@@ -297,6 +323,7 @@ impl Guarded {
             head_bytes: 0,
             scan: HeadEnd::default(),
             deadline,
+            early: Vec::new(),
             idle: false,
         }
     }
@@ -330,6 +357,13 @@ impl AsyncRead for Guarded {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
+        if !this.early.is_empty() {
+            let start = buf.filled().len();
+            let n = this.early.len().min(buf.remaining());
+            buf.put_slice(&this.early[..n]);
+            this.early.drain(..n);
+            return Poll::Ready(this.head_read(cx, buf, start));
+        }
         if !this.in_head {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         }
@@ -359,19 +393,35 @@ impl AsyncRead for Guarded {
         // unfilled bytes (`assume_init` counts from the filled part).
         unsafe { buf.assume_init(n) };
         buf.advance(n);
-        if this.idle {
-            this.idle = false;
-            let at = Instant::now() + this.bounds.header_timeout;
-            this.deadline.as_mut().reset(at);
+        Poll::Ready(this.head_read(cx, buf, start))
+    }
+}
+
+impl Guarded {
+    /// Accounts the bytes `buf` gained after `start` while reading a head.
+    fn head_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &ReadBuf<'_>,
+        start: usize,
+    ) -> std::io::Result<()> {
+        if !self.in_head {
+            return Ok(());
         }
-        let ended = this.scan.scan(&buf.filled()[start..]);
-        this.head_bytes += n;
+        let read = &buf.filled()[start..];
+        if self.idle && !read.is_empty() {
+            self.idle = false;
+            let at = Instant::now() + self.bounds.header_timeout;
+            self.deadline.as_mut().reset(at);
+        }
+        let ended = self.scan.scan(read);
+        self.head_bytes += read.len();
         if ended {
-            this.in_head = false;
-        } else if this.head_bytes > this.bounds.max_header_size {
-            return Poll::Ready(Err(this.refuse(cx, REFUSED_431, "header_size")));
+            self.in_head = false;
+        } else if self.head_bytes > self.bounds.max_header_size {
+            return Err(self.refuse(cx, REFUSED_431, "header_size"));
         }
-        Poll::Ready(Ok(()))
+        Ok(())
     }
 }
 
@@ -495,6 +545,7 @@ mod tests {
             max_connections: 3,
             max_connections_per_ip: 1,
             trusted: vec!["10.0.0.0/8".parse().unwrap()],
+            proxy_protocol: false,
         };
         let edge = Edge::new((), bounds);
         let a: IpAddr = "127.0.0.1".parse().unwrap();

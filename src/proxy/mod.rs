@@ -8,5 +8,6 @@ pub mod ctx;
 pub mod edge;
 pub mod gateway;
 pub mod headers;
+pub mod proxy_protocol;
 pub mod respond;
 pub mod route;

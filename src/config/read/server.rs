@@ -21,12 +21,14 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
         max_connections_per_ip: 256,
         allow_underscores_in_headers: false,
         ipv6_prefix: 64,
+        proxy_protocol: false,
     };
     let Some(at) = at else { return server };
     let Some(f) = r.mapping(&at, schema::SERVER) else {
         return server;
     };
     listeners(r, &f, base, &mut server);
+    proxy_protocol(r, &f, &mut server);
     path_rules(r, &f, &mut server);
     edge_bounds(r, &at, &f, &mut server);
     server
@@ -89,6 +91,21 @@ fn listeners(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, server: &mut
                 ),
             }
         }
+    }
+}
+
+/// PROXY protocol is believed only from trusted proxies, so it needs some.
+fn proxy_protocol(r: &mut Reader<'_>, f: &yaml::Fields<'_>, server: &mut Server) {
+    let Some(at) = f.get("proxy_protocol") else {
+        return;
+    };
+    server.proxy_protocol = r.bool(&at).unwrap_or(false);
+    if server.proxy_protocol && server.trusted_proxies.is_empty() {
+        r.error(
+            &at,
+            "server.proxy_protocol_untrusted",
+            "PROXY protocol is believed only from trusted_proxies; list the load balancers there",
+        );
     }
 }
 
