@@ -134,8 +134,10 @@ def write(name, text):
     return path
 
 
-def nginx_conf(port, body):
+def nginx_conf(port, body, main=""):
+    """An nginx config of one worker; `main` goes before everything else."""
     return write(f"nginx-{port}.conf", f"""
+{main}
 worker_processes 1;
 daemon off;
 pid {WORK}/nginx-{port}.pid;
@@ -258,18 +260,9 @@ def openresty(port, up, redis_port, sha):
     """nginx + Lua + Redis, the data plane of Kong's redis policy and APISIX
     limit-count: per request one EVALSHA of fairgate's own token_bucket.lua
     over a cosocket keepalive pool, same key shape, the two IETF headers."""
-    conf = write(f"nginx-{port}.conf", f"""
-load_module /usr/lib/nginx/modules/ndk_http_module.so;
-load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-worker_processes 1;
-daemon off;
-pid {WORK}/nginx-{port}.pid;
-error_log {WORK}/nginx-{port}.err warn;
-events {{ worker_connections 4096; }}
-http {{
-  access_log off;
-  client_body_temp_path {WORK}/tmp-{port};
-  proxy_temp_path {WORK}/tmp-{port};
+    modules = ("load_module /usr/lib/nginx/modules/ndk_http_module.so;\n"
+               "load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;")
+    conf = nginx_conf(port, f"""
   lua_package_path "/usr/share/lua/5.1/?.lua;;";
   upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
   server {{ listen 127.0.0.1:{port}; keepalive_requests 1000000;
@@ -302,8 +295,7 @@ http {{
         end
       }}
       proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection "";
-    }} }}
-}}""")
+    }} }}""", main=modules)
     return start(["nginx", "-c", str(conf)], 1, name=f"nginx-{port}")
 
 
