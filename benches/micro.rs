@@ -104,6 +104,7 @@ fn benches(c: &mut Criterion) {
                 captures: &captures,
                 headers: &headers,
                 client_ip: None,
+                client_cert: None,
             };
             limit::plan(black_box(&config), hooks, &subject).unwrap()
         })

@@ -15,4 +15,5 @@ pub mod metrics;
 pub mod proxy;
 pub mod server;
 pub mod state;
+pub mod tls;
 pub mod upstream;

@@ -61,6 +61,8 @@ pub struct Metrics {
     /// Requests ended by an edge bound, by reason (`header_size`,
     /// `header_field_size`, `header_timeout`, `body_idle`).
     pub edge_refusals: IntCounterVec,
+    /// When each served certificate expires (its first name), Unix time.
+    pub tls_expiry: IntGaugeVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -202,15 +204,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Slot leases ended, by reason.",
             &["policy", "reason"],
         ),
-        slots_held: {
-            let g = IntGaugeVec::new(
-                Opts::new("fairgate_slots_held", "Slot leases this process holds."),
-                &["policy"],
-            )
-            .expect("valid metric");
-            r.register(Box::new(g.clone())).expect("unique metric");
-            g
-        },
+        slots_held: gauges(
+            &r,
+            "fairgate_slots_held",
+            "Slot leases this process holds.",
+            &["policy"],
+        ),
         denials_cached: single(
             &r,
             "fairgate_ratelimit_cached_denials_total",
@@ -250,9 +249,23 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Requests ended by a bound on what a client may make the gateway hold, by reason.",
             &["reason"],
         ),
+        tls_expiry: gauges(
+            &r,
+            "fairgate_tls_certificate_expiry_timestamp_seconds",
+            "When each served certificate expires, Unix time, by its first name.",
+            &["name"],
+        ),
         registry: r,
     }
 });
+
+fn gauges(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("unique metric");
+    g
+}
 
 impl Metrics {
     /// The Prometheus text exposition of every metric.
@@ -266,11 +279,12 @@ impl Metrics {
 }
 
 /// Reasons of `fairgate_edge_refusals_total`.
-pub const EDGE_REASONS: [&str; 4] = [
+pub const EDGE_REASONS: [&str; 5] = [
     "header_size",
     "header_field_size",
     "header_timeout",
     "body_idle",
+    "h2_resets",
 ];
 
 pub fn unix_now() -> i64 {

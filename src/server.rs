@@ -96,6 +96,7 @@ fn shared_state(config: Config) -> Result<Arc<Shared>, String> {
         ready: Default::default(),
     });
     crate::state::init_series(&shared.policy.load().config);
+    crate::state::log_new_certificates(None, shared.policy.load().certs.as_deref());
     METRICS.config_reloads.with_label_values(&["ok"]).inc();
     METRICS.config_generation.set(1);
     METRICS.config_last_success.set(crate::metrics::unix_now());
@@ -110,12 +111,21 @@ fn proxy_service(
     server_cfg: &crate::config::Server,
     listening: &mut Vec<SocketAddr>,
 ) -> Result<Service<Edge<pingora::proxy::HttpProxy<Gateway>>>, String> {
-    let gateway = pingora::proxy::http_proxy(
+    let mut gateway = pingora::proxy::http_proxy(
         &server.configuration,
         Gateway {
             shared: shared.clone(),
         },
     );
+    let h2 = &server_cfg.http2;
+    let mut options = pingora::apps::HttpServerOptions::default();
+    options.h2c = h2.h2c;
+    gateway.server_options = Some(options);
+    let mut h2_options = pingora::protocols::http::v2::server::default_h2_options();
+    h2_options
+        .max_concurrent_streams(h2.max_concurrent_streams)
+        .max_header_list_size(h2.max_header_list_size);
+    gateway.h2_options = Some(h2_options);
     let mut listeners = Listeners::new();
     if server_cfg.proxy_protocol {
         listeners.set_pre_tls_callback(Arc::new(crate::proxy::proxy_protocol::Expect {
@@ -132,16 +142,32 @@ fn proxy_service(
         listening.push(*addr);
     }
     if let Some(tls) = &server_cfg.tls {
-        let mut settings = TlsSettings::intermediate(
-            &tls.cert.display().to_string(),
-            &tls.key.display().to_string(),
-        )
-        .map_err(|e| format!("server.tls: cannot load certificate or key: {e}"))?;
-        settings.enable_h2();
-        proxy.add_tls_with_settings(&tls.listen.to_string(), None, settings);
+        proxy.add_tls_with_settings(&tls.listen.to_string(), None, tls_settings(shared, tls)?);
         listening.push(tls.listen);
     }
     Ok(proxy)
+}
+
+/// The TLS listener's settings: certificates chosen by SNI from the policy
+/// in force at each handshake, HTTP/2 by ALPN, client certificates if asked.
+fn tls_settings(
+    shared: &Arc<Shared>,
+    tls: &crate::config::ServerTls,
+) -> Result<TlsSettings, String> {
+    pingora::tls::install_default_crypto_provider();
+    let mut settings = TlsSettings::with_callbacks(Box::new(crate::tls::SubjectOfClient))
+        .map_err(|e| format!("server.tls: {e}"))?;
+    let policies = shared.clone();
+    settings.set_cert_resolver(Arc::new(crate::tls::BySni(move || {
+        policies.policy.load().certs.clone()
+    })));
+    if let Some(ca) = &tls.client_ca {
+        let verifier = crate::tls::client_verifier(ca, tls.client_cert_required)
+            .map_err(|e| format!("server.tls.client_ca: {e}"))?;
+        settings.set_client_cert_verifier(verifier);
+    }
+    settings.enable_h2();
+    Ok(settings)
 }
 
 /// SIGTERM and SIGINT both mean: stop accepting, drain, exit 0.
@@ -171,7 +197,18 @@ struct Supervisor {
 impl Supervisor {
     /// Ready once every listener accepts connections.
     async fn wait_listeners(&self) {
-        for addr in &self.listening {
+        // Not the TLS listener: a bare connect there is a failed handshake
+        // in Pingora's log. It is bound with the plain ones, by one service.
+        let tls = self
+            .shared
+            .policy
+            .load()
+            .config
+            .server
+            .tls
+            .as_ref()
+            .map(|t| t.listen);
+        for addr in self.listening.iter().filter(|a| Some(**a) != tls) {
             let mut target = *addr;
             if target.ip().is_unspecified() {
                 target.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
@@ -218,22 +255,70 @@ impl Supervisor {
     }
 }
 
+/// The config file and the certificate files it names: watched, with a
+/// digest of their bytes to tell a real change from a touch.
+struct Watched {
+    files: Vec<PathBuf>,
+    watch: Option<reload::Watch>,
+    seen: Option<u64>,
+}
+
+impl Watched {
+    fn new(path: Option<&PathBuf>, shared: &Shared) -> Self {
+        let files = match path {
+            Some(path) => reload::files(path, &shared.policy.load().config),
+            None => Vec::new(),
+        };
+        let watch = match files.is_empty() {
+            true => None,
+            false => reload::watch(&files)
+                .map_err(|e| tracing::warn!(error = %e, "config.watch_unavailable"))
+                .ok(),
+        };
+        let seen = reload::digest(&files);
+        Watched { files, watch, seen }
+    }
+
+    async fn event(&mut self) -> Option<()> {
+        self.watch.as_mut()?.events.recv().await
+    }
+
+    /// After a burst of events (an editor's write and rename, a Secret's
+    /// `..data` swap): whether the bytes changed.
+    async fn settled_change(&mut self) -> bool {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        if let Some(w) = self.watch.as_mut() {
+            while w.events.try_recv().is_ok() {}
+        }
+        let now = reload::digest(&self.files);
+        let changed = now.is_some() && now != self.seen;
+        self.seen = now.or(self.seen);
+        changed
+    }
+}
+
+impl Supervisor {
+    /// Reloads, then watches the files the policy in force names.
+    async fn reload(&self, watched: &mut Watched) {
+        let Some(path) = &self.config_path else {
+            return;
+        };
+        watched.seen = reload::digest(&watched.files);
+        let _ = crate::state::reload(&self.shared, path).await;
+        let files = reload::files(path, &self.shared.policy.load().config);
+        if files != watched.files {
+            *watched = Watched::new(Some(path), &self.shared);
+        }
+    }
+}
+
 #[async_trait]
 impl BackgroundService for Supervisor {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         use tokio::signal::unix::{signal, SignalKind};
         let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler");
         // Watch before reporting ready, so no change after readiness is missed.
-        let (mut watch, mut seen) = match &self.config_path {
-            Some(path) => match reload::watch(path) {
-                Ok(w) => (Some(w), reload::digest(path)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "config.watch_unavailable");
-                    (None, None)
-                }
-            },
-            None => (None, None),
-        };
+        let mut watched = Watched::new(self.config_path.as_ref(), &self.shared);
         self.shared.limiter.probe().await;
         self.wait_listeners().await;
         let mut last_checks = HashMap::new();
@@ -241,25 +326,10 @@ impl BackgroundService for Supervisor {
         loop {
             tokio::select! {
                 _ = shutdown.changed() => self.drain().await,
-                _ = hangup.recv() => {
-                    if let Some(path) = &self.config_path {
-                        seen = reload::digest(path);
-                        let _ = crate::state::reload(&self.shared, path).await;
-                    }
-                }
-                Some(()) = async { watch.as_mut()?.events.recv().await } => {
-                    // Debounce a burst of events (an editor's write+rename,
-                    // a ConfigMap swap), then reload only if the bytes changed.
-                    tokio::time::sleep(Duration::from_millis(150)).await;
-                    if let Some(w) = watch.as_mut() {
-                        while w.events.try_recv().is_ok() {}
-                    }
-                    if let Some(path) = &self.config_path {
-                        let now = reload::digest(path);
-                        if now.is_some() && now != seen {
-                            seen = now;
-                            let _ = crate::state::reload(&self.shared, path).await;
-                        }
+                _ = hangup.recv() => self.reload(&mut watched).await,
+                Some(()) = watched.event() => {
+                    if watched.settled_change().await {
+                        self.reload(&mut watched).await;
                     }
                 }
                 _ = tick.tick() => {

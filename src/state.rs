@@ -22,6 +22,8 @@ pub enum BuildError {
     Upstreams { pool: String, message: String },
     /// Key material that loaded at validation no longer does.
     Auth(String),
+    /// A certificate pair that loaded at validation no longer does.
+    Tls(String),
 }
 
 impl BuildError {
@@ -39,6 +41,12 @@ impl BuildError {
                 "auth.key_invalid",
                 "auth.keys".to_string(),
                 locate(path, "auth", Some("keys")),
+                message,
+            ),
+            BuildError::Tls(message) => (
+                "server.tls_invalid",
+                "server.tls".to_string(),
+                locate(path, "server", Some("tls")),
                 message,
             ),
         };
@@ -78,6 +86,7 @@ impl std::fmt::Display for BuildError {
         match self {
             BuildError::Upstreams { pool, message } => write!(f, "upstreams.{pool}: {message}"),
             BuildError::Auth(m) => write!(f, "auth.keys: {m}"),
+            BuildError::Tls(m) => write!(f, "server.tls: {m}"),
         }
     }
 }
@@ -87,6 +96,8 @@ pub struct Policy {
     pub config: Config,
     pub verifier: Option<Arc<crate::auth::Verifier>>,
     pub pools: HashMap<String, Arc<upstream::Pool>>,
+    /// The certificates TLS handshakes choose from.
+    pub certs: Option<Arc<crate::tls::Certs>>,
     pub generation: u64,
     /// Each route's metric series, by route index; one more, last, for
     /// requests no route matched.
@@ -100,6 +111,13 @@ impl Policy {
         let verifier = match &config.auth {
             Some(auth) => Some(Arc::new(
                 crate::auth::Verifier::new(auth, &config.tenants).map_err(BuildError::Auth)?,
+            )),
+            None => None,
+        };
+        let certs = match &config.server.tls {
+            Some(tls) => Some(Arc::new(
+                crate::tls::Certs::build(&tls.certificates)
+                    .map_err(|(_, _, e)| BuildError::Tls(e))?,
             )),
             None => None,
         };
@@ -120,6 +138,7 @@ impl Policy {
             config,
             verifier,
             pools,
+            certs,
             generation,
             metrics,
         })
@@ -228,6 +247,26 @@ async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
         verifier.refresh_remote(true).await;
     }
     init_series(&policy.config);
+    log_new_certificates(current.certs.as_deref(), policy.certs.as_deref());
     shared.policy.store(Arc::new(policy));
     Ok(generation)
+}
+
+/// One line per certificate a reload (or a renewal on disk) put in force,
+/// and the expiry gauge of the ones in force now.
+pub fn log_new_certificates(old: Option<&crate::tls::Certs>, new: Option<&crate::tls::Certs>) {
+    let Some(new) = new else {
+        crate::metrics::METRICS.tls_expiry.reset();
+        return;
+    };
+    let known = |serial: &str| old.is_some_and(|o| o.served().iter().any(|s| s.serial == serial));
+    for served in new.served().iter().filter(|s| !known(&s.serial)) {
+        tracing::info!(
+            names = ?served.names,
+            serial = %served.serial,
+            not_after = served.not_after,
+            "tls.certificate_loaded"
+        );
+    }
+    new.publish_expiry();
 }

@@ -7,18 +7,22 @@ use std::sync::Arc;
 use pingora::lb::{selection::RoundRobin, LoadBalancer};
 use pingora::upstreams::peer::HttpPeer;
 
-use crate::config::{Config, Upstream};
+use pingora::utils::tls::WrappedX509;
+
+use crate::config::{Config, Upstream, UpstreamProtocol};
 
 pub struct Pool {
     balancer: LoadBalancer<RoundRobin>,
     upstream: Upstream,
     sni: String,
+    /// `ca_file`'s roots, trusted instead of the system's.
+    ca: Option<Arc<[WrappedX509]>>,
 }
 
 impl Pool {
-    fn new(upstream: &Upstream) -> std::io::Result<Self> {
-        let mut balancer =
-            LoadBalancer::try_from_iter(upstream.targets.iter().map(String::as_str))?;
+    fn new(upstream: &Upstream) -> Result<Self, String> {
+        let mut balancer = LoadBalancer::try_from_iter(upstream.targets.iter().map(String::as_str))
+            .map_err(|e| format!("cannot resolve targets: {e}"))?;
         balancer.set_health_check(pingora::lb::health_check::TcpHealthCheck::new());
         balancer.health_check_frequency = Some(upstream.health_interval);
         balancer.parallel_health_check = true;
@@ -29,10 +33,21 @@ impl Pool {
                 .map_or(first.as_str(), |(h, _)| h)
                 .to_string()
         });
+        let ca = match &upstream.ca_file {
+            Some(path) => {
+                let roots = crate::tls::load_roots(path)?;
+                let wrapped = roots
+                    .iter()
+                    .map(|der| WrappedX509::new(der.to_vec(), pingora::utils::tls::parse_x509));
+                Some(wrapped.collect::<Vec<_>>().into())
+            }
+            None => None,
+        };
         Ok(Pool {
             balancer,
             upstream: upstream.clone(),
             sni,
+            ca,
         })
     }
 
@@ -50,6 +65,13 @@ impl Pool {
         peer.options.write_timeout = Some(self.upstream.read_timeout);
         peer.options.verify_cert = self.upstream.tls_verify;
         peer.options.verify_hostname = self.upstream.tls_verify;
+        peer.options.ca = self.ca.clone();
+        if self.upstream.protocol != UpstreamProtocol::Http1 {
+            // HTTP/2 only (ALPN h2 on TLS, prior knowledge in the clear),
+            // many streams on one connection, as gRPC servers expect.
+            peer.options.set_http_version(2, 2);
+            peer.options.max_h2_streams = 100;
+        }
         Some(peer)
     }
 
@@ -71,7 +93,7 @@ pub fn build_pools(config: &Config) -> Result<HashMap<String, Arc<Pool>>, (Strin
         .map(|(name, up)| {
             Pool::new(up)
                 .map(|p| (name.clone(), Arc::new(p)))
-                .map_err(|e| (name.clone(), format!("cannot resolve targets: {e}")))
+                .map_err(|e| (name.clone(), e))
         })
         .collect()
 }

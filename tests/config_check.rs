@@ -77,10 +77,28 @@ bad_configs! {
         r#"config/bad/concurrency.slots_invalid.yaml:11:12: concurrency.slots_invalid: concurrency.uploads.slots "0": must be at least 1"#,
     ],
     config_acknowledge_unknown: "config/bad/config.acknowledge_unknown.yaml" => [
-        r#"config/bad/config.acknowledge_unknown.yaml:4:36: config.acknowledge_unknown: acknowledge[1] "store.memory": not a warning code; known: store.process_local, limits.client_keyed, server.escaped_slashes_keep"#,
+        r#"config/bad/config.acknowledge_unknown.yaml:4:36: config.acknowledge_unknown: acknowledge[1] "store.memory": not a warning code; known: store.process_local, limits.client_keyed, server.escaped_slashes_keep, server.tls_host_uncovered"#,
     ],
     config_duration_invalid: "config/bad/config.duration_invalid.yaml" => [
         r#"config/bad/config.duration_invalid.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
+    ],
+    server_tls_invalid: "config/bad/server.tls_invalid.yaml" => [
+        "config/bad/server.tls_invalid.yaml:7:9: server.tls_invalid: server.tls.certificates[0]: config/bad/../certs/legacy.key is not the key of config/bad/../certs/api.pem (their public keys differ)",
+    ],
+    server_tls_duplicate_name: "config/bad/server.tls_duplicate_name.yaml" => [
+        "config/bad/server.tls_duplicate_name.yaml:8:9: server.tls_duplicate_name: server.tls.certificates[1]: api.example.com is claimed by config/bad/../certs/api.pem and an earlier certificate; list it under hosts: of the one that should serve it",
+    ],
+    server_http2_invalid: "config/bad/server.http2_invalid.yaml" => [
+        r#"config/bad/server.http2_invalid.yaml:4:46: server.http2_invalid: server.http2.max_concurrent_streams "0": must be at least 1"#,
+    ],
+    upstreams_protocol_invalid: "config/bad/upstreams.protocol_invalid.yaml" => [
+        r#"config/bad/upstreams.protocol_invalid.yaml:7:50: upstreams.protocol_invalid: upstreams.grpc.protocol "h2": h2 needs tls: true (use h2c)"#,
+    ],
+    upstreams_tls_invalid: "config/bad/upstreams.tls_invalid.yaml" => [
+        "config/bad/upstreams.tls_invalid.yaml:7:47: upstreams.tls_invalid: upstreams.api.ca_file: ca_file needs tls: true",
+    ],
+    limits_client_cert_without_ca: "config/bad/limits.client_cert_without_ca.yaml" => [
+        "config/bad/limits.client_cert_without_ca.yaml:8:3: limits.scope_invalid: limits.per_service: scope client_cert needs server.tls.client_ca (no client sends a certificate unless asked)",
     ],
     config_file_missing: "config/bad/config.file_missing.yaml" => [
         r#"config/bad/config.file_missing.yaml:4:41: config.file_missing: server.tls.cert "no-such-cert.pem": no such file config/bad/no-such-cert.pem"#,
@@ -101,7 +119,7 @@ bad_configs! {
         r#"config/bad/config.type_invalid.yaml:8:10: config.type_invalid: upstreams.api.tls "maybe": expected true or false"#,
     ],
     config_unknown_field: "config/bad/config.unknown_field.yaml" => [
-        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol",
+        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2",
     ],
     config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
         "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
@@ -116,7 +134,7 @@ bad_configs! {
         r#"config/bad/limits.rate_invalid.yaml:11:36: limits.rate_invalid: limits.api.default.rate "5/x": unit must be one of s, m, h, d"#,
     ],
     limits_scope_invalid: "config/bad/limits.scope_invalid.yaml" => [
-        r#"config/bad/limits.scope_invalid.yaml:10:12: limits.scope_invalid: limits.api.scope "per_user": must be tenant, tenant_user, tenant_token, client_ip, global, {path: NAME} or {header: NAME}"#,
+        r#"config/bad/limits.scope_invalid.yaml:10:12: limits.scope_invalid: limits.api.scope "per_user": must be tenant, tenant_user, tenant_token, client_ip, client_cert, global, {path: NAME} or {header: NAME}"#,
     ],
     routes_auth_invalid: "config/bad/routes.auth_invalid.yaml" => [
         r#"config/bad/routes.auth_invalid.yaml:12:63: routes.auth_invalid: routes[0].auth "optional": must be none or required"#,
@@ -218,7 +236,7 @@ bad_configs! {
     ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
-        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol",
+        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2",
         r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
         r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
         r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,
@@ -350,5 +368,32 @@ fn proxy_protocol_needs_trusted_proxies() {
     assert_eq!(
         lines,
         ["edge.yaml:4:19: server.proxy_protocol_untrusted: server.proxy_protocol: PROXY protocol is believed only from trusted_proxies; list the load balancers there"]
+    );
+}
+
+#[test]
+fn a_route_host_no_certificate_names_is_warned_about() {
+    let certs = concat!(env!("CARGO_MANIFEST_DIR"), "/config/certs");
+    let yaml = format!(
+        r#"server:
+  listen: ["127.0.0.1:8080"]
+  tls: {{listen: "127.0.0.1:8443", certificates: [{{cert_file: "{certs}/api.pem", key_file: "{certs}/api.key"}}]}}
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+upstreams: {{api: {{targets: ["127.0.0.1:3000"]}}}}
+routes:
+  - {{name: api, match: {{host: api.example.com, path_prefix: /}}, upstream: api, auth: none}}
+  - {{name: shop, match: {{host: shop.example.com, path_prefix: /}}, upstream: api, auth: none}}
+  - {{name: any, match: {{path_prefix: /}}, upstream: api, auth: none}}
+"#
+    );
+    let (code, lines) = check_text(&yaml);
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(
+        lines[..2],
+        [
+            r#"edge.yaml:9:5: server.tls_host_uncovered: route "shop" serves host shop.example.com, which no certificate in server.tls names; its HTTPS clients get the default certificate and fail to verify it. Add a certificate for it, or list server.tls_host_uncovered under `acknowledge:` (warning)"#,
+            "ok",
+        ]
     );
 }

@@ -28,9 +28,13 @@ fn metric_names(path: &str) -> BTreeSet<String> {
 async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     let yaml = format!(
         r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
+server:
+  listen: ["$LISTEN"]
+  shutdown_grace: 1s
+  tls: {{listen: "{}", certificates: [{{cert_file: "{fixtures}/gw.pem", key_file: "{fixtures}/gw.key"}}]}}
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "{}"}}
 auth:
@@ -45,6 +49,7 @@ routes:
   - {{name: uploads, match: {{path_prefix: /v1/attachments}}, upstream: api, concurrency: uploads, limits: []}}
   - {{name: api, match: {{path_prefix: /v1}}, upstream: api, limits: [api]}}
 "#,
+        free_addr(),
         redis.url(),
         up.addr
     );

@@ -64,6 +64,7 @@ pub struct Server {
     /// Every listener expects a PROXY protocol header (v1 or v2) from a
     /// trusted proxy before anything else.
     pub proxy_protocol: bool,
+    pub http2: Http2,
 }
 
 /// `server.escaped_slashes`, like Envoy's `path_with_escaped_slashes_action`.
@@ -80,8 +81,34 @@ pub enum EscapedSlashes {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerTls {
     pub listen: SocketAddr,
+    /// Chosen by SNI; the first also serves clients that send no name or
+    /// one no certificate claims. Reloadable; the rest of `tls` is not.
+    pub certificates: Vec<Certificate>,
+    /// Ask clients for a certificate signed by one of these roots.
+    pub client_ca: Option<PathBuf>,
+    /// Refuse the handshake without a client certificate (`client_auth: required`).
+    pub client_cert_required: bool,
+}
+
+/// One served certificate chain and its key (PEM files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Certificate {
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The names it serves; empty: the DNS names of its SANs.
+    pub hosts: Vec<String>,
+}
+
+/// `server.http2`: the limits each HTTP/2 client connection gets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Http2 {
+    /// Plain listeners also take HTTP/2 with prior knowledge (h2c).
+    pub h2c: bool,
+    pub max_concurrent_streams: u32,
+    /// Decoded bytes of one request's header list.
+    pub max_header_list_size: u32,
+    /// Streams a client may reset in one second before the connection is cut.
+    pub max_resets_per_second: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -164,9 +191,21 @@ pub struct Upstream {
     pub tls: bool,
     pub sni: Option<String>,
     pub tls_verify: bool,
+    /// Trust these roots (PEM) for the pool's certificates instead of the system's.
+    pub ca_file: Option<PathBuf>,
+    pub protocol: UpstreamProtocol,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_interval: Duration,
+}
+
+/// How the gateway speaks to a pool: HTTP/1.1, HTTP/2 over TLS (ALPN), or
+/// HTTP/2 in the clear with prior knowledge (gRPC servers without TLS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    Http1,
+    H2,
+    H2c,
 }
 
 /// `count` tokens every `period`.
@@ -195,6 +234,8 @@ pub enum Scope {
     TenantUser,
     TenantToken,
     ClientIp,
+    /// The subject of the client's verified TLS certificate.
+    ClientCert,
     Global,
     Path(String),
     Header(HeaderName),
@@ -207,7 +248,7 @@ impl Scope {
         match self {
             Scope::Tenant | Scope::TenantUser | Scope::TenantToken => true,
             Scope::Path(_) | Scope::Header(_) => auth,
-            Scope::ClientIp | Scope::Global => false,
+            Scope::ClientIp | Scope::ClientCert | Scope::Global => false,
         }
     }
 }
@@ -264,6 +305,14 @@ pub struct IdentityHeaders {
     pub tenant: HeaderName,
     pub user: HeaderName,
     pub plan: HeaderName,
+    /// The subject of the client's verified TLS certificate.
+    pub client_cert: HeaderName,
+}
+
+impl IdentityHeaders {
+    pub fn all(&self) -> [&HeaderName; 4] {
+        [&self.tenant, &self.user, &self.plan, &self.client_cert]
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! apply, watching the file (and the directory swaps of a ConfigMap), and a
 //! digest to tell a real change. Swapping the policy is `state::reload`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::Config;
 
@@ -14,7 +14,21 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
     let (o, n) = (&old.store, &new.store);
     [
         ("server.listen", s.listen != t.listen),
-        ("server.tls", s.tls != t.tls),
+        // Certificates reload; the listener and client-certificate roots do not.
+        (
+            "server.tls.listen",
+            s.tls.as_ref().map(|x| x.listen) != t.tls.as_ref().map(|x| x.listen),
+        ),
+        (
+            "server.tls.client_ca",
+            s.tls.as_ref().map(|x| &x.client_ca) != t.tls.as_ref().map(|x| &x.client_ca),
+        ),
+        (
+            "server.tls.client_auth",
+            s.tls.as_ref().map(|x| x.client_cert_required)
+                != t.tls.as_ref().map(|x| x.client_cert_required),
+        ),
+        ("server.http2", s.http2 != t.http2),
         ("server.threads", s.threads != t.threads),
         (
             "server.shutdown_grace",
@@ -74,34 +88,59 @@ pub struct Watch {
     pub events: tokio::sync::mpsc::UnboundedReceiver<()>,
 }
 
-pub fn watch(path: &Path) -> Result<Watch, String> {
+/// Watches the directory of each file (so atomic renames and symlink swaps
+/// are seen, not only writes in place).
+pub fn watch(files: &[PathBuf]) -> Result<Watch, String> {
     use notify::Watcher;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .to_path_buf();
     let (tx, events) = tokio::sync::mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if event.is_ok() {
             let _ = tx.send(());
         }
     })
-    .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
-    watcher
-        .watch(&dir, notify::RecursiveMode::NonRecursive)
-        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    .map_err(|e| format!("cannot watch: {e}"))?;
+    let mut dirs: Vec<PathBuf> = files
+        .iter()
+        .map(|f| {
+            f.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for dir in dirs {
+        watcher
+            .watch(&dir, notify::RecursiveMode::NonRecursive)
+            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+    }
     Ok(Watch {
         _watcher: watcher,
         events,
     })
 }
 
-/// A digest of the file as it reads now (through any symlinks).
-pub fn digest(path: &Path) -> Option<u64> {
+/// The files a policy reads: the config itself, then every certificate
+/// and key file it names (their renewal on disk is a reload too).
+pub fn files(path: &Path, config: &Config) -> Vec<PathBuf> {
+    let mut out = vec![path.to_path_buf()];
+    if let Some(tls) = &config.server.tls {
+        for c in &tls.certificates {
+            out.extend([c.cert.clone(), c.key.clone()]);
+        }
+    }
+    out
+}
+
+/// A digest of the files as they read now (through any symlinks); `None`
+/// when the first (the config) cannot be read.
+pub fn digest(files: &[PathBuf]) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let bytes = std::fs::read(path).ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
+    std::fs::read(files.first()?).ok()?.hash(&mut h);
+    for f in &files[1..] {
+        std::fs::read(f).ok().hash(&mut h);
+    }
     Some(h.finish())
 }

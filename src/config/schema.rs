@@ -35,8 +35,23 @@ pub const SERVER: &[&str] = &[
     "allow_underscores_in_headers",
     "ipv6_prefix",
     "proxy_protocol",
+    "http2",
 ];
-pub const SERVER_TLS: &[&str] = &["listen", "cert", "key"];
+pub const SERVER_TLS: &[&str] = &[
+    "listen",
+    "certificates",
+    "cert",
+    "key",
+    "client_ca",
+    "client_auth",
+];
+pub const SERVER_TLS_CERT: &[&str] = &["cert_file", "key_file", "hosts"];
+pub const SERVER_HTTP2: &[&str] = &[
+    "h2c",
+    "max_concurrent_streams",
+    "max_header_list_size",
+    "max_resets_per_second",
+];
 pub const ADMIN: &[&str] = &["listen"];
 pub const STORE: &[&str] = &[
     "kind",
@@ -72,6 +87,8 @@ pub const UPSTREAM: &[&str] = &[
     "tls",
     "sni",
     "tls_verify",
+    "ca_file",
+    "protocol",
     "connect_timeout",
     "read_timeout",
     "health_check_interval",
@@ -82,7 +99,7 @@ pub const DEFAULT_LIMITS: &[&str] = &["authenticated", "unauthenticated"];
 pub const DEFAULT_LIMIT: &[&str] = &["scope", "capacity", "rate", "shadow"];
 pub const CONCURRENCY: &[&str] = &["scope", "slots", "lease"];
 pub const TENANT: &[&str] = &["plan", "limits"];
-pub const IDENTITY_HEADERS: &[&str] = &["tenant", "user", "plan"];
+pub const IDENTITY_HEADERS: &[&str] = &["tenant", "user", "plan", "client_cert"];
 pub const ROUTE: &[&str] = &[
     "name",
     "match",
@@ -109,6 +126,8 @@ pub fn paths() -> Vec<String> {
     };
     under("server", SERVER);
     under("server.tls", SERVER_TLS);
+    under("server.tls.certificates[]", SERVER_TLS_CERT);
+    under("server.http2", SERVER_HTTP2);
     under("admin", ADMIN);
     under("store", STORE);
     under("auth", AUTH);

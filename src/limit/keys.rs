@@ -41,6 +41,8 @@ pub enum Scoped<'a> {
     TenantUser(&'a TenantId, &'a str),
     TenantToken(&'a TenantId, &'a str),
     ClientIp(IpAddr),
+    /// The subject of a verified client certificate.
+    ClientCert(&'a str),
     Global,
     /// A `{path}` or `{header}` value (`None`: absent), inside the tenant
     /// on authenticated routes.
@@ -65,6 +67,7 @@ pub fn key(prefix: &str, scoped: Scoped<'_>, name: &str, kind: Kind) -> String {
             format!("{prefix}tenant:{{{t}}}:token:{}:{k}:{name}", encode(jti))
         }
         Scoped::ClientIp(addr) => format!("{prefix}ip:{{{addr}}}:{k}:{name}"),
+        Scoped::ClientCert(subject) => format!("{prefix}cert:{{{}}}:{k}:{name}", encode(subject)),
         Scoped::Global => format!("{prefix}global:{{{name}}}:{k}"),
         Scoped::Value { tenant, value } => {
             let v = value.map(encode).unwrap_or_else(|| ABSENT.to_string());
@@ -147,6 +150,12 @@ mod tests {
                 "anon",
                 Rate,
                 "fw:ip:{10.0.0.1}:rate:anon",
+            ),
+            (
+                Scoped::ClientCert("CN=billing,O=Acme {x}"),
+                "svc",
+                Rate,
+                "fw:cert:{CN%3Dbilling%2CO%3DAcme%20%7Bx%7D}:rate:svc",
             ),
             (Scoped::Global, "all", Rate, "fw:global:{all}:rate"),
         ];

@@ -44,6 +44,8 @@ pub struct Subject<'a> {
     pub captures: &'a [(String, String)],
     pub headers: &'a http::HeaderMap,
     pub client_ip: Option<IpAddr>,
+    /// The subject of the client's verified TLS certificate.
+    pub client_cert: Option<&'a str>,
 }
 
 /// Why a request cannot be keyed into a scope.
@@ -55,6 +57,8 @@ pub enum Unkeyable {
     ValueTooLong,
     /// A value outside the scope's `values` list.
     NotListed,
+    /// A `client_cert` scope, and the client sent no certificate.
+    NoClientCert,
 }
 
 /// The address a client is counted under: itself for IPv4, its network of
@@ -128,6 +132,9 @@ fn scoped<'a>(
                 .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
             ipv6_prefix,
         )),
+        Scope::ClientCert => {
+            Scoped::ClientCert(subject.client_cert.ok_or(Unkeyable::NoClientCert)?)
+        }
         Scope::Global => Scoped::Global,
         Scope::Path(_) | Scope::Header(_) => {
             let value = subject.value(scope)?;
@@ -593,6 +600,7 @@ routes: [{{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limi
             captures: &[],
             headers: &http::HeaderMap::new(),
             client_ip: None,
+            client_cert: None,
         };
         let planned = plan(config, &config.routes[0], &subject).unwrap();
         let d = limiter.decide(planned, 1, 1).await;

@@ -240,5 +240,6 @@ fn subject<'a>(session: &'a Session, ctx: &'a Ctx) -> Subject<'a> {
         captures: &ctx.captures,
         headers: &session.req_header().headers,
         client_ip: ctx.client_ip,
+        client_cert: crate::proxy::headers::client_subject(session).map(|s| s.0.as_str()),
     }
 }

@@ -47,6 +47,10 @@ pub struct Bounds {
     /// Plain connections start with a PROXY protocol header (TLS ones had
     /// theirs read before the handshake).
     pub proxy_protocol: bool,
+    /// Plain connections may open with the HTTP/2 preface (h2c).
+    pub h2c: bool,
+    /// RST_STREAM frames one HTTP/2 connection may send per second.
+    pub h2_resets_per_second: u32,
 }
 
 impl Bounds {
@@ -60,6 +64,8 @@ impl Bounds {
             max_connections_per_ip: server.max_connections_per_ip,
             trusted: server.trusted_proxies.clone(),
             proxy_protocol: server.proxy_protocol,
+            h2c: server.http2.h2c,
+            h2_resets_per_second: server.http2.max_resets_per_second,
         }
     }
 }
@@ -192,9 +198,19 @@ where
             capped,
         };
         // HTTP/2 frames its own headers (h2's limits apply); only HTTP/1
-        // heads are read here.
-        let h1 = !matches!(stream.selected_alpn_proto(), Some(ALPN::H2));
-        let mut guarded = Guarded::new(stream, self.bounds.clone(), h1);
+        // heads are read here, and only HTTP/2 resets are counted.
+        let h2 = match stream.selected_alpn_proto() {
+            Some(ALPN::H2) => true,
+            _ if self.bounds.h2c && stream.get_ssl_digest().is_none() => {
+                match opens_with_preface(&mut stream, &mut early, self.bounds.header_timeout).await
+                {
+                    Some(h2) => h2,
+                    None => return None,
+                }
+            }
+            _ => false,
+        };
+        let mut guarded = Guarded::new(stream, self.bounds.clone(), !h2);
         guarded.early = early;
         self.http.process_new(Box::new(guarded), shutdown).await;
         None
@@ -202,6 +218,109 @@ where
 
     async fn cleanup(&self) {
         self.http.app.http_cleanup().await;
+    }
+}
+
+/// Whether a plain connection opens with the HTTP/2 preface (h2c prior
+/// knowledge), reading only until its bytes differ from the preface (a
+/// short HTTP/1 request is never kept waiting for 24 bytes). What was read
+/// is left in `early`; `None` when nothing decides it within `wait`.
+async fn opens_with_preface(
+    stream: &mut Stream,
+    early: &mut Vec<u8>,
+    wait: Duration,
+) -> Option<bool> {
+    use tokio::io::AsyncReadExt;
+    let deadline = Instant::now() + wait;
+    loop {
+        let n = early.len().min(H2_PREFACE.len());
+        if early[..n] != H2_PREFACE[..n] {
+            return Some(false);
+        }
+        if n == H2_PREFACE.len() {
+            return Some(true);
+        }
+        let mut buf = [0u8; 24];
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) => return Some(false),
+            Ok(Ok(read)) => early.extend_from_slice(&buf[..read]),
+            _ => return None,
+        }
+    }
+}
+
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Counts the RST_STREAM frames a client sends on an HTTP/2 connection, by
+/// reading the frame headers as they pass (HTTP/2 rapid reset,
+/// CVE-2023-44487: each reset stream cost the server a request).
+#[derive(Debug)]
+struct Resets {
+    /// Preface bytes still to pass.
+    preface: usize,
+    head: [u8; 9],
+    have: usize,
+    /// Payload bytes of the current frame still to pass.
+    payload: usize,
+    window: Instant,
+    count: u32,
+    limit: u32,
+}
+
+impl Resets {
+    fn new(limit: u32) -> Self {
+        Resets {
+            preface: H2_PREFACE.len(),
+            head: [0; 9],
+            have: 0,
+            payload: 0,
+            window: Instant::now(),
+            count: 0,
+            limit,
+        }
+    }
+
+    /// Reads `bytes` of the stream; true once the client has reset more
+    /// than `limit` streams within one second.
+    fn over(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() {
+            let skip = if self.preface > 0 {
+                &mut self.preface
+            } else {
+                &mut self.payload
+            };
+            if *skip > 0 {
+                let n = (*skip).min(bytes.len());
+                *skip -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (9 - self.have).min(bytes.len());
+            self.head[self.have..self.have + n].copy_from_slice(&bytes[..n]);
+            self.have += n;
+            bytes = &bytes[n..];
+            if self.have < 9 {
+                break;
+            }
+            self.have = 0;
+            self.payload =
+                u32::from_be_bytes([0, self.head[0], self.head[1], self.head[2]]) as usize;
+            const RST_STREAM: u8 = 3;
+            if self.head[3] == RST_STREAM && self.count_one() {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn count_one(&mut self) -> bool {
+        let now = Instant::now();
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count > self.limit
     }
 }
 
@@ -299,6 +418,8 @@ pub struct Guarded {
     /// Between two requests: the deadline is the keep-alive timeout, and
     /// passing it closes the connection quietly.
     idle: bool,
+    /// HTTP/2 only: the client's stream resets, counted.
+    resets: Option<Resets>,
 }
 
 impl std::fmt::Debug for Guarded {
@@ -316,6 +437,7 @@ impl Guarded {
         // The first head's clock starts at accept: a connection that sends
         // nothing is closed at the deadline too.
         let deadline = Box::pin(tokio::time::sleep(bounds.header_timeout));
+        let resets = (!h1).then(|| Resets::new(bounds.h2_resets_per_second));
         Guarded {
             inner,
             bounds,
@@ -325,6 +447,7 @@ impl Guarded {
             deadline,
             early: Vec::new(),
             idle: false,
+            resets,
         }
     }
 
@@ -352,6 +475,29 @@ impl Guarded {
 
 impl AsyncRead for Guarded {
     fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let start = buf.filled().len();
+        let read = self.as_mut().poll_read_guarded(cx, buf);
+        let Some(resets) = self.resets.as_mut() else {
+            return read;
+        };
+        if matches!(read, Poll::Ready(Ok(()))) && resets.over(&buf.filled()[start..]) {
+            METRICS
+                .edge_refusals
+                .with_label_values(&["h2_resets"])
+                .inc();
+            tracing::info!(limit = resets.limit, "connection.h2_resets_exceeded");
+            return Poll::Ready(Err(std::io::Error::other("too many HTTP/2 stream resets")));
+        }
+        read
+    }
+}
+
+impl Guarded {
+    fn poll_read_guarded(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
@@ -514,8 +660,14 @@ impl GetSocketDigest for Guarded {
 
 #[async_trait]
 impl Peek for Guarded {
+    /// Bytes read before the stream was wrapped come first.
     async fn try_peek(&mut self, buf: &mut [u8]) -> std::io::Result<bool> {
-        self.inner.try_peek(buf).await
+        if self.early.is_empty() {
+            return self.inner.try_peek(buf).await;
+        }
+        let n = self.early.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.early[..n]);
+        Ok(true)
     }
 }
 
@@ -535,6 +687,47 @@ mod tests {
         assert!(!h.scan(b"GET / HTTP/1.1\r\nA: b\r\n"));
     }
 
+    /// A frame header: 24-bit length, type, flags, stream id.
+    fn frame(kind: u8, len: usize) -> Vec<u8> {
+        let mut f = vec![
+            (len >> 16) as u8,
+            (len >> 8) as u8,
+            len as u8,
+            kind,
+            0,
+            0,
+            0,
+            0,
+            1,
+        ];
+        f.extend(std::iter::repeat_n(0xAA, len));
+        f
+    }
+
+    #[test]
+    fn resets_are_counted_across_any_split_of_the_frames() {
+        let mut stream = H2_PREFACE.to_vec();
+        stream.extend(frame(4, 6)); // SETTINGS
+        for _ in 0..3 {
+            stream.extend(frame(1, 40)); // HEADERS
+            stream.extend(frame(3, 4)); // RST_STREAM
+        }
+        for piece in [1, 5, 9, 13, stream.len()] {
+            let mut resets = Resets::new(3);
+            let over = stream.chunks(piece).any(|c| resets.over(c));
+            assert!(!over, "3 resets within a limit of 3 (pieces of {piece})");
+            assert_eq!(resets.count, 3, "pieces of {piece}");
+            assert!(resets.over(&frame(3, 4)), "the 4th reset is over the limit");
+        }
+        // A payload that looks like a RST_STREAM header is not one.
+        let mut resets = Resets::new(0);
+        let mut data = H2_PREFACE.to_vec();
+        data.extend(frame(0, 9));
+        let n = data.len();
+        data[n - 9..].copy_from_slice(&frame(3, 0));
+        assert!(!resets.over(&data));
+    }
+
     #[test]
     fn caps_count_per_address_and_overall() {
         let bounds = Bounds {
@@ -546,6 +739,8 @@ mod tests {
             max_connections_per_ip: 1,
             trusted: vec!["10.0.0.0/8".parse().unwrap()],
             proxy_protocol: false,
+            h2c: false,
+            h2_resets_per_second: 100,
         };
         let edge = Edge::new((), bounds);
         let a: IpAddr = "127.0.0.1".parse().unwrap();

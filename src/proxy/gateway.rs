@@ -185,10 +185,10 @@ impl ProxyHttp for Gateway {
 
     /// Always runs: releases the lease, records metrics, writes the access line.
     async fn logging(&self, session: &mut Session, error: Option<&Error>, ctx: &mut Ctx) {
-        let status = session
-            .response_written()
-            .map(|r| r.status.as_u16())
-            .or(ctx.refused)
+        // The gateway's own decision first: a gRPC refusal is sent as 200.
+        let status = ctx
+            .refused
+            .or_else(|| session.response_written().map(|r| r.status.as_u16()))
             .unwrap_or(0);
         if let Some(lease) = ctx.lease.take() {
             let client_gone = error.map(|e| e.esource() == &ErrorSource::Downstream);

@@ -90,6 +90,18 @@ pub fn clean(req: &mut RequestHeader, ctx: &Ctx) -> Result<(), Deny> {
         ));
     }
     one_content_length(req)?;
+    // An accepted h2c upgrade would turn the connection into a tunnel to
+    // the upstream, whose next requests the gateway never sees.
+    let h2c_upgrade = req.headers.get_all(http::header::UPGRADE).iter().any(|v| {
+        v.as_bytes()
+            .windows(3)
+            .any(|w| w.eq_ignore_ascii_case(b"h2c"))
+    });
+    if h2c_upgrade || req.headers.contains_key("http2-settings") {
+        return Err(Deny::BadRequest(
+            "an h2c upgrade is not accepted; use HTTP/2 with prior knowledge",
+        ));
+    }
     let drop: Vec<http::HeaderName> = req
         .headers
         .keys()
@@ -170,13 +182,16 @@ fn dropped(name: &str, ctx: &Ctx) -> bool {
     };
     let dashed = dashed.as_ref();
     let ids = &ctx.policy.config.identity_headers;
-    let identity = underscored
-        && [&ids.tenant, &ids.user, &ids.plan]
-            .iter()
-            .any(|h| h.as_str() == dashed);
+    let identity = underscored && ids.all().iter().any(|h| h.as_str() == dashed);
     let proxy = !ctx.peer_trusted
         && (dashed.starts_with("x-forwarded-") || PROXY_HEADERS.contains(&dashed));
     identity || proxy || METHOD_OVERRIDES.contains(&dashed)
+}
+
+/// The subject of the client's verified TLS certificate, if it sent one.
+pub fn client_subject(session: &Session) -> Option<&crate::tls::ClientSubject> {
+    let tls = session.digest()?.ssl_digest.as_ref()?;
+    tls.extension.get::<crate::tls::ClientSubject>()
 }
 
 /// What the upstream is told: identity headers from the token (client
@@ -184,8 +199,13 @@ fn dropped(name: &str, ctx: &Ctx) -> bool {
 /// trusted peers, written otherwise) and `X-Request-Id`.
 pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> pingora::Result<()> {
     let ids = &ctx.policy.config.identity_headers;
-    for name in [&ids.tenant, &ids.user, &ids.plan] {
+    for name in ids.all() {
         upstream.remove_header(name);
+    }
+    if let Some(subject) = client_subject(session) {
+        if let Ok(value) = http::HeaderValue::from_str(&subject.0) {
+            upstream.insert_header(ids.client_cert.clone(), value)?;
+        }
     }
     if let Some(identity) = &ctx.identity {
         upstream.insert_header(ids.tenant.clone(), identity.tenant.as_str())?;

@@ -68,7 +68,10 @@ impl Deny {
             Deny::BadTarget(why) => {
                 Refusal::new(400, "bad-target", "Bad request target", why.detail())
             }
-            Deny::BadRequest(detail) => Refusal::new(400, "bad-request", "Bad request", detail),
+            // What follows a malformed head cannot be trusted to frame.
+            Deny::BadRequest(detail) => {
+                Refusal::new(400, "bad-request", "Bad request", detail).close()
+            }
             Deny::UriTooLong { max } => Refusal::new(
                 414,
                 "uri-too-long",
@@ -88,6 +91,12 @@ impl Deny {
                 Refusal::unauthorized(AuthError::MissingClaim)
             }
             Deny::Unkeyable(Unkeyable::ValueTooLong) => Refusal::value_too_long(),
+            Deny::Unkeyable(Unkeyable::NoClientCert) => Refusal::new(
+                403,
+                "client-cert-required",
+                "Forbidden",
+                "this route is limited per client certificate; connect with one",
+            ),
             Deny::AuthThrottled { wait_ms } => Refusal::auth_throttled(wait_ms),
             Deny::RateLimited {
                 limit,
@@ -342,8 +351,17 @@ impl Refusal {
         Bytes::from(Value::Object(obj).to_string())
     }
 
-    /// Writes the whole response to the client.
+    /// Writes the whole response to the client: in gRPC form to a gRPC
+    /// request, else as a problem.
     pub async fn send(&self, session: &mut Session, request_id: &str) -> Result<()> {
+        if let Some(kind) = grpc_content_type(session) {
+            // gRPC-Web clients read their own content type back.
+            let kind = match kind.starts_with("application/grpc-web") {
+                true => kind.to_string(),
+                false => "application/grpc".to_string(),
+            };
+            return self.send_grpc(session, request_id, &kind).await;
+        }
         let body = self.body(request_id);
         let mut resp = ResponseHeader::build(self.status, Some(4 + self.headers.len()))?;
         resp.insert_header(http::header::CONTENT_TYPE, "application/problem+json")?;
@@ -360,6 +378,83 @@ impl Refusal {
         session.write_response_body(Some(body), true).await?;
         Ok(())
     }
+}
+
+impl Refusal {
+    /// The gRPC status a client library reports for this answer.
+    pub fn grpc_status(&self) -> u8 {
+        match self.status {
+            400 => 3,                   // INVALID_ARGUMENT
+            401 => 16,                  // UNAUTHENTICATED
+            403 => 7,                   // PERMISSION_DENIED
+            404 => 12,                  // UNIMPLEMENTED
+            408 | 504 => 4,             // DEADLINE_EXCEEDED
+            413 | 414 | 429 | 431 => 8, // RESOURCE_EXHAUSTED
+            502 | 503 => 14,            // UNAVAILABLE
+            _ => 13,                    // INTERNAL
+        }
+    }
+
+    /// A gRPC answer without messages: HTTP 200, then `grpc-status`,
+    /// `grpc-message` and the refusal's headers as trailing metadata (on
+    /// HTTP/1, gRPC-Web's trailers-only form: all in the head). gRPC clients
+    /// read any other HTTP status as UNAVAILABLE and drop the reason.
+    async fn send_grpc(&self, session: &mut Session, request_id: &str, kind: &str) -> Result<()> {
+        // Values the gateway made; one that is not valid fails the answer.
+        let value = |v: &str| {
+            http::HeaderValue::from_str(v).map_err(|_| Error::new(ErrorType::InternalError))
+        };
+        let mut trailers = http::HeaderMap::with_capacity(2 + self.headers.len());
+        trailers.insert("grpc-status", value(&self.grpc_status().to_string())?);
+        trailers.insert("grpc-message", value(&grpc_message(&self.detail))?);
+        for (name, v) in &self.headers {
+            trailers.append(name.clone(), value(v)?);
+        }
+        let mut resp = ResponseHeader::build(200, Some(3))?;
+        resp.insert_header(http::header::CONTENT_TYPE, kind)?;
+        resp.insert_header("x-request-id", request_id)?;
+        if self.close {
+            session.set_keepalive(None);
+        }
+        if session.is_http2() {
+            // Pingora cannot end an HTTP/2 stream on its head (the flag is
+            // dropped), so the status goes in trailers, as gRPC servers send it.
+            session.write_response_header(Box::new(resp), false).await?;
+            return session.write_response_trailers(trailers).await;
+        }
+        for (name, value) in &trailers {
+            resp.append_header(name.clone(), value.clone())?;
+        }
+        resp.insert_header(http::header::CONTENT_LENGTH, "0")?;
+        session.write_response_header(Box::new(resp), true).await?;
+        session.write_response_body(None, true).await
+    }
+}
+
+/// The content type of a gRPC (or gRPC-Web) request, whose answers must be
+/// gRPC answers: `application/grpc`, `application/grpc+proto`, `;...`.
+fn grpc_content_type(session: &Session) -> Option<&str> {
+    let value = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_TYPE)?
+        .to_str()
+        .ok()?;
+    let rest = value.strip_prefix("application/grpc")?;
+    let rest = rest.strip_prefix("-web").unwrap_or(rest);
+    (rest.is_empty() || rest.starts_with(['+', ';'])).then_some(value)
+}
+
+/// `grpc-message` is percent-encoded: bytes outside printable ASCII, and `%`.
+fn grpc_message(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        match b {
+            b' '..=b'~' if b != b'%' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
 }
 
 /// Quota headers for one bucket (SPEC section 5): IETF draft fields and/or
@@ -412,10 +507,30 @@ mod tests {
     }
 
     #[test]
+    fn grpc_clients_get_grpc_statuses_and_encoded_messages() {
+        let code = |deny: Deny| deny.refusal().grpc_status();
+        assert_eq!(code(Deny::Unauthorized(AuthError::Missing)), 16);
+        assert_eq!(code(Deny::NoRoute), 12);
+        assert_eq!(code(Deny::BodyTooLarge { max: 1 }), 8);
+        assert_eq!(
+            code(Deny::NoSlot {
+                policy: "u".into(),
+                slots: 1
+            }),
+            8
+        );
+        assert_eq!(code(Deny::StoreUnavailable), 14);
+        assert_eq!(code(Deny::BodyTimeout), 4);
+        assert_eq!(code(Deny::BadRequest("x")), 3);
+        assert_eq!(code(Deny::Internal("x")), 13);
+        assert_eq!(grpc_message("a \"b\" 100% é"), "a \"b\" 100%25 %C3%A9");
+    }
+
+    #[test]
     fn every_deny_has_its_status() {
         let table = [
             (Deny::BadTarget(BadTarget::Form), (400, "bad-target", false)),
-            (Deny::BadRequest("x"), (400, "bad-request", false)),
+            (Deny::BadRequest("x"), (400, "bad-request", true)),
             (Deny::UriTooLong { max: 8 }, (414, "uri-too-long", false)),
             (
                 Deny::HeaderTooLarge { max: 8 },
@@ -438,6 +553,10 @@ mod tests {
             (
                 Deny::Unkeyable(Unkeyable::MissingClaim),
                 (401, "unauthorized", false),
+            ),
+            (
+                Deny::Unkeyable(Unkeyable::NoClientCert),
+                (403, "client-cert-required", false),
             ),
             (
                 Deny::Unkeyable(Unkeyable::ValueTooLong),

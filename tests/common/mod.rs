@@ -15,12 +15,14 @@ use std::time::{Duration, Instant};
 mod gateway;
 mod http;
 mod redis;
+mod tls;
 mod upstream;
 
 pub use fairgate::echo::Stats;
 pub use gateway::*;
 pub use http::*;
 pub use redis::*;
+pub use tls::*;
 pub use upstream::*;
 
 /// A loopback address with a free port, never the same twice in one test

@@ -105,13 +105,14 @@ pub(super) const MAX_WINDOW_US: u64 = 10 * 366 * 86_400 * 1_000_000;
 
 pub(super) fn scope(r: &mut Reader<'_>, at: &At<'_>) -> Option<Scope> {
     const HELP: &str =
-        "must be tenant, tenant_user, tenant_token, client_ip, global, {path: NAME} or {header: NAME}";
+        "must be tenant, tenant_user, tenant_token, client_ip, client_cert, global, {path: NAME} or {header: NAME}";
     if let Some(s) = at.node.as_scalar() {
         return match s.as_str() {
             "tenant" => Some(Scope::Tenant),
             "tenant_user" => Some(Scope::TenantUser),
             "tenant_token" => Some(Scope::TenantToken),
             "client_ip" => Some(Scope::ClientIp),
+            "client_cert" => Some(Scope::ClientCert),
             "global" => Some(Scope::Global),
             _ => {
                 r.error_value(at, "limits.scope_invalid", HELP);
@@ -392,6 +393,7 @@ pub(super) fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> Identi
         tenant: HeaderName::from_static("x-tenant-id"),
         user: HeaderName::from_static("x-user-id"),
         plan: HeaderName::from_static("x-plan"),
+        client_cert: HeaderName::from_static("x-client-cert-subject"),
     };
     let Some(at) = at else { return out };
     let Some(f) = r.mapping(&at, schema::IDENTITY_HEADERS) else {
@@ -401,6 +403,7 @@ pub(super) fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> Identi
         ("tenant", &mut out.tenant),
         ("user", &mut out.user),
         ("plan", &mut out.plan),
+        ("client_cert", &mut out.client_cert),
     ] {
         let Some(at) = f.get(key) else { continue };
         let Some(text) = r.string(&at) else { continue };
@@ -414,11 +417,12 @@ pub(super) fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> Identi
             Err(_) => r.error_value(&at, "config.header_invalid", "not a valid header name"),
         }
     }
-    if out.tenant == out.user || out.tenant == out.plan || out.user == out.plan {
+    let all = out.all();
+    if (1..all.len()).any(|i| all[..i].contains(&all[i])) {
         r.error(
             &at,
             "config.header_invalid",
-            "tenant, user and plan need three different headers",
+            "tenant, user, plan and client_cert need four different headers",
         );
     }
     out

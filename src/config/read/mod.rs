@@ -67,7 +67,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     };
     let store = store(r, top.get("store"));
     let auth = top.get("auth").and_then(|at| auth(r, &at, base));
-    let upstreams = upstreams(r, top.get("upstreams"));
+    let upstreams = upstreams(r, top.get("upstreams"), base);
     let limits: BTreeMap<String, Limit> = named(r, top.get("limits"), limit);
     let default_limits = default_limits(r, top.get("default_limits"));
     let concurrency = named(r, top.get("concurrency"), concurrency);
@@ -106,6 +106,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
         acknowledge,
     };
     config.routes = routes(r, top.get("routes"), &config, &declared);
+    client_cert_needs_ca(r, &config, top.get("limits"));
 
     warnings(r, &config, &top);
     Some(config)
@@ -170,6 +171,38 @@ fn acknowledge(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeSet<String> {
     codes
 }
 
+/// A `client_cert` scope keys on a verified client certificate, which only
+/// `server.tls.client_ca` asks for.
+fn client_cert_needs_ca(r: &mut Reader<'_>, config: &Config, limits: Option<At<'_>>) {
+    if config
+        .server
+        .tls
+        .as_ref()
+        .is_some_and(|t| t.client_ca.is_some())
+    {
+        return;
+    }
+    let entries = limits.as_ref().and_then(|at| at.node.as_mapping());
+    for (key, _) in entries.into_iter().flat_map(|m| m.iter()) {
+        let scoped = config.limits.get(key.as_str()).map(|l| &l.scope);
+        if scoped == Some(&Scope::ClientCert) {
+            let at = key
+                .span()
+                .start()
+                .map_or((1, 1), |m| (m.line(), m.column()));
+            r.problems.push(
+                at,
+                "limits.scope_invalid",
+                format!(
+                    "limits.{}: scope client_cert needs server.tls.client_ca (no client \
+                     sends a certificate unless asked)",
+                    key.as_str()
+                ),
+            );
+        }
+    }
+}
+
 /// The judgement calls a file has not acknowledged.
 fn warnings(r: &mut Reader<'_>, config: &Config, top: &yaml::Fields<'_>) {
     let ack = |code: &str| config.acknowledge.contains(code);
@@ -184,6 +217,9 @@ fn warnings(r: &mut Reader<'_>, config: &Config, top: &yaml::Fields<'_>) {
         );
     }
     warn_client_keyed(r, config, top.get("routes"));
+    if !ack("server.tls_host_uncovered") {
+        warn_uncovered_hosts(r, config, top.get("routes"));
+    }
     if config.server.escaped_slashes == EscapedSlashes::Keep && !ack("server.escaped_slashes_keep")
     {
         let at = top.get("server").map(|a| a.pos()).unwrap_or((1, 1));
@@ -193,6 +229,45 @@ fn warnings(r: &mut Reader<'_>, config: &Config, top: &yaml::Fields<'_>) {
             "server.escaped_slashes \"keep\": fairgate routes /a%2Fb as one segment, but many \
              frameworks decode it to /a/b and route it elsewhere; make sure every upstream \
              keeps %2F escaped, or list server.escaped_slashes_keep under `acknowledge:`",
+        );
+    }
+}
+
+/// Routes whose host no served certificate names: their TLS clients get
+/// the default certificate and fail to verify it.
+fn warn_uncovered_hosts(r: &mut Reader<'_>, config: &Config, routes: Option<At<'_>>) {
+    let Some(Ok(certs)) = config
+        .server
+        .tls
+        .as_ref()
+        .map(|t| crate::tls::Certs::build(&t.certificates))
+    else {
+        return;
+    };
+    let nodes: Vec<_> = routes
+        .as_ref()
+        .and_then(|at| at.node.as_sequence())
+        .map(|s| s.iter().collect())
+        .unwrap_or_default();
+    for (i, route) in config.routes.iter().enumerate() {
+        let host = match &route.host {
+            Some(HostMatch::Exact(h)) => h.clone(),
+            Some(HostMatch::Suffix(s)) => format!("*.{}", s.trim_start_matches('.')),
+            None => continue,
+        };
+        if certs.covers(&host) || certs.served().iter().any(|s| s.names.contains(&host)) {
+            continue;
+        }
+        let at = nodes.get(i).map(|n| yaml::position(n)).unwrap_or((1, 1));
+        r.problems.warn(
+            at,
+            "server.tls_host_uncovered",
+            format!(
+                "route \"{}\" serves host {host}, which no certificate in server.tls names; \
+                 its HTTPS clients get the default certificate and fail to verify it. Add a \
+                 certificate for it, or list server.tls_host_uncovered under `acknowledge:`",
+                route.name
+            ),
         );
     }
 }
@@ -247,6 +322,7 @@ pub const ACKNOWLEDGEABLE: &[&str] = &[
     "store.process_local",
     "limits.client_keyed",
     "server.escaped_slashes_keep",
+    "server.tls_host_uncovered",
 ];
 
 /// A file path that must exist, resolved against the config's directory.

@@ -22,6 +22,12 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
         allow_underscores_in_headers: false,
         ipv6_prefix: 64,
         proxy_protocol: false,
+        http2: Http2 {
+            h2c: false,
+            max_concurrent_streams: 100,
+            max_header_list_size: 32 * 1024,
+            max_resets_per_second: 100,
+        },
     };
     let Some(at) = at else { return server };
     let Some(f) = r.mapping(&at, schema::SERVER) else {
@@ -31,7 +37,149 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
     proxy_protocol(r, &f, &mut server);
     path_rules(r, &f, &mut server);
     edge_bounds(r, &at, &f, &mut server);
+    server.http2.max_header_list_size = server.max_header_size as u32;
+    if let Some(at) = f.get("http2") {
+        http2(r, &at, &mut server.http2);
+    }
     server
+}
+
+/// `server.tls`: the listener, its certificates (a list, or `cert` and
+/// `key` for one) and client certificates. Every pair is loaded and
+/// checked here, so `check` finds what a handshake would.
+fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
+    let t = r.mapping(at, schema::SERVER_TLS)?;
+    if t.get("listen").is_none() {
+        missing(r, at, "listen");
+    }
+    let listen = t
+        .get("listen")
+        .and_then(|a| socket_addr(r, &a, "server.listen_invalid"));
+    let (certificates, places) = match (t.get("certificates"), t.get("cert")) {
+        (Some(list), None) => certificates(r, &list, base),
+        (None, Some(_)) => {
+            let cert = file_path(r, &t, "cert", base);
+            let key = file_path(r, &t, "key", base);
+            let one = cert.zip(key).map(|(cert, key)| Certificate {
+                cert,
+                key,
+                hosts: Vec::new(),
+            });
+            (one.into_iter().collect(), vec![at.clone()])
+        }
+        (Some(_), Some(_)) => {
+            r.error(
+                at,
+                "server.tls_invalid",
+                "give certificates or cert and key, not both",
+            );
+            return None;
+        }
+        (None, None) => {
+            missing(r, at, "certificates");
+            return None;
+        }
+    };
+    if let (false, Err((i, code, message))) = (
+        certificates.is_empty(),
+        crate::tls::Certs::build(&certificates),
+    ) {
+        r.error(&places[i], code, message);
+    }
+    let client_ca = t.get("client_ca").and_then(|ca_at| {
+        let path = file_path(r, &t, "client_ca", base)?;
+        if let Err(e) = crate::tls::load_roots(&path) {
+            r.error_value(&ca_at, "server.tls_invalid", e);
+        }
+        Some(path)
+    });
+    let client_cert_required = match t.get("client_auth") {
+        None => true,
+        Some(a) => match r.string(&a).as_deref() {
+            Some("required") => true,
+            Some("optional") => false,
+            _ => {
+                r.error_value(&a, "server.tls_invalid", "must be required or optional");
+                true
+            }
+        },
+    };
+    if let (Some(a), None) = (t.get("client_auth"), t.get("client_ca")) {
+        r.error(&a, "server.tls_invalid", "client_auth needs client_ca");
+    }
+    Some(ServerTls {
+        listen: listen?,
+        certificates,
+        client_ca,
+        client_cert_required,
+    })
+}
+
+/// The items of `server.tls.certificates`, with where each is written.
+fn certificates<'a>(
+    r: &mut Reader<'_>,
+    at: &At<'a>,
+    base: &Path,
+) -> (Vec<Certificate>, Vec<At<'a>>) {
+    let mut out = (Vec::new(), Vec::new());
+    let items = r.sequence(at);
+    if items.is_empty() {
+        r.error(at, "server.tls_invalid", "needs at least one certificate");
+    }
+    for (i, node) in items.into_iter().enumerate() {
+        let item = at.item(i, node);
+        let Some(c) = r.mapping(&item, schema::SERVER_TLS_CERT) else {
+            continue;
+        };
+        let cert = file_path(r, &c, "cert_file", base);
+        let key = file_path(r, &c, "key_file", base);
+        let hosts = c.get("hosts").map(|h| r.strings(&h)).unwrap_or_default();
+        if let (Some(cert), Some(key)) = (cert, key) {
+            let hosts = hosts.iter().map(|h| crate::tls::normal_name(h)).collect();
+            out.0.push(Certificate { cert, key, hosts });
+            out.1.push(item);
+        }
+    }
+    out
+}
+
+/// `server.http2`: what one HTTP/2 client connection may ask of the gateway.
+fn http2(r: &mut Reader<'_>, at: &At<'_>, h2: &mut Http2) {
+    let Some(f) = r.mapping(at, schema::SERVER_HTTP2) else {
+        return;
+    };
+    if let Some(b) = f.get("h2c").and_then(|a| r.bool(&a)) {
+        h2.h2c = b;
+    }
+    for (key, slot, max) in [
+        (
+            "max_concurrent_streams",
+            &mut h2.max_concurrent_streams,
+            10_000,
+        ),
+        (
+            "max_resets_per_second",
+            &mut h2.max_resets_per_second,
+            100_000,
+        ),
+    ] {
+        if let Some(at) = f.get(key) {
+            match r.count(&at, "server.http2_invalid") {
+                Some(n) if n.get() <= max => *slot = n.get() as u32,
+                Some(_) => {
+                    r.error_value(&at, "server.http2_invalid", format!("must be 1 to {max}"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let Some(at) = f.get("max_header_list_size") {
+        match r.size(&at) {
+            Some(n @ 1024..=1_048_576) => h2.max_header_list_size = n as u32,
+            Some(_) => r.error_value(&at, "server.size_invalid", "must be 1KiB to 1MiB"),
+            None => {}
+        }
+    }
 }
 
 /// Listeners, TLS, threads, grace and the trusted proxies.
@@ -48,19 +196,7 @@ fn listeners(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, server: &mut
         }
     }
     if let Some(at) = f.get("tls") {
-        if let Some(t) = r.mapping(&at, schema::SERVER_TLS) {
-            let listen = t
-                .get("listen")
-                .and_then(|a| socket_addr(r, &a, "server.listen_invalid"));
-            let cert = file_path(r, &t, "cert", base);
-            let key = file_path(r, &t, "key", base);
-            if t.get("listen").is_none() {
-                missing(r, &at, "listen");
-            }
-            if let (Some(listen), Some(cert), Some(key)) = (listen, cert, key) {
-                server.tls = Some(ServerTls { listen, cert, key });
-            }
-        }
+        server.tls = tls(r, &at, base);
     }
     if let Some(at) = f.get("threads") {
         match r.u64(&at, "server.threads_invalid") {

@@ -2,7 +2,11 @@
 
 use super::*;
 
-pub(super) fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<String, Upstream> {
+pub(super) fn upstreams(
+    r: &mut Reader<'_>,
+    at: Option<At<'_>>,
+    base: &Path,
+) -> BTreeMap<String, Upstream> {
     let mut out = BTreeMap::new();
     let Some(at) = at else { return out };
     for (name, at) in r.named(&at) {
@@ -34,6 +38,16 @@ pub(super) fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<Stri
         };
         let tls = flag(r, "tls", false);
         let tls_verify = flag(r, "tls_verify", true);
+        let protocol = protocol(r, &f, tls);
+        let ca_file = f.get("ca_file").and_then(|ca_at| {
+            let path = file_path(r, &f, "ca_file", base)?;
+            if !tls {
+                r.error(&ca_at, "upstreams.tls_invalid", "ca_file needs tls: true");
+            } else if let Err(e) = crate::tls::load_roots(&path) {
+                r.error_value(&ca_at, "upstreams.tls_invalid", e);
+            }
+            Some(path)
+        });
         let dur = |r: &mut Reader<'_>, key: &str, default: u64| {
             f.get(key)
                 .and_then(|at| r.positive_duration(&at))
@@ -46,6 +60,8 @@ pub(super) fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<Stri
                 tls,
                 sni: f.get("sni").and_then(|at| r.string(&at)),
                 tls_verify,
+                ca_file,
+                protocol,
                 connect_timeout: dur(r, "connect_timeout", 1_000),
                 read_timeout: dur(r, "read_timeout", 60_000),
                 health_interval: dur(r, "health_check_interval", 5_000),
@@ -53,6 +69,38 @@ pub(super) fn upstreams(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeMap<Stri
         );
     }
     out
+}
+
+/// `protocol: http1 | h2 | h2c`; h2 is negotiated by ALPN, so it needs TLS,
+/// and h2c is the clear-text form, so it cannot have it.
+fn protocol(r: &mut Reader<'_>, f: &yaml::Fields<'_>, tls: bool) -> UpstreamProtocol {
+    let Some(at) = f.get("protocol") else {
+        return UpstreamProtocol::Http1;
+    };
+    let (protocol, conflict) = match r.string(&at).as_deref() {
+        Some("http1") => (UpstreamProtocol::Http1, None),
+        Some("h2") => (
+            UpstreamProtocol::H2,
+            (!tls).then_some("h2 needs tls: true (use h2c)"),
+        ),
+        Some("h2c") => (
+            UpstreamProtocol::H2c,
+            tls.then_some("h2c is HTTP/2 without TLS (use h2)"),
+        ),
+        Some(_) => {
+            r.error_value(
+                &at,
+                "upstreams.protocol_invalid",
+                "must be one of http1, h2, h2c",
+            );
+            return UpstreamProtocol::Http1;
+        }
+        None => return UpstreamProtocol::Http1,
+    };
+    if let Some(message) = conflict {
+        r.error_value(&at, "upstreams.protocol_invalid", message);
+    }
+    protocol
 }
 
 pub(super) fn target_ok(text: &str) -> bool {

@@ -1,0 +1,193 @@
+//! HTTP/2 on the plain listener (h2c with prior knowledge, opt-in) and its
+//! defences: the advertised stream and header limits, and a client that
+//! opens and cancels streams in a tight loop (rapid reset, CVE-2023-44487)
+//! being cut off while other clients keep being served. Clients: `curl`
+//! and the `h2` crate (a real HTTP/2 implementation, not the gateway's).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+async fn gateway(echo: &Upstream, http2: &str) -> Gateway {
+    Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"], http2: {http2}}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        echo.addr
+    ))
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn h2c_prior_knowledge_is_opt_in_and_http1_still_works() {
+    let echo = Upstream::start().await;
+    let on = gateway(&echo, "{h2c: true}").await;
+    let url = on.url("/h2c");
+    let (out, code) = curl(&["--http2-prior-knowledge", &url]);
+    assert_eq!((code, out.lines().last().unwrap()), (0, "200 2"), "{out}");
+    let (out, code) = curl(&["--http1.1", &url]);
+    assert_eq!((code, out.lines().last().unwrap()), (0, "200 1.1"), "{out}");
+    // A request shorter than the 24-byte preface is not kept waiting for more.
+    let answer = raw_http(on.listen, "GET /short HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status_of(&answer), 200, "{answer}");
+
+    let off = gateway(&echo, "{h2c: false}").await;
+    let (out, code) = curl(&["--http2-prior-knowledge", &off.url("/h2c")]);
+    assert_ne!(code, 0, "h2c answered while off: {out}");
+    assert_eq!(echo.requests(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn configured_limits_are_advertised_and_enforced() {
+    let echo = Upstream::start().await;
+    let gw = gateway(
+        &echo,
+        "{h2c: true, max_concurrent_streams: 7, max_header_list_size: 4KiB}",
+    )
+    .await;
+    let tcp = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    // The server's SETTINGS arrive with the first exchange.
+    let request = http::Request::get(gw.url("/one")).body(()).unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    assert_eq!(response.await.unwrap().status(), 200);
+    assert_eq!(client.current_max_send_streams(), 7);
+
+    // A header list over 4 KiB never reaches the upstream.
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::get(gw.url("/big"))
+        .header("x-big", "a".repeat(6000))
+        .body(())
+        .unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    match response.await {
+        Ok(r) => assert_eq!(r.status(), 431),
+        Err(e) => assert!(e.is_reset() || e.is_go_away(), "{e}"),
+    }
+    assert_eq!(echo.requests(), 1);
+}
+
+/// Opens streams on one connection and cancels each at once, until the
+/// connection fails or `max` resets were sent: how many were sent, and
+/// whether the gateway cut the connection.
+async fn rapid_reset(addr: std::net::SocketAddr, url: &str, max: u32) -> (u32, bool) {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    let driver = tokio::spawn(connection);
+    let mut sent = 0;
+    while sent < max {
+        let Ok(mut ready) = client.clone().ready().await else {
+            break;
+        };
+        let request = http::Request::get(url).body(()).unwrap();
+        let Ok((response, mut stream)) = ready.send_request(request, false) else {
+            break;
+        };
+        stream.send_reset(h2::Reason::CANCEL);
+        drop(response);
+        sent += 1;
+        tokio::task::yield_now().await;
+    }
+    drop(client);
+    // A cut connection ends with an error; a kept one ends cleanly once
+    // the client lets go of it.
+    let end = tokio::time::timeout(Duration::from_secs(5), driver).await;
+    let cut = sent < max || matches!(end, Ok(Ok(Err(_))));
+    (sent, cut)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rapid_reset_clients_are_cut_off_and_others_are_served() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo, "{h2c: true, max_resets_per_second: 50}").await;
+    let slow = gw.url("/slow?sleep_ms=2000");
+
+    // A well-behaved client on its own connection, throughout.
+    let tcp = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let url = gw.url("/fine");
+    let served = tokio::spawn(async move {
+        let mut ok = 0;
+        for _ in 0..40 {
+            let mut c = client.clone().ready().await.unwrap();
+            let (response, _) = c
+                .send_request(http::Request::get(&url).body(()).unwrap(), true)
+                .unwrap();
+            if response.await.is_ok_and(|r| r.status() == 200) {
+                ok += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ok
+    });
+
+    let (sent, cut) = rapid_reset(gw.listen, &slow, 10_000).await;
+    assert!(cut, "the attacking connection was not cut off");
+    assert!(sent < 10_000, "all {sent} resets were taken");
+    println!(
+        "cut off after {sent} streams opened and reset; the upstream saw {} requests",
+        echo.requests()
+    );
+    let metrics = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "fairgate_edge_refusals_total{reason=\"h2_resets\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(served.await.unwrap(), 40);
+    // Streams reset at once never cost an upstream request beyond the bound.
+    assert!(echo.requests() <= 40 + 51, "{}", echo.requests());
+
+    // Resets below the bound, spread out, are a client's right.
+    let (sent, cut) = rapid_reset(gw.listen, &slow, 30).await;
+    assert_eq!((sent, cut), (30, false));
+    let (out, code) = curl(&["--http2-prior-knowledge", &gw.url("/after")]);
+    assert_eq!((code, out.lines().last().unwrap()), (0, "200 2"), "{out}");
+    let metrics = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "fairgate_edge_refusals_total{reason=\"h2_resets\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_h2c_upgrade_cannot_open_a_tunnel_past_the_gateway() {
+    let up = RawUpstream::start().await;
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"], http2: {{h2c: true}}}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        up.addr
+    ))
+    .await;
+    for upgrade in [
+        "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+        "Connection: Upgrade\r\nUpgrade: websocket, H2C\r\n",
+        "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+    ] {
+        let request = format!("GET /x HTTP/1.1\r\nHost: a\r\n{upgrade}\r\n");
+        let answer = raw_http(gw.listen, &request).await;
+        assert_eq!(status_of(&answer), 400, "{upgrade}: {answer}");
+    }
+    assert!(up.received.lock().unwrap().is_empty());
+}
