@@ -46,6 +46,11 @@ fn benches(c: &mut Criterion) {
     // Set before any thread reads the environment.
     std::env::set_var(SECRET_ENV, "bench-secret-0123456789abcdef");
     let config = config();
+    let headers = http::HeaderMap::new();
+    let carried = route::Carried {
+        headers: &headers,
+        query: None,
+    };
 
     c.bench_function("route: last of 21 prefix routes", |b| {
         b.iter(|| {
@@ -54,6 +59,7 @@ fn benches(c: &mut Criterion) {
                 "api.example.com",
                 "POST",
                 "/v19/items/42",
+                &carried,
             )
         })
     });
@@ -64,6 +70,7 @@ fn benches(c: &mut Criterion) {
                 "api.example.com",
                 "GET",
                 "/webhooks/stripe/events",
+                &carried,
             )
         })
     });

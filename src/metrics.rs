@@ -63,6 +63,10 @@ pub struct Metrics {
     pub edge_refusals: IntCounterVec,
     /// When each served certificate expires (its first name), Unix time.
     pub tls_expiry: IntGaugeVec,
+    /// Targets taken out of rotation by passive health, by upstream pool.
+    pub upstream_ejections: IntCounterVec,
+    /// Attempts made again on another target, by route.
+    pub upstream_retries: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -254,6 +258,18 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_tls_certificate_expiry_timestamp_seconds",
             "When each served certificate expires, Unix time, by its first name.",
             &["name"],
+        ),
+        upstream_ejections: counter(
+            &r,
+            "fairgate_upstream_ejections_total",
+            "Targets taken out of rotation by passive health, by upstream pool.",
+            &["upstream"],
+        ),
+        upstream_retries: counter(
+            &r,
+            "fairgate_upstream_retries_total",
+            "Requests tried again on another target, by route.",
+            &["route"],
         ),
         registry: r,
     }

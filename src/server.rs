@@ -120,6 +120,8 @@ fn proxy_service(
     let h2 = &server_cfg.http2;
     let mut options = pingora::apps::HttpServerOptions::default();
     options.h2c = h2.h2c;
+    // An HTTP/2 connection with no stream open closes like an idle HTTP/1 one.
+    options.h2_idle_timeout = Some(server_cfg.keepalive_timeout);
     gateway.server_options = Some(options);
     let mut h2_options = pingora::protocols::http::v2::server::default_h2_options();
     h2_options
@@ -227,6 +229,10 @@ impl Supervisor {
 
     fn health_checks(&self, last: &mut HashMap<String, Instant>) {
         let policy = self.shared.policy.load();
+        for pool in policy.pools.values() {
+            let pool = pool.clone();
+            tokio::spawn(async move { pool.refresh().await });
+        }
         for (name, pool) in &policy.pools {
             let due = last
                 .get(name)

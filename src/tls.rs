@@ -162,8 +162,25 @@ fn covers(pattern: &str, host: &str) -> bool {
     }
 }
 
+/// Certificate chains and keys are small; a bigger file is a mistake.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+fn bounded(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > MAX_PEM_BYTES => Err(format!(
+            "{}: {} bytes, over the 1 MiB a PEM chain or key may hold",
+            path.display(),
+            m.len()
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 /// Loads and checks one pair.
 pub fn load(cert: &Path, key: &Path) -> Result<Served, String> {
+    bounded(cert)?;
+    bounded(key)?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| format!("{}: not a PEM certificate chain: {e}", cert.display()))?;
@@ -222,6 +239,7 @@ pub fn load(cert: &Path, key: &Path) -> Result<Served, String> {
 
 /// The root certificates in a PEM file (client CA, upstream CA).
 pub fn load_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    bounded(path)?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
@@ -272,6 +290,9 @@ impl pingora::listeners::TlsAccept for SubjectOfClient {
     }
 }
 
+/// Bytes of subject text kept; beyond, the certificate names no subject.
+const MAX_SUBJECT: usize = 1024;
+
 /// The subject of a verified client certificate, as RFC 4514 text
 /// (`CN=billing,O=Acme`); `None` without one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,7 +325,9 @@ impl ClientSubject {
             })
             .collect();
         let text: Vec<&str> = rdns.iter().rev().map(String::as_str).collect();
-        (!text.is_empty()).then(|| ClientSubject(text.join(",")))
+        let text = text.join(",");
+        // Too long for a header line: no subject (client_cert routes refuse).
+        (!text.is_empty() && text.len() <= MAX_SUBJECT).then_some(ClientSubject(text))
     }
 }
 

@@ -100,6 +100,33 @@ bad_configs! {
     limits_client_cert_without_ca: "config/bad/limits.client_cert_without_ca.yaml" => [
         "config/bad/limits.client_cert_without_ca.yaml:8:3: limits.scope_invalid: limits.per_service: scope client_cert needs server.tls.client_ca (no client sends a certificate unless asked)",
     ],
+    routes_template_invalid: "config/bad/routes.template_invalid.yaml" => [
+        r#"config/bad/routes.template_invalid.yaml:9:112: routes.template_invalid: routes[0].request_headers.set.X-User "{user}": no variable {user} here; known: path, query, host, client_ip, request_id, route, uid, tenant"#,
+    ],
+    routes_redirect_invalid: "config/bad/routes.redirect_invalid.yaml" => [
+        r#"config/bad/routes.redirect_invalid.yaml:9:79: routes.redirect_invalid: routes[0].app_root "dashboard/": a path other than /, starting with /"#,
+    ],
+    routes_rewrite_invalid: "config/bad/routes.rewrite_invalid.yaml" => [
+        r#"config/bad/routes.rewrite_invalid.yaml:9:90: routes.rewrite_invalid: routes[0].rewrite.path "v2{rest}": a path starts with /"#,
+    ],
+    routes_header_reserved: "config/bad/routes.header_reserved.yaml" => [
+        r#"config/bad/routes.header_reserved.yaml:9:112: routes.header_reserved: routes[0].request_headers.set.X-Forwarded-Proto: x-forwarded-proto is set or read by the gateway itself"#,
+    ],
+    routes_cors_invalid: "config/bad/routes.cors_invalid.yaml" => [
+        r#"config/bad/routes.cors_invalid.yaml:9:76: routes.cors_invalid: routes[0].cors.origins: credentials cannot be allowed to any origin (*): list the origins"#,
+    ],
+    routes_split_invalid: "config/bad/routes.split_invalid.yaml" => [
+        r#"config/bad/routes.split_invalid.yaml:8:52: routes.split_invalid: routes[0].upstream: give upstream or upstreams, not both"#,
+    ],
+    routes_retries_invalid: "config/bad/routes.retries_invalid.yaml" => [
+        r#"config/bad/routes.retries_invalid.yaml:8:92: routes.retries_invalid: routes[0].retries.on: 503: retried are connect_failure and reset only; fairgate streams responses, so once an answer has begun it is the client's"#,
+    ],
+    upstreams_passive_health_invalid: "config/bad/upstreams.passive_health_invalid.yaml" => [
+        r#"config/bad/upstreams.passive_health_invalid.yaml:7:65: upstreams.passive_health_invalid: upstreams.api.passive_health.failures "0": must be at least 1"#,
+    ],
+    upstreams_resolver_invalid: "config/bad/upstreams.resolver_invalid.yaml" => [
+        r#"config/bad/upstreams.resolver_invalid.yaml:7:51: upstreams.resolver_invalid: upstreams.api.resolver "dns.internal:53": expected IP:PORT, e.g. 0.0.0.0:8080"#,
+    ],
     config_file_missing: "config/bad/config.file_missing.yaml" => [
         r#"config/bad/config.file_missing.yaml:4:41: config.file_missing: server.tls.cert "no-such-cert.pem": no such file config/bad/no-such-cert.pem"#,
     ],
@@ -119,7 +146,7 @@ bad_configs! {
         r#"config/bad/config.type_invalid.yaml:8:10: config.type_invalid: upstreams.api.tls "maybe": expected true or false"#,
     ],
     config_unknown_field: "config/bad/config.unknown_field.yaml" => [
-        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2",
+        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
     ],
     config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
         "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
@@ -236,7 +263,7 @@ bad_configs! {
     ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
-        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2",
+        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
         r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
         r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
         r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,

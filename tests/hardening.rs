@@ -777,3 +777,30 @@ async fn review_look_alike_proxy_and_method_headers_are_removed() {
     assert_eq!(got.cgi_header("X-Forwarded-Proto"), ["http"]);
     assert_eq!(got.cgi_header("X-Custom"), ["kept"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn review_lower_case_methods_are_refused() {
+    let up = RawUpstream::start().await;
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: writes, match: {{path_prefix: /x, methods: [POST]}}, upstream: api, auth: none, exempt: true}}
+  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        up.addr
+    ))
+    .await;
+    for method in ["post", "Post", "gEt"] {
+        let answer = raw_http(
+            gw.listen,
+            &format!("{method} /x HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(status_of(&answer), 400, "{method}: {answer}");
+    }
+    assert!(up.received.lock().unwrap().is_empty());
+}

@@ -191,3 +191,116 @@ acknowledge: [store.process_local]
     }
     assert!(up.received.lock().unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http2_requests_route_on_their_authority_and_keep_it_as_host() {
+    let echo = Upstream::start().await;
+    let gw = Gateway::start_hs256(
+        &format!(
+            r#"
+server: {{listen: ["$LISTEN"], http2: {{h2c: true}}}}
+admin: {{listen: "$ADMIN"}}
+{AUTH_HS256}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: admin, match: {{host: admin.test, path_prefix: /}}, upstream: api, limits: []}}
+  - {{name: public, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+            echo.addr
+        ),
+        GatewayOptions::default(),
+    )
+    .await;
+    let port = gw.listen.port();
+    let connect = format!("admin.test:{port}:127.0.0.1:{port}");
+    let url = format!("http://admin.test:{port}/anything");
+    // The host route (and its authentication) holds over HTTP/2 as over HTTP/1.1.
+    for version in ["--http2-prior-knowledge", "--http1.1"] {
+        let (out, code) = curl(&[version, "--connect-to", &connect, &url]);
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.ends_with("401 2") || out.ends_with("401 1.1"),
+            "{version}: {out}"
+        );
+    }
+    assert_eq!(echo.requests(), 0);
+
+    // A path the gateway rewrites to its normal form keeps the authority as Host.
+    let tcp = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::get(format!("http://other.test:{port}/%78//y"))
+        .body(())
+        .unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        bytes.extend_from_slice(&chunk.unwrap());
+    }
+    let echoed: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(echoed["path"], "/x/y");
+    assert_eq!(
+        echoed["headers"]["host"],
+        serde_json::json!([format!("other.test:{port}")])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http2_connection_that_sends_no_request_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = Upstream::start().await;
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"], header_timeout: 1s, http2: {{h2c: true}}}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        echo.addr
+    ))
+    .await;
+    // The preface alone, the preface and SETTINGS, and a head without END_HEADERS.
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    let settings = [0u8, 0, 0, 4, 0, 0, 0, 0, 0];
+    let open_head = [0u8, 0, 1, 1, 0, 0, 0, 0, 1, 0x82];
+    let cases = [
+        preface.clone(),
+        [preface.clone(), settings.to_vec()].concat(),
+        [preface, settings.to_vec(), open_head.to_vec()].concat(),
+    ];
+    let mut tasks = Vec::new();
+    for bytes in cases {
+        let addr = gw.listen;
+        tasks.push(tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(&bytes).await.unwrap();
+            let start = std::time::Instant::now();
+            let mut sink = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut sink));
+            assert!(read.await.is_ok(), "still open after 10 s");
+            start.elapsed()
+        }));
+    }
+    for t in tasks {
+        let took = t.await.unwrap();
+        assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    }
+    let metrics = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "fairgate_edge_refusals_total{reason=\"header_timeout\"}"
+        ),
+        Some(3.0)
+    );
+    // Served as usual otherwise.
+    let (out, code) = curl(&["--http2-prior-knowledge", &gw.url("/ok")]);
+    assert_eq!((code, out.lines().last().unwrap()), (0, "200 2"), "{out}");
+}

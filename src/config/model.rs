@@ -15,6 +15,11 @@ use ipnet::IpNet;
 use super::error::Problems;
 use super::yaml::{self, Reader};
 
+/// The methods routes may name.
+pub const METHODS: &[&str] = &[
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
+];
+
 /// A whole, validated configuration file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -65,6 +70,8 @@ pub struct Server {
     /// trusted proxy before anything else.
     pub proxy_protocol: bool,
     pub http2: Http2,
+    /// Address rules for every route (a route's own apply too).
+    pub addresses: AddressRules,
 }
 
 /// `server.escaped_slashes`, like Envoy's `path_with_escaped_slashes_action`.
@@ -194,9 +201,24 @@ pub struct Upstream {
     /// Trust these roots (PEM) for the pool's certificates instead of the system's.
     pub ca_file: Option<PathBuf>,
     pub protocol: UpstreamProtocol,
+    /// Take a target out of rotation after this many failures in a row.
+    pub passive_health: Option<PassiveHealth>,
+    /// Targets named by DNS are looked up again this often (or when the
+    /// answer's TTL runs out, if sooner).
+    pub resolve_every: Duration,
+    /// The DNS server to ask; `None`: the system's configuration.
+    pub resolver: Option<SocketAddr>,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_interval: Duration,
+}
+
+/// `failures` in a row (connect failures, resets, 5xx answers) take a
+/// target out of rotation for `cooldown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassiveHealth {
+    pub failures: u32,
+    pub cooldown: Duration,
 }
 
 /// How the gateway speaks to a pool: HTTP/1.1, HTTP/2 over TLS (ALPN), or
@@ -322,7 +344,38 @@ pub enum PathMatch {
     Prefix(String),
     /// Segments of a pattern such as `/webhooks/{provider}`.
     Pattern(Vec<Segment>),
+    /// `path_regex`, anchored at both ends; its named groups are captures.
+    Regex(PathRegex),
 }
+
+impl PathMatch {
+    /// The names of the captures a matching path gives.
+    pub fn captures(&self) -> Vec<&str> {
+        match self {
+            PathMatch::Pattern(segments) => segments
+                .iter()
+                .filter_map(|s| match s {
+                    Segment::Capture(c) => Some(c.as_str()),
+                    Segment::Literal(_) => None,
+                })
+                .collect(),
+            PathMatch::Regex(r) => r.0.capture_names().flatten().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A compiled `path_regex`; two are equal when their sources are.
+#[derive(Debug, Clone)]
+pub struct PathRegex(pub regex::Regex);
+
+impl PartialEq for PathRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for PathRegex {}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {
@@ -357,6 +410,144 @@ pub struct Route {
     /// An `auth: none` route keyed only by client-chosen values does not
     /// also spend the per-address default limit.
     pub client_ip_exempt: bool,
+    /// What else the request must carry to match (`match.headers`, `match.query`).
+    pub when: Vec<Condition>,
+    pub actions: Actions,
+}
+
+/// What a route does besides matching, limiting and forwarding.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Actions {
+    /// Answered by the gateway with a redirect; no upstream.
+    pub redirect: Option<Redirect>,
+    /// Plain-listener requests are sent to HTTPS (308) first.
+    pub https_redirect: bool,
+    /// A request for `/` is sent here (302) first.
+    pub app_root: Option<String>,
+    /// The path (and host) the upstream gets instead of the routed ones.
+    pub rewrite: Rewrite,
+    pub request_headers: HeaderEdits,
+    pub response_headers: HeaderEdits,
+    pub addresses: AddressRules,
+    pub timeouts: Timeouts,
+    pub cors: Option<Cors>,
+    /// `upstreams: [{name, weight}]`: each request picks a pool by weight
+    /// (empty: always `Route::upstream`).
+    pub split: Vec<(String, u32)>,
+    pub canary: Option<Canary>,
+    pub retries: Option<Retries>,
+}
+
+/// Another target after a failed attempt, before any response byte:
+/// never after a request body was streamed, never spending another token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retries {
+    /// Attempts in all, the first included (2 to 10).
+    pub attempts: u32,
+    pub on_connect_failure: bool,
+    pub on_reset: bool,
+    /// Upper-case; default the idempotent ones.
+    pub methods: Vec<String>,
+}
+
+/// Requests sent to another pool by who makes them: listed tenants or
+/// plans, a sticky share of tenants, or a header or cookie saying
+/// `always` (or `never`), as ingress-nginx `canary-by-header`/`-cookie`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Canary {
+    pub upstream: String,
+    pub tenants: Vec<String>,
+    pub plans: Vec<String>,
+    /// Share of tenants (by a stable hash of the tenant id; of client
+    /// addresses without one), 0 to 100.
+    pub percent: u8,
+    pub header: Option<HeaderName>,
+    pub cookie: Option<String>,
+}
+
+/// Cross-origin access for browsers (the Fetch standard's CORS protocol).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cors {
+    /// `scheme://host[:port]`, lower case; `*` for any (never with credentials).
+    pub origins: Vec<String>,
+    pub methods: Vec<String>,
+    /// Request headers a page may send, lower case.
+    pub headers: Vec<String>,
+    /// Response headers a page may read, beyond the CORS-safelisted ones.
+    pub expose: Vec<String>,
+    pub credentials: bool,
+    pub max_age: Option<Duration>,
+}
+
+/// One more thing a request must carry to match a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    Header(HeaderName, ValueMatch),
+    Query(String, ValueMatch),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueMatch {
+    Present,
+    Exact(String),
+}
+
+/// Text with `{name}` variables: the route's path captures, `rest` (after
+/// a `path_prefix`), `path`, `query`, `host`, `client_ip`, `tenant`,
+/// `request_id`, `route`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Template(pub Vec<Piece>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Text(String),
+    Var(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    pub to: Template,
+    /// 301, 302, 307 or 308.
+    pub code: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rewrite {
+    pub path: Option<Template>,
+    pub host: Option<String>,
+}
+
+/// `set` replaces, `add` appends, `remove` drops; in that order: remove, set, add.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeaderEdits {
+    pub set: Vec<(HeaderName, Template)>,
+    pub add: Vec<(HeaderName, Template)>,
+    pub remove: Vec<HeaderName>,
+}
+
+impl HeaderEdits {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Client-address rules (route's or the server's), on the address after
+/// `trusted_proxies` and PROXY protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AddressRules {
+    /// When not empty, only these addresses are served.
+    pub allow: Vec<IpNet>,
+    pub deny: Vec<IpNet>,
+    /// These addresses never spend tokens.
+    pub limit_exempt: Vec<IpNet>,
+}
+
+/// Per-route overrides of the pool's timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timeouts {
+    pub connect: Option<Duration>,
+    pub read: Option<Duration>,
+    pub write: Option<Duration>,
 }
 
 /// The result of loading a file: the config, plus warnings worth printing.

@@ -36,6 +36,9 @@ pub const SERVER: &[&str] = &[
     "ipv6_prefix",
     "proxy_protocol",
     "http2",
+    "allow_cidrs",
+    "deny_cidrs",
+    "limit_exempt_cidrs",
 ];
 pub const SERVER_TLS: &[&str] = &[
     "listen",
@@ -89,6 +92,9 @@ pub const UPSTREAM: &[&str] = &[
     "tls_verify",
     "ca_file",
     "protocol",
+    "passive_health",
+    "resolve_every",
+    "resolver",
     "connect_timeout",
     "read_timeout",
     "health_check_interval",
@@ -114,8 +120,48 @@ pub const ROUTE: &[&str] = &[
     "strip_prefix",
     "forward_authorization",
     "client_ip_exempt",
+    "redirect",
+    "https_redirect",
+    "app_root",
+    "rewrite",
+    "request_headers",
+    "response_headers",
+    "allow_cidrs",
+    "deny_cidrs",
+    "limit_exempt_cidrs",
+    "timeouts",
+    "cors",
+    "upstreams",
+    "canary",
+    "retries",
 ];
-pub const ROUTE_MATCH: &[&str] = &["host", "path", "path_prefix", "methods"];
+pub const ROUTE_MATCH: &[&str] = &[
+    "host",
+    "path",
+    "path_prefix",
+    "path_regex",
+    "methods",
+    "headers",
+    "query",
+];
+pub const REDIRECT: &[&str] = &["to", "code"];
+pub const REWRITE: &[&str] = &["path", "host"];
+pub const HEADER_EDITS: &[&str] = &["set", "add", "remove"];
+pub const TIMEOUTS: &[&str] = &["connect", "read", "write"];
+pub const SPLIT: &[&str] = &["name", "weight"];
+pub const RETRIES: &[&str] = &["attempts", "on", "methods"];
+pub const PASSIVE_HEALTH: &[&str] = &["failures", "cooldown"];
+pub const CANARY: &[&str] = &[
+    "upstream", "tenants", "plans", "percent", "header", "cookie",
+];
+pub const CORS: &[&str] = &[
+    "origins",
+    "methods",
+    "headers",
+    "expose",
+    "credentials",
+    "max_age",
+];
 
 /// Every key as a dotted path; operator-chosen names appear as `<name>`,
 /// list items as `[]`: `limits.<name>.plans.<plan>.rate`, `routes[].match.path`.
@@ -147,5 +193,15 @@ pub fn paths() -> Vec<String> {
     under("identity_headers", IDENTITY_HEADERS);
     under("routes[]", ROUTE);
     under("routes[].match", ROUTE_MATCH);
+    under("routes[].redirect", REDIRECT);
+    under("routes[].rewrite", REWRITE);
+    under("routes[].request_headers", HEADER_EDITS);
+    under("routes[].response_headers", HEADER_EDITS);
+    under("routes[].timeouts", TIMEOUTS);
+    under("routes[].cors", CORS);
+    under("routes[].upstreams[]", SPLIT);
+    under("routes[].canary", CANARY);
+    under("routes[].retries", RETRIES);
+    under("upstreams.<name>.passive_health", PASSIVE_HEALTH);
     out
 }

@@ -12,6 +12,7 @@ use super::ctx::Ctx;
 use super::headers;
 use super::respond::{self, Deny};
 use super::route::{self, BadTarget};
+use super::{cors, directives};
 use crate::auth::{Identity, Verifier};
 use crate::limit::{self, SlotAnswer, Source, Subject};
 use crate::metrics::METRICS;
@@ -23,7 +24,19 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     let host = route_on_one_path(session, ctx)?;
     let req = session.req_header();
     let policy = ctx.policy.clone();
-    let matched = route::find(&policy.config, &host, req.method.as_str(), req.uri.path())
+    let carried = route::Carried {
+        headers: &req.headers,
+        query: req.uri.query(),
+    };
+    // A CORS preflight is routed as the request it asks about.
+    let preflight = cors::preflight_method(&req.method, &req.headers);
+    let method = preflight.as_deref().unwrap_or(req.method.as_str());
+    let matched = route::find(&policy.config, &host, method, req.uri.path(), &carried)
+        .filter(|m| preflight.is_none() || m.route.actions.cors.is_some())
+        .or_else(|| {
+            let method = req.method.as_str();
+            route::find(&policy.config, &host, method, req.uri.path(), &carried)
+        })
         .ok_or(Deny::NoRoute)?;
     ctx.route = Some(matched.index);
     ctx.captures = matched
@@ -32,7 +45,18 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     let route = matched.route;
-    if route.exempt {
+    let server = &policy.config.server;
+    directives::check_address(&server.addresses, &route.actions.addresses, ctx.client_ip)?;
+    if let (Some(_), Some(cors)) = (&preflight, &route.actions.cors) {
+        return Err(Deny::Preflight(cors::preflight(cors, &req.headers)));
+    }
+    if let Some(redirect) = directives::redirect(session, ctx, route) {
+        return Err(redirect);
+    }
+    let req = session.req_header();
+    let exempt_address =
+        directives::limit_exempt(&server.addresses, &route.actions.addresses, ctx.client_ip);
+    if route.exempt || exempt_address {
         ctx.decision = "exempt";
     }
     // Before auth and limits: a body that cannot pass costs no tokens.
@@ -62,7 +86,9 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
         };
     }
     if !route.exempt {
-        spend(shared, session, ctx).await?;
+        if !exempt_address {
+            spend(shared, session, ctx).await?;
+        }
         take_slot(shared, session, ctx).await?;
     }
     Ok(())
@@ -73,13 +99,19 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
 /// logged and forwarded. Returns the host routes match on.
 fn route_on_one_path(session: &mut Session, ctx: &Ctx) -> Result<String, Deny> {
     let req = session.req_header();
-    let host = match req.headers.get(http::header::HOST) {
-        Some(h) => Some(
-            h.to_str()
-                .ok()
-                .and_then(route::host_of)
-                .ok_or(Deny::BadTarget(BadTarget::Host))?,
-        ),
+    // HTTP/2 names the host in `:authority`, not Host: routed the same,
+    // checked the same, and kept as the upstream's Host.
+    let authority = match req.headers.contains_key(http::header::HOST) {
+        false => req.uri.authority().map(|a| a.as_str().to_string()),
+        true => None,
+    };
+    let named = req
+        .headers
+        .get(http::header::HOST)
+        .map(|h| h.to_str().unwrap_or("\u{0}"))
+        .or(authority.as_deref());
+    let host = match named {
+        Some(h) => Some(route::host_of(h).ok_or(Deny::BadTarget(BadTarget::Host))?),
         None => None,
     };
     let server = &ctx.policy.config.server;
@@ -94,7 +126,7 @@ fn route_on_one_path(session: &mut Session, ctx: &Ctx) -> Result<String, Deny> {
     // (HTTP/1.0); the upstream gets it as Host too.
     let (host, set_host) = match (host, target.authority) {
         (None, Some(authority)) => (route::host_of(authority), Some(authority.to_string())),
-        (host, _) => (host, None),
+        (host, _) => (host, authority),
     };
     let unchanged = matches!(target.path, Cow::Borrowed(_))
         && req.raw_path().first() == Some(&b'/')

@@ -33,6 +33,13 @@ pub struct Ctx {
     /// Why a phase after admission stopped the request (body too large,
     /// lease lost), for `fail_to_proxy` to answer.
     pub deny: Option<crate::proxy::respond::Deny>,
+    /// The path the upstream got, when a rewrite changed it.
+    pub forwarded_path: Option<String>,
+    /// The pool the request was sent to (of a split or canary).
+    pub pool: Option<String>,
+    /// The target of the latest attempt, and how many attempts were made.
+    pub target: Option<std::net::SocketAddr>,
+    pub attempts: u32,
     _in_flight: InFlight,
 }
 
@@ -54,6 +61,10 @@ impl Ctx {
             lease: None,
             decision: "-",
             deny: None,
+            forwarded_path: None,
+            pool: None,
+            target: None,
+            attempts: 0,
             _in_flight: InFlight::new(),
         }
     }

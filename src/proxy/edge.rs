@@ -265,6 +265,9 @@ struct Resets {
     window: Instant,
     count: u32,
     limit: u32,
+    /// A whole request head (HEADERS, and CONTINUATIONs, to END_HEADERS)
+    /// has arrived: until then the connection has `header_timeout`.
+    seen_request: bool,
 }
 
 impl Resets {
@@ -277,6 +280,7 @@ impl Resets {
             window: Instant::now(),
             count: 0,
             limit,
+            seen_request: false,
         }
     }
 
@@ -305,8 +309,15 @@ impl Resets {
             self.have = 0;
             self.payload =
                 u32::from_be_bytes([0, self.head[0], self.head[1], self.head[2]]) as usize;
+            const HEADERS: u8 = 1;
             const RST_STREAM: u8 = 3;
-            if self.head[3] == RST_STREAM && self.count_one() {
+            const CONTINUATION: u8 = 9;
+            const END_HEADERS: u8 = 0x4;
+            let kind = self.head[3];
+            if matches!(kind, HEADERS | CONTINUATION) && self.head[4] & END_HEADERS != 0 {
+                self.seen_request = true;
+            }
+            if kind == RST_STREAM && self.count_one() {
                 return true;
             }
         }
@@ -479,6 +490,17 @@ impl AsyncRead for Guarded {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        // HTTP/2: the preface, SETTINGS and a first whole request head
+        // within `header_timeout`, like an HTTP/1 head; then h2's idle timeout.
+        let this = &mut *self;
+        let waiting = this.resets.as_ref().is_some_and(|r| !r.seen_request);
+        if waiting && std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
+            METRICS
+                .edge_refusals
+                .with_label_values(&["header_timeout"])
+                .inc();
+            return Poll::Ready(Err(std::io::Error::other("no HTTP/2 request in time")));
+        }
         let start = buf.filled().len();
         let read = self.as_mut().poll_read_guarded(cx, buf);
         let Some(resets) = self.resets.as_mut() else {

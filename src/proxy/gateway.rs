@@ -12,12 +12,13 @@ use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::modules::http::HttpModules;
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::upstreams::peer::Peer;
 use pingora::{ErrorSource, ErrorType};
 
 use super::ctx::Ctx;
 use super::headers::{self, X_REQUEST_ID};
 use super::respond::{self, Deny};
-use super::{admit, route};
+use super::{admit, cors, directives, route};
 use crate::state::Shared;
 
 pub struct Gateway {
@@ -54,7 +55,11 @@ impl ProxyHttp for Gateway {
         let Err(deny) = admit::admit(&self.shared, session, ctx).await else {
             return Ok(false);
         };
+        let preflight = matches!(deny, Deny::Preflight(_));
         let mut refusal = deny.refusal();
+        if !preflight {
+            refusal.headers.extend(cors_headers(session, ctx));
+        }
         // Never read (and so never drain) a body we refused.
         if has_body(session.req_header()) {
             refusal = refusal.close();
@@ -94,19 +99,32 @@ impl ProxyHttp for Gateway {
         }
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         let route = ctx
             .route()
             .ok_or_else(|| Error::new(ErrorType::InternalError))?;
+        let name = directives::pool(session, ctx, route).to_string();
         let pool = ctx
             .policy
             .pools
-            .get(&route.upstream)
+            .get(&name)
+            .cloned()
             .ok_or_else(|| Error::explain(ErrorType::InternalError, "upstream pool missing"))?;
-        let peer = pool
+        let mut peer = pool
             .peer()
             .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "no upstream target"))?;
+        let t = &route.actions.timeouts;
+        let options = &mut peer.options;
+        if let Some(connect) = t.connect {
+            options.connection_timeout = Some(connect);
+            options.total_connection_timeout = Some(connect * 2);
+        }
+        options.read_timeout = t.read.or(options.read_timeout);
+        options.write_timeout = t.write.or(options.write_timeout);
         ctx.upstream_started.get_or_insert_with(Instant::now);
+        ctx.pool = Some(name);
+        ctx.target = peer.address().as_inet().copied();
+        ctx.attempts += 1;
         Ok(Box::new(peer))
     }
 
@@ -117,24 +135,101 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         headers::upstream(session, upstream, ctx)?;
-        if let Some(uri) = ctx
-            .route()
-            .and_then(|r| route::upstream_uri(r, &upstream.uri))
-        {
+        let policy = ctx.policy.clone();
+        let Some(route) = ctx.route.map(|i| &policy.config.routes[i]) else {
+            return Ok(());
+        };
+        if let Some(uri) = route::upstream_uri(route, &upstream.uri) {
+            ctx.forwarded_path = Some(uri.path().to_string());
             upstream.set_uri(uri);
+        }
+        if let Some(path) = directives::forward(session, ctx, route, upstream)? {
+            ctx.forwarded_path = Some(path);
         }
         Ok(())
     }
 
     async fn response_filter(
         &self,
+        session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        if let Some(route) = ctx.route() {
+            directives::respond(session, ctx, route, response)?;
+        }
+        let cors = cors_headers(session, ctx);
+        if ctx.route().is_some_and(|r| r.actions.cors.is_some()) {
+            // The gateway answers for CORS on this route, not the upstream.
+            let theirs: Vec<http::HeaderName> = response
+                .headers
+                .keys()
+                .filter(|k| k.as_str().starts_with("access-control-"))
+                .cloned()
+                .collect();
+            for name in theirs {
+                response.remove_header(&name);
+            }
+        }
+        for (name, value) in cors {
+            response.append_header(name, value)?;
+        }
+        response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+        for (name, value) in &ctx.quota {
+            response.insert_header(name.clone(), value.as_str())?;
+        }
+        Ok(())
+    }
+
+    fn fail_to_connect(
+        &self,
+        session: &mut Session,
+        peer: &HttpPeer,
+        ctx: &mut Ctx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        self.upstream_failed(peer, ctx);
+        if retry(session, ctx, |r| r.on_connect_failure) {
+            e.set_retry(true);
+        }
+        e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let upstream = e.esource() == &ErrorSource::Upstream;
+        if upstream {
+            self.upstream_failed(peer, ctx);
+        }
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        let body_sent = ctx.request_body_bytes > 0 || session.as_ref().retry_buffer_truncated();
+        if body_sent || !session.req_header().method.is_idempotent() {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        // Only before any answer reached the client, and only the upstream's fault.
+        let answered = session.response_written().is_some();
+        if upstream && !answered && !body_sent && retry(session, ctx, |r| r.on_reset) {
+            e.set_retry(true);
+        }
+        e
+    }
+
+    async fn upstream_response_filter(
+        &self,
         _session: &mut Session,
         response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
-        for (name, value) in &ctx.quota {
-            response.insert_header(name.clone(), value.as_str())?;
+        if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
+            pool.record(addr, response.status.as_u16() < 500);
         }
         Ok(())
     }
@@ -153,6 +248,7 @@ impl ProxyHttp for Gateway {
                 ctx.refused = Some(refusal.status);
                 let mut refusal = refusal.close();
                 refusal.headers.extend(ctx.quota.iter().cloned());
+                refusal.headers.extend(cors_headers(session, ctx));
                 if let Err(err) = refusal.send(session, &ctx.request_id).await {
                     tracing::debug!(error = %err, "could not send error response");
                 }
@@ -208,6 +304,8 @@ impl ProxyHttp for Gateway {
             route = ctx.route_label(),
             method = %req.method,
             path = req.uri.path(),
+            upstream = ctx.pool.as_deref().unwrap_or(""),
+            upstream_path = ctx.forwarded_path.as_deref().unwrap_or(""),
             status,
             duration_ms = elapsed.as_secs_f64() * 1000.0,
             tenant = ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str()),
@@ -217,4 +315,45 @@ impl ProxyHttp for Gateway {
             error = error.map(|e| e.etype().as_str()).unwrap_or(""),
         );
     }
+}
+
+/// The CORS headers of the route, for this request's origin.
+fn cors_headers(session: &Session, ctx: &Ctx) -> Vec<(http::HeaderName, String)> {
+    match ctx.route().and_then(|r| r.actions.cors.as_ref()) {
+        Some(c) => cors::actual(c, &session.req_header().headers),
+        None => Vec::new(),
+    }
+}
+
+impl Gateway {
+    fn pool(&self, ctx: &Ctx) -> Option<std::sync::Arc<crate::upstream::Pool>> {
+        ctx.policy.pools.get(ctx.pool.as_deref()?).cloned()
+    }
+
+    /// Passive health: the target of this attempt failed.
+    fn upstream_failed(&self, peer: &HttpPeer, ctx: &Ctx) {
+        if let (Some(pool), Some(addr)) = (self.pool(ctx), peer.address().as_inet()) {
+            pool.record(*addr, false);
+        }
+    }
+}
+
+/// Whether the route's `retries` allow another attempt of this request
+/// after a failure of the kind `on` selects (counted when they do).
+fn retry(session: &Session, ctx: &Ctx, on: impl Fn(&crate::config::Retries) -> bool) -> bool {
+    let Some(route) = ctx.route() else {
+        return false;
+    };
+    let Some(r) = route.actions.retries.as_ref() else {
+        return false;
+    };
+    let method = session.req_header().method.as_str();
+    let allowed = on(r) && ctx.attempts < r.attempts && r.methods.iter().any(|m| m == method);
+    if allowed {
+        crate::metrics::METRICS
+            .upstream_retries
+            .with_label_values(&[route.name.as_str()])
+            .inc();
+    }
+    allowed
 }

@@ -90,6 +90,14 @@ pub fn clean(req: &mut RequestHeader, ctx: &Ctx) -> Result<(), Deny> {
         ));
     }
     one_content_length(req)?;
+    // `post` is not POST to a route, but frameworks that upper-case it
+    // would run it as one.
+    let method = req.method.as_str();
+    if method.bytes().any(|b| b.is_ascii_lowercase())
+        && crate::config::METHODS.contains(&method.to_ascii_uppercase().as_str())
+    {
+        return Err(Deny::BadRequest("methods are upper case"));
+    }
     // An accepted h2c upgrade would turn the connection into a tunnel to
     // the upstream, whose next requests the gateway never sees.
     let h2c_upgrade = req.headers.get_all(http::header::UPGRADE).iter().any(|v| {

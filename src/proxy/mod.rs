@@ -4,7 +4,9 @@
 //! and the gateway's own answers (`respond`).
 
 pub mod admit;
+pub mod cors;
 pub mod ctx;
+pub mod directives;
 pub mod edge;
 pub mod gateway;
 pub mod headers;

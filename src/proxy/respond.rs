@@ -59,6 +59,15 @@ pub enum Deny {
     SlotLost,
     /// The request body stopped arriving for `body_idle_timeout`.
     BodyTimeout,
+    /// The client address is outside the route's or server's address rules.
+    AddressForbidden,
+    /// The route sends this request elsewhere (`redirect`, `https_redirect`, `app_root`).
+    Redirect {
+        code: u16,
+        location: String,
+    },
+    /// A CORS preflight, answered with these headers.
+    Preflight(Vec<(HeaderName, String)>),
     Internal(&'static str),
 }
 
@@ -124,6 +133,16 @@ impl Deny {
                 "Request timeout",
                 "the request body stopped arriving",
             ),
+            Deny::AddressForbidden => Refusal::new(
+                403,
+                "address-forbidden",
+                "Forbidden",
+                "this route does not serve the client's address",
+            ),
+            Deny::Redirect { code, location } => {
+                Refusal::bodyless(code, "redirect", vec![(http::header::LOCATION, location)])
+            }
+            Deny::Preflight(headers) => Refusal::bodyless(204, "preflight", headers),
             Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
         }
     }
@@ -135,6 +154,14 @@ impl Deny {
 }
 
 impl Refusal {
+    /// An answer that is not a problem (a redirect, a preflight): no body.
+    fn bodyless(status: u16, slug: &'static str, headers: Vec<(HeaderName, String)>) -> Self {
+        let mut r = Refusal::new(status, slug, "", "");
+        r.headers = headers;
+        r.bodyless = true;
+        r
+    }
+
     fn body_too_large(max: u64) -> Self {
         Refusal::new(
             413,
@@ -241,6 +268,8 @@ pub struct Refusal {
     pub extra: Map<String, Value>,
     /// Close the connection after answering (the request body was not read).
     pub close: bool,
+    /// No problem body (a redirect).
+    pub bodyless: bool,
 }
 
 impl Refusal {
@@ -258,6 +287,7 @@ impl Refusal {
             headers: Vec::new(),
             extra: Map::new(),
             close: false,
+            bodyless: false,
         }
     }
 
@@ -362,9 +392,14 @@ impl Refusal {
             };
             return self.send_grpc(session, request_id, &kind).await;
         }
-        let body = self.body(request_id);
+        let body = match self.bodyless {
+            true => Bytes::new(),
+            false => self.body(request_id),
+        };
         let mut resp = ResponseHeader::build(self.status, Some(4 + self.headers.len()))?;
-        resp.insert_header(http::header::CONTENT_TYPE, "application/problem+json")?;
+        if !self.bodyless {
+            resp.insert_header(http::header::CONTENT_TYPE, "application/problem+json")?;
+        }
         resp.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
         resp.insert_header("x-request-id", request_id)?;
         for (name, value) in &self.headers {
@@ -413,6 +448,8 @@ impl Refusal {
         let mut resp = ResponseHeader::build(200, Some(3))?;
         resp.insert_header(http::header::CONTENT_TYPE, kind)?;
         resp.insert_header("x-request-id", request_id)?;
+        // A 200 a shared cache must never keep for the URL.
+        resp.insert_header(http::header::CACHE_CONTROL, "no-store")?;
         if self.close {
             session.set_keepalive(None);
         }
@@ -434,6 +471,9 @@ impl Refusal {
 /// The content type of a gRPC (or gRPC-Web) request, whose answers must be
 /// gRPC answers: `application/grpc`, `application/grpc+proto`, `;...`.
 fn grpc_content_type(session: &Session) -> Option<&str> {
+    if session.req_header().method != http::Method::POST {
+        return None;
+    }
     let value = session
         .req_header()
         .headers

@@ -7,7 +7,9 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::config::{Config, EscapedSlashes, HostMatch, PathMatch, Route, Segment};
+use crate::config::{
+    Condition, Config, EscapedSlashes, HostMatch, PathMatch, Route, Segment, ValueMatch,
+};
 
 /// The chosen route and the values of its path captures.
 #[derive(Debug)]
@@ -17,13 +19,79 @@ pub struct Matched<'c> {
     pub captures: Vec<(&'c str, String)>,
 }
 
+/// What else of a request routes may match on: its headers and query.
+pub struct Carried<'a> {
+    pub headers: &'a http::HeaderMap,
+    pub query: Option<&'a str>,
+}
+
+impl Carried<'_> {
+    fn holds(&self, condition: &Condition) -> bool {
+        let matches = |want: &ValueMatch, value: Option<&[u8]>| match (want, value) {
+            (ValueMatch::Present, v) => v.is_some(),
+            (ValueMatch::Exact(w), Some(v)) => w.as_bytes() == v,
+            (ValueMatch::Exact(_), None) => false,
+        };
+        match condition {
+            Condition::Header(name, want) => {
+                let values = self.headers.get_all(name);
+                match want {
+                    ValueMatch::Present => values.iter().next().is_some(),
+                    _ => values.iter().any(|v| matches(want, Some(v.as_bytes()))),
+                }
+            }
+            Condition::Query(key, want) => {
+                let mut pairs = self
+                    .query
+                    .unwrap_or("")
+                    .split('&')
+                    .filter(|p| !p.is_empty());
+                pairs.any(|pair| {
+                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                    decoded(k) == key.as_bytes() && matches(want, Some(&decoded(v)))
+                })
+            }
+        }
+    }
+}
+
+/// A query key or value as the application reads it: `%XX` and `+` decoded.
+fn decoded(text: &str) -> Vec<u8> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |at: usize| b.get(at).and_then(|c| (*c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+            (b'+', ..) => out.push(b' '),
+            (c, ..) => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
 /// `host` is the request's Host without port, lower-cased.
-pub fn find<'c>(config: &'c Config, host: &str, method: &str, path: &str) -> Option<Matched<'c>> {
+pub fn find<'c>(
+    config: &'c Config,
+    host: &str,
+    method: &str,
+    path: &str,
+    carried: &Carried<'_>,
+) -> Option<Matched<'c>> {
     config.routes.iter().enumerate().find_map(|(index, route)| {
         if !host_matches(route.host.as_ref(), host) {
             return None;
         }
         if !route.methods.is_empty() && !route.methods.iter().any(|m| m == method) {
+            return None;
+        }
+        if !route.when.iter().all(|c| carried.holds(c)) {
             return None;
         }
         let captures = path_matches(&route.path, path)?;
@@ -52,6 +120,14 @@ fn path_matches<'c>(want: &'c PathMatch, path: &str) -> Option<Vec<(&'c str, Str
         PathMatch::Prefix(p) => {
             let rest = path.strip_prefix(p.as_str())?;
             (rest.is_empty() || rest.starts_with('/')).then(Vec::new)
+        }
+        PathMatch::Regex(re) => {
+            let found = re.0.captures(path)?;
+            let names = re.0.capture_names().flatten();
+            let captures = names
+                .filter_map(|name| Some((name, found.name(name)?.as_str().to_string())))
+                .collect();
+            Some(captures)
         }
         PathMatch::Pattern(segments) => {
             let mut parts = path.strip_prefix('/')?.split('/');

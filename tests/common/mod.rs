@@ -12,12 +12,14 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod dns;
 mod gateway;
 mod http;
 mod redis;
 mod tls;
 mod upstream;
 
+pub use dns::*;
 pub use fairgate::echo::Stats;
 pub use gateway::*;
 pub use http::*;

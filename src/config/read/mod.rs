@@ -18,6 +18,7 @@ use super::schema;
 use super::yaml::{self, join, At, Reader};
 
 mod auth;
+mod directives;
 mod limits;
 mod routes;
 mod server;
@@ -25,6 +26,7 @@ mod store;
 mod upstreams;
 
 use auth::*;
+use directives::*;
 use limits::*;
 use routes::*;
 use server::*;

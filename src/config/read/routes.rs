@@ -3,10 +3,6 @@
 
 use super::*;
 
-pub(super) const METHODS: &[&str] = &[
-    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT",
-];
-
 pub(super) struct Declared {
     pub(super) limits: BTreeSet<String>,
     pub(super) concurrency: BTreeSet<String>,
@@ -47,21 +43,11 @@ pub(super) fn route(
 ) -> Option<Route> {
     let f = r.mapping(at, schema::ROUTE)?;
     let name = route_name(r, at, &f)?;
-    let (host, path, methods) = route_match(r, at, &f);
-    let upstream = match f.get("upstream") {
-        Some(u) => {
-            let name = r.string(&u)?;
-            if !config.upstreams.contains_key(&name) {
-                r.error_value(&u, "routes.upstream_unknown", "no upstream with this name");
-            }
-            name
-        }
-        None => {
-            missing(r, at, "upstream");
-            String::new()
-        }
-    };
-    let auth = route_auth(r, at, &f, config);
+    let (host, path, methods, when) = route_match(r, at, &f);
+    let actions = actions(r, &f, &path, config);
+    let upstream = route_upstream(r, at, &f, config, &actions)?;
+    // A redirect answers before authentication: it needs none.
+    let auth = f.get("redirect").is_none() && route_auth(r, at, &f, config);
     let exempt = f.get("exempt").and_then(|e| r.bool(&e)).unwrap_or(false);
     let flag = |r: &mut Reader<'_>, key: &str, default: bool| {
         f.get(key).and_then(|a| r.bool(&a)).unwrap_or(default)
@@ -111,6 +97,46 @@ pub(super) fn route(
         strip_prefix,
         forward_authorization,
         client_ip_exempt,
+        when,
+        actions,
+    })
+}
+
+/// The route's pool: `upstream`, the first of `upstreams`, or none for a redirect.
+fn route_upstream(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    f: &yaml::Fields<'_>,
+    config: &Config,
+    actions: &Actions,
+) -> Option<String> {
+    Some(match f.get("upstream") {
+        Some(u) if f.get("upstreams").is_some() => {
+            r.error(
+                &u,
+                "routes.split_invalid",
+                "give upstream or upstreams, not both",
+            );
+            return None;
+        }
+        Some(u) => {
+            let name = r.string(&u)?;
+            if !config.upstreams.contains_key(&name) {
+                r.error_value(&u, "routes.upstream_unknown", "no upstream with this name");
+            }
+            name
+        }
+        // A redirect (even a broken one) answers every request itself.
+        None if f.get("redirect").is_some() => String::new(),
+        None if f.get("upstreams").is_some() => actions
+            .split
+            .first()
+            .map(|s| s.0.clone())
+            .unwrap_or_default(),
+        None => {
+            missing(r, at, "upstream");
+            String::new()
+        }
     })
 }
 
@@ -151,34 +177,40 @@ fn route_name(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>) -> Option<S
     Some(name)
 }
 
-/// `match` (and the route-level `host`): host, path and methods.
+/// `match` (and the route-level `host`): host, path, methods, and the
+/// header and query conditions.
 fn route_match(
     r: &mut Reader<'_>,
     at: &At<'_>,
     f: &yaml::Fields<'_>,
-) -> (Option<HostMatch>, PathMatch, Vec<String>) {
+) -> (Option<HostMatch>, PathMatch, Vec<String>, Vec<Condition>) {
     let mut host = f.get("host").and_then(|h| host_match(r, &h));
     let mut path = PathMatch::Any;
     let mut methods = Vec::new();
     let Some(m) = f.get("match") else {
         missing(r, at, "match");
-        return (host, path, methods);
+        return (host, path, methods, Vec::new());
     };
     let Some(mf) = r.mapping(&m, schema::ROUTE_MATCH) else {
-        return (host, path, methods);
+        return (host, path, methods, Vec::new());
     };
     if let Some(h) = mf.get("host") {
         host = host_match(r, &h);
     }
-    match (mf.get("path"), mf.get("path_prefix")) {
-        (Some(p), None) => path = path_match(r, &p, false),
-        (None, Some(p)) => path = path_match(r, &p, true),
-        (Some(p), Some(_)) => r.error(
-            &p,
+    let given: Vec<At<'_>> = ["path", "path_prefix", "path_regex"]
+        .iter()
+        .filter_map(|k| mf.get(k))
+        .collect();
+    match (mf.get("path"), mf.get("path_prefix"), mf.get("path_regex")) {
+        _ if given.len() > 1 => r.error(
+            &given[1],
             "routes.match_invalid",
-            "use path or path_prefix, not both",
+            "use one of path, path_prefix, path_regex",
         ),
-        (None, None) => {}
+        (Some(p), ..) => path = path_match(r, &p, false),
+        (_, Some(p), _) => path = path_match(r, &p, true),
+        (.., Some(p)) => path = path_regex(r, &p),
+        _ => {}
     }
     if let Some(ms) = mf.get("methods") {
         for (i, node) in r.sequence(&ms).into_iter().enumerate() {
@@ -194,7 +226,8 @@ fn route_match(
             }
         }
     }
-    (host, path, methods)
+    let when = conditions(r, &mf);
+    (host, path, methods, when)
 }
 
 fn route_auth(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, config: &Config) -> bool {
@@ -323,19 +356,11 @@ pub(super) fn check_scope(
             "routes.scope_needs_auth",
             "this limit is scoped by tenant but the route has `auth: none`",
         ),
-        Scope::Path(capture) => {
-            let known = matches!(path, PathMatch::Pattern(segs)
-                if segs.iter().any(|s| matches!(s, Segment::Capture(c) if c == capture)));
-            if !known {
-                r.error_value(
-                    at,
-                    "routes.path_capture_unknown",
-                    format!(
-                        "the limit uses path capture {{{capture}}} but the route's path has none"
-                    ),
-                );
-            }
-        }
+        Scope::Path(capture) if !path.captures().contains(&capture.as_str()) => r.error_value(
+            at,
+            "routes.path_capture_unknown",
+            format!("the limit uses path capture {{{capture}}} but the route's path has none"),
+        ),
         _ => {}
     }
 }
@@ -374,6 +399,40 @@ pub(super) fn host_match(r: &mut Reader<'_>, at: &At<'_>) -> Option<HostMatch> {
         return None;
     }
     Some(HostMatch::Exact(text))
+}
+
+/// `path_regex`: anchored at both ends, named groups as captures.
+fn path_regex(r: &mut Reader<'_>, at: &At<'_>) -> PathMatch {
+    let Some(text) = r.string(at) else {
+        return PathMatch::Any;
+    };
+    let anchored = format!(
+        "^(?:{})$",
+        text.trim_start_matches('^').trim_end_matches('$')
+    );
+    let built = regex::RegexBuilder::new(&anchored)
+        .size_limit(1 << 20)
+        .build();
+    match built {
+        Ok(re) if re.capture_names().flatten().all(name_ok) => PathMatch::Regex(PathRegex(re)),
+        Ok(_) => {
+            r.error_value(
+                at,
+                "routes.match_invalid",
+                "group names use A-Z a-z 0-9 _ only",
+            );
+            PathMatch::Any
+        }
+        Err(e) => {
+            let why = e.to_string().lines().last().unwrap_or("").to_string();
+            r.error_value(
+                at,
+                "routes.match_invalid",
+                format!("not a regular expression: {why}"),
+            );
+            PathMatch::Any
+        }
+    }
 }
 
 pub(super) fn path_match(r: &mut Reader<'_>, at: &At<'_>, prefix: bool) -> PathMatch {

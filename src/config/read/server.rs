@@ -28,6 +28,7 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
             max_header_list_size: 32 * 1024,
             max_resets_per_second: 100,
         },
+        addresses: AddressRules::default(),
     };
     let Some(at) = at else { return server };
     let Some(f) = r.mapping(&at, schema::SERVER) else {
@@ -209,25 +210,13 @@ fn listeners(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, server: &mut
         server.shutdown_grace = d;
     }
     if let Some(at) = f.get("trusted_proxies") {
-        let items = r.sequence(&at);
-        for (i, node) in items.into_iter().enumerate() {
-            let item = at.item(i, node);
-            let Some(text) = r.string(&item) else {
-                continue;
-            };
-            let net = text
-                .parse::<IpNet>()
-                .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
-            match net {
-                Ok(net) => server.trusted_proxies.push(net),
-                Err(_) => r.error_value(
-                    &item,
-                    "server.cidr_invalid",
-                    "expected a CIDR such as 10.0.0.0/8 or an IP address",
-                ),
+        for (i, node) in r.sequence(&at).into_iter().enumerate() {
+            if let Some(net) = cidr(r, &at.item(i, node)) {
+                server.trusted_proxies.push(net);
             }
         }
     }
+    server.addresses = address_rules(r, f);
 }
 
 /// PROXY protocol is believed only from trusted proxies, so it needs some.

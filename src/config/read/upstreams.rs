@@ -62,6 +62,11 @@ pub(super) fn upstreams(
                 tls_verify,
                 ca_file,
                 protocol,
+                passive_health: f.get("passive_health").and_then(|p| passive_health(r, &p)),
+                resolve_every: dur(r, "resolve_every", 5_000),
+                resolver: f
+                    .get("resolver")
+                    .and_then(|a| socket_addr(r, &a, "upstreams.resolver_invalid")),
                 connect_timeout: dur(r, "connect_timeout", 1_000),
                 read_timeout: dur(r, "read_timeout", 60_000),
                 health_interval: dur(r, "health_check_interval", 5_000),
@@ -69,6 +74,22 @@ pub(super) fn upstreams(
         );
     }
     out
+}
+
+fn passive_health(r: &mut Reader<'_>, at: &At<'_>) -> Option<PassiveHealth> {
+    let f = r.mapping(at, schema::PASSIVE_HEALTH)?;
+    let failures = match f.get("failures") {
+        Some(n) => r
+            .count(&n, "upstreams.passive_health_invalid")?
+            .get()
+            .min(1000) as u32,
+        None => 3,
+    };
+    let cooldown = match f.get("cooldown") {
+        Some(d) => r.positive_duration(&d)?,
+        None => Duration::from_secs(10),
+    };
+    Some(PassiveHealth { failures, cooldown })
 }
 
 /// `protocol: http1 | h2 | h2c`; h2 is negotiated by ALPN, so it needs TLS,

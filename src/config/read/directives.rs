@@ -1,0 +1,513 @@
+//! Reads what a route does besides forwarding: header and query matches,
+//! redirects, rewrites, header edits, address rules and timeouts; and the
+//! `{name}` templates they use, whose every variable must exist.
+
+use super::*;
+
+/// Variables every template may use, besides the route's path captures
+/// (and `rest` after a `path_prefix`).
+const REQUEST_VARS: &[&str] = &["path", "query", "host", "client_ip", "request_id", "route"];
+
+/// Headers the gateway sets or reads itself: no edit may touch them.
+const RESERVED: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "x-request-id",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "ratelimit",
+    "ratelimit-policy",
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "retry-after",
+];
+
+/// A route's `redirect`, `rewrite`, header edits, address rules, timeouts, `cors`.
+pub(super) fn actions(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    path: &PathMatch,
+    config: &Config,
+) -> Actions {
+    let vars = Vars::of(path, false);
+    let header_vars = Vars::of(path, true);
+    let edits = |r: &mut Reader<'_>, key: &str| {
+        f.get(key).map_or_else(HeaderEdits::default, |e| {
+            header_edits(r, &e, &header_vars, &config.identity_headers)
+        })
+    };
+    let app_root = f.get("app_root").and_then(|a| {
+        let text = r.string(&a)?;
+        if !text.starts_with('/') || text == "/" {
+            r.error_value(
+                &a,
+                "routes.redirect_invalid",
+                "a path other than /, starting with /",
+            );
+        }
+        Some(text)
+    });
+    let rewrite = f
+        .get("rewrite")
+        .map_or_else(Rewrite::default, |w| rewrite(r, &w, &vars));
+    if let (Some(_), Some(w)) = (&rewrite.path, f.get("strip_prefix")) {
+        r.error(
+            &w,
+            "routes.rewrite_invalid",
+            "use rewrite.path or strip_prefix, not both",
+        );
+    }
+    Actions {
+        redirect: f.get("redirect").and_then(|d| redirect(r, &d, &vars)),
+        https_redirect: f
+            .get("https_redirect")
+            .and_then(|b| r.bool(&b))
+            .unwrap_or(false),
+        app_root,
+        rewrite,
+        request_headers: edits(r, "request_headers"),
+        response_headers: edits(r, "response_headers"),
+        addresses: address_rules(r, f),
+        timeouts: f
+            .get("timeouts")
+            .map_or_else(Timeouts::default, |t| timeouts(r, &t)),
+        cors: f.get("cors").and_then(|c| cors(r, &c)),
+        split: f
+            .get("upstreams")
+            .map(|u| split(r, &u, config))
+            .unwrap_or_default(),
+        canary: f.get("canary").and_then(|c| canary(r, &c, config)),
+        retries: f.get("retries").and_then(|c| retries(r, &c)),
+    }
+}
+
+/// `retries: {attempts, on, methods}`.
+fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
+    let f = r.mapping(at, schema::RETRIES)?;
+    let attempts = match f.get("attempts") {
+        None => 2,
+        Some(a) => match r.u64(&a, "routes.retries_invalid") {
+            Some(n @ 2..=10) => n as u32,
+            _ => {
+                r.error_value(
+                    &a,
+                    "routes.retries_invalid",
+                    "must be 2 to 10 (the first attempt included)",
+                );
+                return None;
+            }
+        },
+    };
+    let on = match f.get("on") {
+        Some(o) => r.strings(&o),
+        None => vec!["connect_failure".into(), "reset".into()],
+    };
+    for when in &on {
+        if !matches!(when.as_str(), "connect_failure" | "reset") {
+            let o = f.get("on")?;
+            r.error(
+                &o,
+                "routes.retries_invalid",
+                format!(
+                    "{when}: retried are connect_failure and reset only; fairgate streams \
+                     responses, so once an answer has begun it is the client's"
+                ),
+            );
+        }
+    }
+    let methods = match f.get("methods") {
+        Some(m) => r
+            .strings(&m)
+            .iter()
+            .map(|m| m.to_ascii_uppercase())
+            .collect(),
+        None => ["GET", "HEAD", "OPTIONS", "PUT", "DELETE"]
+            .map(String::from)
+            .to_vec(),
+    };
+    Some(Retries {
+        attempts,
+        on_connect_failure: on.iter().any(|o| o == "connect_failure"),
+        on_reset: on.iter().any(|o| o == "reset"),
+        methods,
+    })
+}
+
+fn pool_name(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<String> {
+    let name = r.string(at)?;
+    if !config.upstreams.contains_key(&name) {
+        r.error_value(at, "routes.upstream_unknown", "no upstream with this name");
+    }
+    Some(name)
+}
+
+/// `upstreams: [{name, weight}]`.
+fn split(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for (i, node) in r.sequence(at).into_iter().enumerate() {
+        let item = at.item(i, node);
+        let Some(f) = r.mapping(&item, schema::SPLIT) else {
+            continue;
+        };
+        let Some(name) = f.get("name").and_then(|n| pool_name(r, &n, config)) else {
+            missing(r, &item, "name");
+            continue;
+        };
+        let weight = match f.get("weight") {
+            None => 1,
+            Some(w) => match r.u64(&w, "routes.split_invalid") {
+                Some(n @ 0..=1_000_000) => n as u32,
+                Some(_) => {
+                    r.error_value(&w, "routes.split_invalid", "must be 0 to 1000000");
+                    continue;
+                }
+                None => continue,
+            },
+        };
+        out.push((name, weight));
+    }
+    if !out.is_empty() && out.iter().all(|(_, w)| *w == 0) {
+        r.error(
+            at,
+            "routes.split_invalid",
+            "at least one weight must be above 0",
+        );
+    }
+    out
+}
+
+fn canary(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<Canary> {
+    let f = r.mapping(at, schema::CANARY)?;
+    let Some(upstream) = f.get("upstream").and_then(|u| pool_name(r, &u, config)) else {
+        missing(r, at, "upstream");
+        return None;
+    };
+    let list =
+        |r: &mut Reader<'_>, key: &str| f.get(key).map(|a| r.strings(&a)).unwrap_or_default();
+    let percent = match f.get("percent") {
+        None => 0,
+        Some(p) => match r.u64(&p, "routes.split_invalid") {
+            Some(n @ 0..=100) => n as u8,
+            Some(_) => {
+                r.error_value(&p, "routes.split_invalid", "must be 0 to 100");
+                0
+            }
+            None => 0,
+        },
+    };
+    let header = f.get("header").and_then(|h| {
+        let text = r.string(&h)?;
+        HeaderName::from_bytes(text.as_bytes())
+            .map_err(|_| r.error_value(&h, "config.header_invalid", "not a valid header name"))
+            .ok()
+    });
+    Some(Canary {
+        upstream,
+        tenants: list(r, "tenants"),
+        plans: list(r, "plans"),
+        percent,
+        header,
+        cookie: f.get("cookie").and_then(|c| r.string(&c)),
+    })
+}
+
+/// What a route's templates may name.
+pub(super) struct Vars {
+    names: Vec<String>,
+}
+
+impl Vars {
+    pub(super) fn of(path: &PathMatch, with_tenant: bool) -> Vars {
+        let mut names: Vec<String> = REQUEST_VARS.iter().map(|v| v.to_string()).collect();
+        names.extend(path.captures().iter().map(|c| c.to_string()));
+        if let PathMatch::Prefix(_) = path {
+            names.push("rest".into());
+        }
+        if with_tenant {
+            names.push("tenant".into());
+        }
+        Vars { names }
+    }
+}
+
+pub(super) fn template(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<Template> {
+    let text = r.string(at)?;
+    let mut pieces = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            pieces.push(Piece::Text(rest[..open].to_string()));
+        }
+        let Some(close) = rest[open..].find('}') else {
+            r.error_value(at, "routes.template_invalid", "a { without its }");
+            return None;
+        };
+        let name = &rest[open + 1..open + close];
+        if !vars.names.iter().any(|v| v == name) {
+            let known = vars.names.join(", ");
+            r.error_value(
+                at,
+                "routes.template_invalid",
+                format!("no variable {{{name}}} here; known: {known}"),
+            );
+            return None;
+        }
+        pieces.push(Piece::Var(name.to_string()));
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        pieces.push(Piece::Text(rest.to_string()));
+    }
+    Some(Template(pieces))
+}
+
+/// `match.headers` and `match.query`: `NAME: VALUE` (exact) or `NAME: true` (present).
+pub(super) fn conditions(r: &mut Reader<'_>, mf: &yaml::Fields<'_>) -> Vec<Condition> {
+    let mut out = Vec::new();
+    for key in ["headers", "query"] {
+        let Some(at) = mf.get(key) else { continue };
+        for (name, item) in r.named(&at) {
+            let want = match item.node.as_scalar().map(|s| s.as_str()) {
+                Some("true") => ValueMatch::Present,
+                Some(_) => ValueMatch::Exact(r.string(&item).unwrap_or_default()),
+                None => {
+                    r.error(&item, "routes.match_invalid", "expected a value or true");
+                    continue;
+                }
+            };
+            if key == "query" {
+                out.push(Condition::Query(name.to_string(), want));
+                continue;
+            }
+            match HeaderName::from_bytes(name.as_bytes()) {
+                Ok(h) => out.push(Condition::Header(h, want)),
+                Err(_) => r.error(&item, "routes.match_invalid", "not a valid header name"),
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn redirect(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<Redirect> {
+    let f = r.mapping(at, schema::REDIRECT)?;
+    let Some(to_at) = f.get("to") else {
+        missing(r, at, "to");
+        return None;
+    };
+    let to = template(r, &to_at, vars)?;
+    let code = match f.get("code") {
+        None => 302,
+        Some(c) => match r.u64(&c, "routes.redirect_invalid") {
+            Some(n @ (301 | 302 | 307 | 308)) => n as u16,
+            Some(_) => {
+                r.error_value(
+                    &c,
+                    "routes.redirect_invalid",
+                    "must be 301, 302, 307 or 308",
+                );
+                return None;
+            }
+            None => return None,
+        },
+    };
+    Some(Redirect { to, code })
+}
+
+pub(super) fn rewrite(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Rewrite {
+    let Some(f) = r.mapping(at, schema::REWRITE) else {
+        return Rewrite::default();
+    };
+    let path = f.get("path").and_then(|p| {
+        let t = template(r, &p, vars)?;
+        if !matches!(t.0.first(), Some(Piece::Text(s)) if s.starts_with('/'))
+            && !matches!(t.0.first(), Some(Piece::Var(v)) if v == "path" || v == "rest")
+        {
+            r.error_value(&p, "routes.rewrite_invalid", "a path starts with /");
+        }
+        if t.0.iter().any(|piece| *piece == Piece::Var("query".into())) {
+            r.error_value(
+                &p,
+                "routes.rewrite_invalid",
+                "the query is kept as sent; leave {query} out",
+            );
+        }
+        Some(t)
+    });
+    let host = f.get("host").and_then(|h| {
+        let text = r.string(&h)?;
+        let (name, port) = text.rsplit_once(':').unwrap_or((&text, "1"));
+        let name_ok = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        match name_ok && port.parse::<u16>().is_ok() {
+            true => Some(text),
+            false => {
+                r.error_value(&h, "routes.rewrite_invalid", "not a host[:port]");
+                None
+            }
+        }
+    });
+    Rewrite { path, host }
+}
+
+/// `set`/`add` (`NAME: template`) and `remove` (`[NAME]`) for one direction.
+pub(super) fn header_edits(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    vars: &Vars,
+    identity: &IdentityHeaders,
+) -> HeaderEdits {
+    let mut out = HeaderEdits::default();
+    let Some(f) = r.mapping(at, schema::HEADER_EDITS) else {
+        return out;
+    };
+    let name = |r: &mut Reader<'_>, at: &At<'_>, text: &str| {
+        let Ok(h) = HeaderName::from_bytes(text.as_bytes()) else {
+            r.error(at, "config.header_invalid", "not a valid header name");
+            return None;
+        };
+        if RESERVED.contains(&h.as_str()) || identity.all().contains(&&h) {
+            r.error(
+                at,
+                "routes.header_reserved",
+                format!("{h} is set or read by the gateway itself"),
+            );
+            return None;
+        }
+        Some(h)
+    };
+    for (key, list) in [("set", &mut out.set), ("add", &mut out.add)] {
+        let Some(m) = f.get(key) else { continue };
+        for (text, item) in r.named(&m) {
+            if let (Some(h), Some(t)) = (name(r, &item, text), template(r, &item, vars)) {
+                list.push((h, t));
+            }
+        }
+    }
+    if let Some(rm) = f.get("remove") {
+        for (i, node) in r.sequence(&rm).into_iter().enumerate() {
+            let item = rm.item(i, node);
+            if let Some(h) = r.string(&item).and_then(|t| name(r, &item, &t)) {
+                out.remove.push(h);
+            }
+        }
+    }
+    out
+}
+
+/// `allow_cidrs`, `deny_cidrs`, `limit_exempt_cidrs` of a route or the server.
+pub(super) fn address_rules(r: &mut Reader<'_>, f: &yaml::Fields<'_>) -> AddressRules {
+    let mut out = AddressRules::default();
+    for (key, list) in [
+        ("allow_cidrs", &mut out.allow),
+        ("deny_cidrs", &mut out.deny),
+        ("limit_exempt_cidrs", &mut out.limit_exempt),
+    ] {
+        let Some(at) = f.get(key) else { continue };
+        for (i, node) in r.sequence(&at).into_iter().enumerate() {
+            let item = at.item(i, node);
+            if let Some(net) = cidr(r, &item) {
+                list.push(net);
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn cidr(r: &mut Reader<'_>, item: &At<'_>) -> Option<IpNet> {
+    let text = r.string(item)?;
+    let net = text
+        .parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from));
+    match net {
+        Ok(net) => Some(net),
+        Err(_) => {
+            r.error_value(
+                item,
+                "server.cidr_invalid",
+                "expected a CIDR such as 10.0.0.0/8 or an IP address",
+            );
+            None
+        }
+    }
+}
+
+pub(super) fn timeouts(r: &mut Reader<'_>, at: &At<'_>) -> Timeouts {
+    let mut out = Timeouts::default();
+    let Some(f) = r.mapping(at, schema::TIMEOUTS) else {
+        return out;
+    };
+    for (key, slot) in [
+        ("connect", &mut out.connect),
+        ("read", &mut out.read),
+        ("write", &mut out.write),
+    ] {
+        *slot = f.get(key).and_then(|d| r.positive_duration(&d));
+    }
+    out
+}
+
+/// `cors`: the origins, methods and headers a browser page may use.
+pub(super) fn cors(r: &mut Reader<'_>, at: &At<'_>) -> Option<Cors> {
+    let f = r.mapping(at, schema::CORS)?;
+    let list =
+        |r: &mut Reader<'_>, key: &str| f.get(key).map(|a| r.strings(&a)).unwrap_or_default();
+    let origins: Vec<String> = list(r, "origins")
+        .iter()
+        .map(|o| o.to_ascii_lowercase())
+        .collect();
+    let Some(origins_at) = f.get("origins") else {
+        missing(r, at, "origins");
+        return None;
+    };
+    for o in &origins {
+        let (scheme, rest) = o.split_once("://").unwrap_or(("", ""));
+        let ok = o == "*"
+            || (matches!(scheme, "http" | "https") && !rest.is_empty() && !rest.contains('/'));
+        if !ok {
+            r.error(
+                &origins_at,
+                "routes.cors_invalid",
+                format!("{o} is not * or scheme://host[:port]"),
+            );
+        }
+    }
+    let credentials = f
+        .get("credentials")
+        .and_then(|c| r.bool(&c))
+        .unwrap_or(false);
+    if credentials && origins.iter().any(|o| o == "*") {
+        r.error(
+            &origins_at,
+            "routes.cors_invalid",
+            "credentials cannot be allowed to any origin (*): list the origins",
+        );
+    }
+    let methods: Vec<String> = list(r, "methods")
+        .iter()
+        .map(|m| m.to_ascii_uppercase())
+        .collect();
+    if let Some(bad) = methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
+        r.error(
+            &f.get("methods")?,
+            "routes.cors_invalid",
+            format!("{bad} is not an HTTP method"),
+        );
+    }
+    Some(Cors {
+        origins,
+        methods,
+        headers: list(r, "headers")
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
+        expose: list(r, "expose"),
+        credentials,
+        max_age: f.get("max_age").and_then(|d| r.duration(&d)),
+    })
+}

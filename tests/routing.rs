@@ -1,0 +1,701 @@
+//! The routing an ingress needs, against the real echo upstream, with
+//! requests written as raw bytes from chosen loopback sources: header and
+//! query matches, redirects (`redirect`, `https_redirect`, `app_root`),
+//! rewrites of path and host, header edits both ways, address rules,
+//! per-route timeouts and CORS as a browser sends it.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// One answer, read off the wire.
+struct Answer {
+    status: u16,
+    headers: BTreeMap<String, Vec<String>>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.first())
+            .map(String::as_str)
+    }
+
+    /// What the echo upstream received.
+    fn echoed(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// `METHOD path` from `source` with `headers` (lines without CRLF).
+async fn send(gw: &Gateway, source: &str, method: &str, path: &str, headers: &[&str]) -> Answer {
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        request.push_str("Host: api.test\r\n");
+    }
+    for h in headers {
+        request.push_str(h);
+        request.push_str("\r\n");
+    }
+    request.push_str("Connection: close\r\n\r\n");
+    let source: IpAddr = source.parse().unwrap();
+    let raw = raw_http_from(source, gw.listen, request.as_bytes()).await;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut headers = BTreeMap::<String, Vec<String>>::new();
+    for line in head.lines().skip(1) {
+        if let Some((k, v)) = line.split_once(':') {
+            headers
+                .entry(k.trim().to_ascii_lowercase())
+                .or_default()
+                .push(v.trim().to_string());
+        }
+    }
+    Answer {
+        status: status_of(&raw),
+        headers,
+        body: body.to_string(),
+    }
+}
+
+const LOCAL: &str = "127.0.0.1";
+
+async fn gateway(echo: &Upstream) -> Gateway {
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"], deny_cidrs: ["127.0.0.9/32"]}}
+admin: {{listen: "$ADMIN"}}
+{AUTH_HS256}
+upstreams: {{api: {{targets: ["{echo}"]}}}}
+limits:
+  tight: {{scope: client_ip, default: {{capacity: 1, rate: 1/h}}}}
+routes:
+  - {{name: beta, match: {{path_prefix: /m, headers: {{x-beta: "1"}}}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: beta}}}}}}
+  - {{name: flagged, match: {{path_prefix: /m, query: {{flag: true}}}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: flagged}}}}}}
+  - {{name: plain, match: {{path_prefix: /m}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: plain}}}}}}
+  - {{name: moved, match: {{path: "/old/{{id}}"}}, redirect: {{to: "https://new.example.com/items/{{id}}{{query}}", code: 301}}}}
+  - {{name: secure, match: {{path_prefix: /secure}}, https_redirect: true, upstream: api, auth: none, exempt: true}}
+  - {{name: root, match: {{host: root.test, path_prefix: /}}, app_root: /app/, upstream: api, auth: none, exempt: true}}
+  - {{name: v1, match: {{path_prefix: /api/v1}}, rewrite: {{path: "/v2{{rest}}", host: internal.example}}, upstream: api, auth: none, exempt: true}}
+  - {{name: profile, match: {{path: "/users/{{uid}}/profile"}}, rewrite: {{path: "/profiles/{{uid}}"}}, upstream: api, auth: none, exempt: true}}
+  - name: edits
+    match: {{path_prefix: /edits}}
+    upstream: api
+    auth: none
+    exempt: true
+    request_headers: {{set: {{x-client: "{{client_ip}}", x-route: "{{route}}"}}, add: {{x-tag: a}}, remove: [x-debug]}}
+    response_headers: {{set: {{x-served-by: "fairgate/{{route}}"}}, remove: [content-type]}}
+  - {{name: who, match: {{path_prefix: /who}}, upstream: api, limits: [], request_headers: {{set: {{x-who: "{{tenant}}"}}}}}}
+  - {{name: private, match: {{path_prefix: /private}}, allow_cidrs: ["127.0.0.2/32"], upstream: api, auth: none, exempt: true}}
+  - {{name: open, match: {{path_prefix: /open}}, deny_cidrs: ["127.0.0.3/32"], limit_exempt_cidrs: ["127.0.0.4/32"], upstream: api, auth: none, limits: [tight]}}
+  - {{name: slow, match: {{path_prefix: /slow}}, timeouts: {{read: 300ms}}, upstream: api, auth: none, exempt: true}}
+  - name: cors
+    match: {{path_prefix: /cors}}
+    upstream: api
+    limits: [tight]
+    cors: {{origins: ["https://app.example"], methods: [GET, POST], headers: [authorization, content-type], expose: [ratelimit], credentials: true, max_age: 10m}}
+acknowledge: [store.process_local]
+"#,
+        echo = echo.addr
+    );
+    Gateway::start_hs256(&yaml, GatewayOptions::default()).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn header_and_query_matches_pick_the_route() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    let variant = |a: Answer| {
+        a.echoed()["headers"]["x-variant"][0]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        variant(send(&gw, LOCAL, "GET", "/m", &["X-Beta: 1"]).await),
+        "beta"
+    );
+    assert_eq!(
+        variant(send(&gw, LOCAL, "GET", "/m", &["X-Beta: 2"]).await),
+        "plain"
+    );
+    assert_eq!(
+        variant(send(&gw, LOCAL, "GET", "/m?flag", &[]).await),
+        "flagged"
+    );
+    assert_eq!(
+        variant(send(&gw, LOCAL, "GET", "/m?a=1&fl%61g=no", &[]).await),
+        "flagged"
+    );
+    assert_eq!(
+        variant(send(&gw, LOCAL, "GET", "/m?flags=1", &[]).await),
+        "plain"
+    );
+    // A client's own x-variant is replaced by the route's.
+    assert_eq!(
+        variant(send(&gw, LOCAL, "GET", "/m", &["X-Variant: forged"]).await),
+        "plain"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redirects_answer_without_the_upstream() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    let a = send(&gw, LOCAL, "GET", "/old/42?x=1", &[]).await;
+    assert_eq!(
+        (a.status, a.header("location")),
+        (301, Some("https://new.example.com/items/42?x=1"))
+    );
+    assert_eq!(a.header("content-length"), Some("0"));
+    let a = send(&gw, LOCAL, "GET", "/old/7", &[]).await;
+    assert_eq!(
+        a.header("location"),
+        Some("https://new.example.com/items/7")
+    );
+
+    let a = send(
+        &gw,
+        LOCAL,
+        "POST",
+        "/secure/pay?b=2",
+        &["Host: shop.test:8080", "Content-Length: 0"],
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.header("location")),
+        (308, Some("https://shop.test/secure/pay?b=2"))
+    );
+
+    let a = send(&gw, LOCAL, "GET", "/", &["Host: root.test"]).await;
+    assert_eq!((a.status, a.header("location")), (302, Some("/app/")));
+    let a = send(&gw, LOCAL, "GET", "/app/", &["Host: root.test"]).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rewrites_change_what_is_forwarded_and_both_paths_are_logged() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    let e = send(&gw, LOCAL, "GET", "/api/v1/items/9?q=1", &[])
+        .await
+        .echoed();
+    assert_eq!(
+        (e["path"].as_str(), e["query"].as_str()),
+        (Some("/v2/items/9"), Some("q=1"))
+    );
+    assert_eq!(e["headers"]["host"][0], "internal.example");
+    // X-Forwarded-Host keeps the client's.
+    assert_eq!(e["headers"]["x-forwarded-host"][0], "api.test");
+    let e = send(&gw, LOCAL, "GET", "/api/v1", &[]).await.echoed();
+    assert_eq!(e["path"], "/v2");
+    let e = send(&gw, LOCAL, "GET", "/users/u-17/profile", &[])
+        .await
+        .echoed();
+    assert_eq!(e["path"], "/profiles/u-17");
+
+    let ok = eventually(std::time::Duration::from_secs(5), || async {
+        gw.log_lines().iter().any(|l| {
+            l["target"] == "access"
+                && l["path"] == "/api/v1/items/9"
+                && l["upstream_path"] == "/v2/items/9"
+        })
+    })
+    .await;
+    assert!(ok, "{}", gw.logs());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn header_edits_both_ways_with_variables() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    let a = send(
+        &gw,
+        LOCAL,
+        "GET",
+        "/edits",
+        &["X-Tag: z", "X-Debug: 1", "X-Route: forged"],
+    )
+    .await;
+    assert_eq!(a.header("x-served-by"), Some("fairgate/edits"));
+    assert_eq!(a.header("content-type"), None);
+    assert!(a.header("x-request-id").is_some());
+    let h = &a.echoed()["headers"];
+    assert_eq!(h["x-client"], serde_json::json!(["127.0.0.1"]));
+    assert_eq!(h["x-route"], serde_json::json!(["edits"]));
+    assert_eq!(h["x-tag"], serde_json::json!(["z", "a"]));
+    assert!(h.get("x-debug").is_none());
+
+    let bearer = format!("Authorization: Bearer {}", token("acme"));
+    let a = send(&gw, LOCAL, "GET", "/who", &[&bearer]).await;
+    assert_eq!(a.echoed()["headers"]["x-who"], serde_json::json!(["acme"]));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn address_rules_refuse_and_exempt_by_client_address() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    let a = send(&gw, LOCAL, "GET", "/private", &[]).await;
+    assert_eq!(a.status, 403);
+    assert_eq!(a.header("content-type"), Some("application/problem+json"));
+    assert!(
+        a.body.contains("urn:fairgate:problem:address-forbidden"),
+        "{}",
+        a.body
+    );
+    assert_eq!(
+        send(&gw, "127.0.0.2", "GET", "/private", &[]).await.status,
+        200
+    );
+    // The server's deny list holds on every route.
+    assert_eq!(send(&gw, "127.0.0.9", "GET", "/m", &[]).await.status, 403);
+    // A route's deny list, and its limit (capacity 1 per address).
+    assert_eq!(
+        send(&gw, "127.0.0.3", "GET", "/open", &[]).await.status,
+        403
+    );
+    assert_eq!(
+        send(&gw, "127.0.0.5", "GET", "/open", &[]).await.status,
+        200
+    );
+    assert_eq!(
+        send(&gw, "127.0.0.5", "GET", "/open", &[]).await.status,
+        429
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            send(&gw, "127.0.0.4", "GET", "/open", &[]).await.status,
+            200
+        );
+    }
+    assert_eq!(echo.requests(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_route_timeout_overrides_the_pools() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/slow?sleep_ms=10", &[])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/slow?sleep_ms=1500", &[])
+            .await
+            .status,
+        504
+    );
+    // The pool's own read timeout (60 s) elsewhere.
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/m?sleep_ms=1500", &[])
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cors_preflights_are_answered_free_and_actual_answers_carry_cors() {
+    let echo = Upstream::start().await;
+    let gw = gateway(&echo).await;
+    let preflight = [
+        "Origin: https://app.example",
+        "Access-Control-Request-Method: POST",
+        "Access-Control-Request-Headers: authorization, content-type",
+    ];
+    for _ in 0..3 {
+        let a = send(&gw, LOCAL, "OPTIONS", "/cors/items", &preflight).await;
+        assert_eq!(a.status, 204);
+        assert_eq!(
+            a.header("access-control-allow-origin"),
+            Some("https://app.example")
+        );
+        assert_eq!(a.header("access-control-allow-methods"), Some("GET, POST"));
+        assert_eq!(
+            a.header("access-control-allow-headers"),
+            Some("authorization, content-type")
+        );
+        assert_eq!(a.header("access-control-allow-credentials"), Some("true"));
+        assert_eq!(a.header("access-control-max-age"), Some("600"));
+        assert_eq!(a.header("vary"), Some("Origin"));
+    }
+    let refused = send(
+        &gw,
+        LOCAL,
+        "OPTIONS",
+        "/cors/items",
+        &[
+            "Origin: https://evil.example",
+            "Access-Control-Request-Method: POST",
+        ],
+    )
+    .await;
+    assert_eq!(refused.status, 204);
+    assert_eq!(refused.header("access-control-allow-origin"), None);
+    assert_eq!(echo.requests(), 0);
+
+    // Preflights spent nothing: the one token of this address is still there.
+    let bearer = format!("Authorization: Bearer {}", token("acme"));
+    let origin = "Origin: https://app.example";
+    let a = send(&gw, LOCAL, "GET", "/cors/items", &[&bearer, origin]).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert_eq!(a.header("access-control-expose-headers"), Some("ratelimit"));
+    // The gateway's own answers carry CORS too, so the page can read them.
+    let a = send(&gw, LOCAL, "GET", "/cors/items", &[&bearer, origin]).await;
+    assert_eq!(
+        (a.status, a.header("access-control-allow-origin")),
+        (429, Some("https://app.example"))
+    );
+    let a = send(&gw, "127.0.0.6", "GET", "/cors/items", &[origin]).await;
+    assert_eq!(
+        (a.status, a.header("access-control-allow-origin")),
+        (401, Some("https://app.example"))
+    );
+    let a = send(
+        &gw,
+        "127.0.0.7",
+        "GET",
+        "/cors/items",
+        &[&bearer, "Origin: https://evil.example"],
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.header("access-control-allow-origin")),
+        (200, None)
+    );
+}
+
+/// Which of `pools` served one request (the one whose count went up).
+async fn served_by(pools: &[&Upstream], send: impl std::future::Future<Output = u16>) -> usize {
+    let before: Vec<u64> = pools.iter().map(|p| p.requests()).collect();
+    assert_eq!(send.await, 200);
+    let after: Vec<u64> = pools.iter().map(|p| p.requests()).collect();
+    let moved: Vec<usize> = (0..pools.len())
+        .filter(|i| after[*i] != before[*i])
+        .collect();
+    assert_eq!(moved.len(), 1, "{before:?} -> {after:?}");
+    moved[0]
+}
+
+async fn split_gateway(v1: &Upstream, v2: &Upstream) -> Gateway {
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+{AUTH_HS256}
+  claims: {{tenant: tid, user: sub, plan: plan}}
+upstreams: {{v1: {{targets: ["{}"]}}, v2: {{targets: ["{}"]}}}}
+routes:
+  - {{name: weighted, match: {{path_prefix: /w}}, upstreams: [{{name: v1, weight: 95}}, {{name: v2, weight: 5}}], auth: none, exempt: true}}
+  - name: canary
+    match: {{path_prefix: /c}}
+    upstream: v1
+    limits: []
+    canary: {{upstream: v2, tenants: [acme], plans: [beta], percent: 30, header: X-Canary, cookie: canary}}
+acknowledge: [store.process_local]
+"#,
+        v1.addr, v2.addr
+    );
+    Gateway::start_hs256(&yaml, GatewayOptions::default()).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_weighted_split_holds_its_shares_over_ten_thousand_requests() {
+    let (v1, v2) = (Upstream::start().await, Upstream::start().await);
+    let gw = split_gateway(&v1, &v2).await;
+    let c = client();
+    let url = gw.url("/w");
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (c, url) = (c.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..1250 {
+                assert_eq!(c.get(&url).send().await.unwrap().status(), 200);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (a, b) = (v1.requests(), v2.requests());
+    assert_eq!(a + b, 10_000);
+    let share = b as f64 / 100.0;
+    println!("v1 {a}, v2 {b}: {share:.2}% to the 5% side");
+    assert!((2.0..=8.0).contains(&share), "{share}% (want 5 ± 3)");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn canaries_pick_by_tenant_plan_share_header_and_cookie() {
+    let (v1, v2) = (Upstream::start().await, Upstream::start().await);
+    let gw = split_gateway(&v1, &v2).await;
+    let pools = [&v1, &v2];
+    let c = client();
+    let call = |tenant: &str, plan: &str, extra: Option<(&'static str, &'static str)>| {
+        let token = hs256_token(
+            TEST_SECRET,
+            serde_json::json!({"tid": tenant, "sub": "u", "plan": plan}),
+        );
+        let mut req = c.get(gw.url("/c")).bearer_auth(token);
+        if let Some((k, v)) = extra {
+            req = req.header(k, v);
+        }
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    // Listed tenant and plan: always the canary.
+    for _ in 0..5 {
+        assert_eq!(served_by(&pools, call("acme", "free", None)).await, 1);
+        assert_eq!(served_by(&pools, call("initech", "beta", None)).await, 1);
+    }
+    // A share of tenants, each sticky: 100 requests of one tenant, one side.
+    let mut sides = [0, 0];
+    for t in 0..40 {
+        let tenant = format!("tenant-{t}");
+        let first = served_by(&pools, call(&tenant, "free", None)).await;
+        sides[first] += 1;
+        let rounds = if t == 0 { 99 } else { 4 };
+        for _ in 0..rounds {
+            assert_eq!(
+                served_by(&pools, call(&tenant, "free", None)).await,
+                first,
+                "{tenant}"
+            );
+        }
+    }
+    println!("of 40 tenants, {} on the canary (30%)", sides[1]);
+    assert!((6..=18).contains(&sides[1]), "{sides:?}");
+    // The header and cookie decide over everything else.
+    assert_eq!(
+        served_by(&pools, call("acme", "beta", Some(("x-canary", "never")))).await,
+        0
+    );
+    assert_eq!(
+        served_by(
+            &pools,
+            call("tenant-x", "free", Some(("x-canary", "always")))
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        served_by(
+            &pools,
+            call("acme", "free", Some(("cookie", "a=1; canary=never")))
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        served_by(
+            &pools,
+            call("tenant-x", "free", Some(("cookie", "canary=always")))
+        )
+        .await,
+        1
+    );
+}
+
+/// A listener that accepts and at once closes every connection.
+async fn resetter() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            drop(s);
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_and_passive_health_route_around_failed_targets() {
+    let echo = Upstream::start().await;
+    let dead = free_addr(); // nothing listens
+    let reset = resetter().await;
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams:
+  ejecting: {{targets: ["{dead}", "{echo}"], passive_health: {{failures: 1, cooldown: 1h}}}}
+  flaky: {{targets: ["{reset}", "{echo}"]}}
+  plain: {{targets: ["{dead}", "{echo}"]}}
+routes:
+  - {{name: ejecting, match: {{path_prefix: /e}}, upstream: ejecting, auth: none, exempt: true, retries: {{attempts: 2}}}}
+  - {{name: flaky, match: {{path_prefix: /f}}, upstream: flaky, auth: none, exempt: true, retries: {{attempts: 3, on: [reset]}}}}
+  - {{name: plain, match: {{path_prefix: /p}}, upstream: plain, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        echo = echo.addr
+    );
+    let gw = Gateway::start(&yaml).await;
+    let c = client();
+    let status = |path: &'static str, post: bool| {
+        let req = match post {
+            true => c.post(gw.url(path)).body("x"),
+            false => c.get(gw.url(path)),
+        };
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    // A connect failure is retried on the next target; the dead one is then out.
+    for _ in 0..20 {
+        assert_eq!(status("/e", false).await, 200);
+    }
+    // A reset before any answer is retried too.
+    for _ in 0..20 {
+        assert_eq!(status("/f", false).await, 200);
+    }
+    // Without retries, every other request fails; a POST is never retried.
+    let plain: Vec<u16> =
+        futures_util::future::join_all((0..10).map(|_| status("/p", false))).await;
+    assert_eq!(plain.iter().filter(|s| **s == 502).count(), 5, "{plain:?}");
+    let posts: Vec<u16> = futures_util::future::join_all((0..10).map(|_| status("/f", true))).await;
+    assert!(posts.contains(&502), "{posts:?}");
+    let metrics = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "fairgate_upstream_retries_total{route=\"ejecting\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "fairgate_upstream_ejections_total{upstream=\"ejecting\"}"
+        ),
+        Some(1.0)
+    );
+    // Every GET that met the resetter was retried once (round robin counts
+    // the retry's pick too, so most met it first); no POST was.
+    let flaky = metric(&metrics, "fairgate_upstream_retries_total{route=\"flaky\"}").unwrap();
+    assert!((10.0..=20.0).contains(&flaky), "{flaky}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn targets_named_by_dns_are_followed_as_the_name_moves() {
+    use std::net::Ipv4Addr;
+    // Two echo upstreams on one port, at 127.0.0.2 and 127.0.0.3 (as two pods).
+    let a = Arc::new(fairgate::echo::Stats::default());
+    let b = Arc::new(fairgate::echo::Stats::default());
+    let first = fairgate::echo::serve("127.0.0.2:0".parse().unwrap(), a.clone())
+        .await
+        .unwrap();
+    let port = first.port();
+    fairgate::echo::serve(format!("127.0.0.3:{port}").parse().unwrap(), b.clone())
+        .await
+        .unwrap();
+    let (two, three) = (Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::new(127, 0, 0, 3));
+    let dns = Dns::start(&[two]).await;
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams:
+  svc: {{targets: ["api.svc.test:{port}"], resolver: "{}", resolve_every: 1s}}
+routes:
+  - {{name: all, match: {{path_prefix: /}}, upstream: svc, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        dns.addr
+    ))
+    .await;
+    let count = |s: &fairgate::echo::Stats| s.requests.load(std::sync::atomic::Ordering::SeqCst);
+    let c = client();
+    for _ in 0..5 {
+        assert_eq!(c.get(gw.url("/x")).send().await.unwrap().status(), 200);
+    }
+    assert_eq!((count(&a), count(&b)), (5, 0));
+
+    // The name moves: new requests follow within the TTL and the interval.
+    dns.set(&[three]);
+    let moved = eventually(Duration::from_secs(5), || async {
+        let before = count(&b);
+        c.get(gw.url("/x"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+            && count(&b) > before
+    })
+    .await;
+    assert!(moved, "{}", gw.logs());
+    assert!(gw.logs().contains("upstream.resolved"));
+
+    // A headless Service: both pods, balanced per request.
+    dns.set(&[two, three]);
+    let both = eventually(Duration::from_secs(5), || async {
+        let (x, y) = (count(&a), count(&b));
+        for _ in 0..4 {
+            let _ = c.get(gw.url("/x")).send().await;
+        }
+        count(&a) > x && count(&b) > y
+    })
+    .await;
+    assert!(both);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn regex_paths_are_anchored_and_their_groups_are_captures() {
+    let echo = Upstream::start().await;
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+limits:
+  per_item: {{scope: {{path: id}}, default: {{capacity: 1, rate: 1/h}}}}
+routes:
+  - name: items
+    match: {{path_regex: "/v(?<ver>[0-9]+)/items/(?<id>[a-z0-9-]+)"}}
+    rewrite: {{path: "/api/{{ver}}/{{id}}"}}
+    upstream: api
+    auth: none
+    limits: [per_item]
+    client_ip_exempt: true
+acknowledge: [store.process_local, limits.client_keyed]
+"#,
+        echo.addr
+    ))
+    .await;
+    let a = send(&gw, LOCAL, "GET", "/v2/items/abc-1?x=1", &[]).await;
+    assert_eq!(a.status, 200);
+    let e = a.echoed();
+    assert_eq!(
+        (e["path"].as_str(), e["query"].as_str()),
+        (Some("/api/2/abc-1"), Some("x=1"))
+    );
+    // The capture keys the limit: the same item again is refused, another is not.
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/v2/items/abc-1", &[]).await.status,
+        429
+    );
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/v3/items/other", &[]).await.status,
+        200
+    );
+    // Anchored at both ends.
+    for path in ["/x/v2/items/abc", "/v2/items/abc/more", "/v2/items/ABC"] {
+        assert_eq!(
+            send(&gw, LOCAL, "GET", path, &[]).await.status,
+            404,
+            "{path}"
+        );
+    }
+    assert_eq!(echo.requests(), 2);
+}
