@@ -699,3 +699,85 @@ acknowledge: [store.process_local, limits.client_keyed]
     }
     assert_eq!(echo.requests(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pools_balance_by_least_requests_or_by_a_hash() {
+    let (a, b) = (Upstream::start().await, Upstream::start().await);
+    let gw = Gateway::start_hs256(
+        &format!(
+            r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+{AUTH_HS256}
+upstreams:
+  least: {{targets: ["{a}", "{b}"], balance: least_requests}}
+  by_user: {{targets: ["{a}", "{b}"], balance: {{hash_header: X-User}}}}
+  by_tenant: {{targets: ["{a}", "{b}"], balance: hash_tenant}}
+routes:
+  - {{name: least, match: {{path_prefix: /l}}, upstream: least, auth: none, exempt: true}}
+  - {{name: user, match: {{path_prefix: /u}}, upstream: by_user, auth: none, exempt: true}}
+  - {{name: tenant, match: {{path_prefix: /t}}, upstream: by_tenant, limits: []}}
+acknowledge: [store.process_local]
+"#,
+            a = a.addr,
+            b = b.addr
+        ),
+        GatewayOptions::default(),
+    )
+    .await;
+    let pools = [&a, &b];
+    let c = client();
+    // One slow request holds a target; the quick ones all go to the other.
+    let slow = tokio::spawn(c.get(gw.url("/l?sleep_ms=1500")).send());
+    let held = eventually(Duration::from_secs(2), || async {
+        a.requests() + b.requests() == 1
+    })
+    .await;
+    assert!(held);
+    let busy = if a.requests() == 1 { 0 } else { 1 };
+    for _ in 0..10 {
+        let got = served_by(&pools, async {
+            c.get(gw.url("/l")).send().await.unwrap().status().as_u16()
+        })
+        .await;
+        assert_eq!(got, 1 - busy);
+    }
+    assert_eq!(slow.await.unwrap().unwrap().status(), 200);
+
+    // The same user (or tenant) always reaches the same target; both are used.
+    let mut used = [0, 0];
+    for user in 0..16 {
+        let name = format!("user-{user}");
+        let send = || async {
+            c.get(gw.url("/u"))
+                .header("x-user", &name)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        let first = served_by(&pools, send()).await;
+        used[first] += 1;
+        for _ in 0..3 {
+            assert_eq!(served_by(&pools, send()).await, first, "{name}");
+        }
+    }
+    assert!(used[0] > 0 && used[1] > 0, "{used:?}");
+    for tenant in ["acme", "globex", "initech"] {
+        let token = token(tenant);
+        let send = || async {
+            c.get(gw.url("/t"))
+                .bearer_auth(&token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        let first = served_by(&pools, send()).await;
+        for _ in 0..3 {
+            assert_eq!(served_by(&pools, send()).await, first, "{tenant}");
+        }
+    }
+}

@@ -208,9 +208,27 @@ pub struct Upstream {
     pub resolve_every: Duration,
     /// The DNS server to ask; `None`: the system's configuration.
     pub resolver: Option<SocketAddr>,
+    pub balance: Balance,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_interval: Duration,
+}
+
+/// How a pool picks a target for each request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Balance {
+    RoundRobin,
+    /// The less busy of two targets picked at random (power of two choices).
+    LeastRequests,
+    /// The same key, the same target while it is in rotation (rendezvous
+    /// hashing: a target leaving moves only its own keys).
+    Hash(HashKey),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    Tenant,
+    Header(HeaderName),
 }
 
 /// `failures` in a row (connect failures, resets, 5xx answers) take a

@@ -95,6 +95,7 @@ pub const UPSTREAM: &[&str] = &[
     "passive_health",
     "resolve_every",
     "resolver",
+    "balance",
     "connect_timeout",
     "read_timeout",
     "health_check_interval",

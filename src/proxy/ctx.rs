@@ -40,6 +40,8 @@ pub struct Ctx {
     /// The target of the latest attempt, and how many attempts were made.
     pub target: Option<std::net::SocketAddr>,
     pub attempts: u32,
+    /// This request counted in flight at its target (`least_requests`).
+    pub busy: Option<crate::upstream::Busy>,
     _in_flight: InFlight,
 }
 
@@ -65,6 +67,7 @@ impl Ctx {
             pool: None,
             target: None,
             attempts: 0,
+            busy: None,
             _in_flight: InFlight::new(),
         }
     }

@@ -309,15 +309,5 @@ fn canary_picks(c: &crate::config::Canary, session: &Session, ctx: &Ctx) -> bool
         (None, Some(ip)) => ip.to_string(),
         (None, None) => return false,
     };
-    c.percent > 0 && fnv1a(key.as_bytes()) % 100 < u64::from(c.percent)
-}
-
-/// FNV-1a, then a 64-bit finaliser (its low bits alone are poorly mixed
-/// for ids that differ in their last byte): the same on every replica and release.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    let h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
+    c.percent > 0 && crate::upstream::stable_hash(key.as_bytes()) % 100 < u64::from(c.percent)
 }

@@ -19,6 +19,7 @@ use super::ctx::Ctx;
 use super::headers::{self, X_REQUEST_ID};
 use super::respond::{self, Deny};
 use super::{admit, cors, directives, route};
+use crate::config::{Balance, HashKey};
 use crate::state::Shared;
 
 pub struct Gateway {
@@ -110,8 +111,17 @@ impl ProxyHttp for Gateway {
             .get(&name)
             .cloned()
             .ok_or_else(|| Error::explain(ErrorType::InternalError, "upstream pool missing"))?;
+        let key = match pool.balance() {
+            Balance::Hash(HashKey::Tenant) => {
+                ctx.identity.as_ref().map(|i| i.tenant.as_str().as_bytes())
+            }
+            Balance::Hash(HashKey::Header(h)) => {
+                session.req_header().headers.get(h).map(|v| v.as_bytes())
+            }
+            _ => None,
+        };
         let mut peer = pool
-            .peer()
+            .peer(key)
             .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "no upstream target"))?;
         let t = &route.actions.timeouts;
         let options = &mut peer.options;
@@ -124,6 +134,7 @@ impl ProxyHttp for Gateway {
         ctx.upstream_started.get_or_insert_with(Instant::now);
         ctx.pool = Some(name);
         ctx.target = peer.address().as_inet().copied();
+        ctx.busy = ctx.target.map(|addr| pool.busy(addr));
         ctx.attempts += 1;
         Ok(Box::new(peer))
     }

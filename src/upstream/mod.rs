@@ -16,7 +16,7 @@ use pingora::upstreams::peer::HttpPeer;
 
 use pingora::utils::tls::WrappedX509;
 
-use crate::config::{Config, Upstream, UpstreamProtocol};
+use crate::config::{Balance, Config, Upstream, UpstreamProtocol};
 
 pub struct Pool {
     name: String,
@@ -31,6 +31,23 @@ pub struct Pool {
     ca: Option<Arc<[WrappedX509]>>,
     /// Failures in a row per target, and until when it is out of rotation.
     passive: Mutex<HashMap<std::net::SocketAddr, (u32, Option<Instant>)>>,
+    /// Requests in flight per target (for `least_requests`).
+    busy: Mutex<HashMap<std::net::SocketAddr, u64>>,
+}
+
+/// One request in flight to a target; counted out when dropped.
+pub struct Busy {
+    pool: Arc<Pool>,
+    addr: std::net::SocketAddr,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut busy = self.pool.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = busy.get_mut(&self.addr) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 impl Pool {
@@ -68,6 +85,7 @@ impl Pool {
         Ok(Pool {
             name: name.to_string(),
             passive: Mutex::new(HashMap::new()),
+            busy: Mutex::new(HashMap::new()),
             balancer: ArcSwap::from_pointee(balancer),
             names,
             resolved: Mutex::new((addrs, next)),
@@ -77,9 +95,14 @@ impl Pool {
         })
     }
 
-    /// The next healthy target; if none is healthy, the next target anyway,
-    /// so the client gets a real 502 rather than a guess.
-    pub fn peer(&self) -> Option<HttpPeer> {
+    pub fn balance(&self) -> &Balance {
+        &self.upstream.balance
+    }
+
+    /// A target in rotation (healthy, not ejected) by the pool's `balance`
+    /// (`key`: what a hash balance hashes); if none is in rotation, one
+    /// anyway, so the client gets a real 502 rather than a guess.
+    pub fn peer(&self, key: Option<&[u8]>) -> Option<HttpPeer> {
         let now = Instant::now();
         let out = |b: &pingora::lb::Backend| {
             let addr = b.addr.as_inet().copied();
@@ -88,9 +111,20 @@ impl Pool {
                 .is_some_and(|until| until > now)
         };
         let balancer = self.balancer.load();
-        let backend = balancer
-            .select_with(b"", 256, |b, healthy| healthy && !out(b))
-            .or_else(|| balancer.select_with(b"", 256, |_, _| true))?;
+        let backend = match (&self.upstream.balance, key) {
+            (Balance::RoundRobin, _) | (Balance::Hash(_), None) => balancer
+                .select_with(b"", 256, |b, healthy| healthy && !out(b))
+                .or_else(|| balancer.select_with(b"", 256, |_, _| true))?,
+            (policy, key) => {
+                let all = balancer.backends().get_backend();
+                let ready = |b: &&pingora::lb::Backend| balancer.backends().ready(b) && !out(b);
+                let mut live: Vec<&pingora::lb::Backend> = all.iter().filter(ready).collect();
+                if live.is_empty() {
+                    live = all.iter().collect();
+                }
+                self.pick(policy, key, &live)?.clone()
+            }
+        };
         let mut peer = HttpPeer::new(backend.addr, self.upstream.tls, self.sni.clone());
         peer.options.connection_timeout = Some(self.upstream.connect_timeout);
         peer.options.total_connection_timeout = Some(self.upstream.connect_timeout * 2);
@@ -106,6 +140,54 @@ impl Pool {
             peer.options.max_h2_streams = 100;
         }
         Some(peer)
+    }
+
+    /// Least requests: the less busy of two drawn at random. Hash: the
+    /// target whose hash with the key is highest (rendezvous hashing).
+    fn pick<'b>(
+        &self,
+        policy: &Balance,
+        key: Option<&[u8]>,
+        live: &[&'b pingora::lb::Backend],
+    ) -> Option<&'b pingora::lb::Backend> {
+        let addr = |b: &pingora::lb::Backend| b.addr.to_string();
+        match (policy, key) {
+            (Balance::Hash(_), Some(key)) => live
+                .iter()
+                .max_by_key(|b| stable_hash(&[key, addr(b).as_bytes()].concat()))
+                .copied(),
+            _ => {
+                let draw = uuid::Uuid::new_v4().as_u128();
+                let n = live.len().max(1) as u128;
+                let (a, b) = (
+                    live.get((draw % n) as usize)?,
+                    live.get(((draw >> 64) % n) as usize)?,
+                );
+                let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+                let load = |x: &pingora::lb::Backend| {
+                    x.addr
+                        .as_inet()
+                        .and_then(|s| busy.get(s))
+                        .copied()
+                        .unwrap_or(0)
+                };
+                Some(if load(b) < load(a) { b } else { a })
+            }
+        }
+    }
+
+    /// Counts a request in flight to `addr` until the guard drops.
+    pub fn busy(self: &Arc<Self>, addr: std::net::SocketAddr) -> Busy {
+        *self
+            .busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(addr)
+            .or_insert(0) += 1;
+        Busy {
+            pool: self.clone(),
+            addr,
+        }
     }
 
     /// One exchange with `addr` ended: `ok`, or a connect failure, reset or
@@ -175,6 +257,17 @@ impl Pool {
     pub fn health_interval(&self) -> std::time::Duration {
         self.upstream.health_interval
     }
+}
+
+/// FNV-1a, then a 64-bit finaliser (FNV's low bits alone are poorly
+/// mixed for keys that differ in their last byte): the same on every
+/// replica and release.
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    let h = bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let h = (h ^ (h >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
 }
 
 /// A round-robin balancer over `targets` with the pool's TCP health check.

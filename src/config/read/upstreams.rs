@@ -64,6 +64,9 @@ pub(super) fn upstreams(
                 protocol,
                 passive_health: f.get("passive_health").and_then(|p| passive_health(r, &p)),
                 resolve_every: dur(r, "resolve_every", 5_000),
+                balance: f
+                    .get("balance")
+                    .map_or(Balance::RoundRobin, |b| balance(r, &b)),
                 resolver: f
                     .get("resolver")
                     .and_then(|a| socket_addr(r, &a, "upstreams.resolver_invalid")),
@@ -74,6 +77,35 @@ pub(super) fn upstreams(
         );
     }
     out
+}
+
+/// `balance: round_robin | least_requests | hash_tenant | {hash_header: NAME}`.
+fn balance(r: &mut Reader<'_>, at: &At<'_>) -> Balance {
+    const HELP: &str = "must be round_robin, least_requests, hash_tenant or {hash_header: NAME}";
+    if let Some(m) = at.node.as_mapping() {
+        let header = m
+            .iter()
+            .find(|(k, _)| k.as_str() == "hash_header")
+            .and_then(|(_, v)| v.as_scalar())
+            .and_then(|v| HeaderName::from_bytes(v.as_str().as_bytes()).ok());
+        return match (m.len(), header) {
+            (1, Some(h)) => Balance::Hash(HashKey::Header(h)),
+            _ => {
+                r.error(at, "upstreams.balance_invalid", HELP);
+                Balance::RoundRobin
+            }
+        };
+    }
+    match r.string(at).as_deref() {
+        Some("round_robin") => Balance::RoundRobin,
+        Some("least_requests") => Balance::LeastRequests,
+        Some("hash_tenant") => Balance::Hash(HashKey::Tenant),
+        Some(_) => {
+            r.error_value(at, "upstreams.balance_invalid", HELP);
+            Balance::RoundRobin
+        }
+        None => Balance::RoundRobin,
+    }
 }
 
 fn passive_health(r: &mut Reader<'_>, at: &At<'_>) -> Option<PassiveHealth> {
