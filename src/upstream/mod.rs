@@ -157,12 +157,12 @@ impl Pool {
                 .max_by_key(|b| stable_hash(&[key, addr(b).as_bytes()].concat()))
                 .copied(),
             _ => {
+                // Two different targets (the same one when there is one).
                 let draw = uuid::Uuid::new_v4().as_u128();
                 let n = live.len().max(1) as u128;
-                let (a, b) = (
-                    live.get((draw % n) as usize)?,
-                    live.get(((draw >> 64) % n) as usize)?,
-                );
+                let i = draw % n;
+                let j = (i + 1 + (draw >> 64) % (n - 1).max(1)) % n;
+                let (a, b) = (live.get(i as usize)?, live.get(j as usize)?);
                 let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
                 let load = |x: &pingora::lb::Backend| {
                     x.addr
