@@ -10,7 +10,7 @@ use futures_util::FutureExt;
 use fairgate::auth::Verifier;
 use fairgate::config::Config;
 use fairgate::limit::{self, keys, Subject};
-use fairgate::proxy::route;
+use fairgate::routing;
 
 const SECRET_ENV: &str = "FAIRGATE_BENCH_SECRET";
 
@@ -42,19 +42,36 @@ routes:
         .config
 }
 
+/// `n` routes: half `path_prefix`, half `path_regex` with a capture.
+fn many_routes(n: usize) -> Config {
+    let mut routes = String::new();
+    for i in 0..n / 2 {
+        routes.push_str(&format!(
+            "  - {{name: p{i}, match: {{path_prefix: /svc{i}}}, upstream: api, auth: none, exempt: true}}\n\
+             \x20 - {{name: x{i}, match: {{path_regex: \"/r{i}/items/(?<id>[0-9]+)\"}}, upstream: api, auth: none, exempt: true}}\n"
+        ));
+    }
+    let yaml = format!(
+        "store: {{kind: memory}}\nacknowledge: [store.process_local]\nupstreams:\n  api: {{targets: [\"127.0.0.1:3000\"]}}\nroutes:\n{routes}"
+    );
+    Config::from_text("many.yaml", &yaml, Path::new("."))
+        .unwrap_or_else(|p| panic!("{p}"))
+        .config
+}
+
 fn benches(c: &mut Criterion) {
     // Set before any thread reads the environment.
     std::env::set_var(SECRET_ENV, "bench-secret-0123456789abcdef");
     let config = config();
     let headers = http::HeaderMap::new();
-    let carried = route::Carried {
+    let carried = routing::Carried {
         headers: &headers,
         query: None,
     };
-
+    let table = routing::Table::new(&config.routes);
     c.bench_function("route: last of 21 prefix routes", |b| {
         b.iter(|| {
-            route::find(
+            table.find(
                 black_box(&config),
                 "api.example.com",
                 "POST",
@@ -65,7 +82,7 @@ fn benches(c: &mut Criterion) {
     });
     c.bench_function("route: pattern with a capture", |b| {
         b.iter(|| {
-            route::find(
+            table.find(
                 black_box(&config),
                 "api.example.com",
                 "GET",
@@ -74,6 +91,29 @@ fn benches(c: &mut Criterion) {
             )
         })
     });
+    // The 1 µs budget: 1,000 routes (half regex, half prefix) against 10.
+    for n in [10, 1_000] {
+        let config = many_routes(n);
+        let table = routing::Table::new(&config.routes);
+        let last = n / 2 - 1;
+        for (kind, path) in [
+            ("prefix", format!("/svc{last}/items/42")),
+            ("regex", format!("/r{last}/items/42")),
+        ] {
+            let name = format!("route: {n} routes, last {kind} route");
+            c.bench_function(&name, |b| {
+                b.iter(|| {
+                    table.find(
+                        black_box(&config),
+                        "api.example.com",
+                        "GET",
+                        &path,
+                        &carried,
+                    )
+                })
+            });
+        }
+    }
 
     let auth = config.auth.as_ref().unwrap();
     let verifier = Verifier::new(auth, &config.tenants).unwrap();

@@ -13,6 +13,7 @@ pub mod echo;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;
+pub mod routing;
 pub mod server;
 pub mod state;
 pub mod tls;

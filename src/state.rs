@@ -98,6 +98,8 @@ pub struct Policy {
     pub pools: HashMap<String, Arc<upstream::Pool>>,
     /// The certificates TLS handshakes choose from.
     pub certs: Option<Arc<crate::tls::Certs>>,
+    /// The routes, indexed for matching.
+    pub routes: crate::routing::Table,
     pub generation: u64,
     /// Each route's metric series, by route index; one more, last, for
     /// requests no route matched.
@@ -121,6 +123,7 @@ impl Policy {
             )),
             None => None,
         };
+        let routes = crate::routing::Table::new(&config.routes);
         let mut metrics: Vec<RouteMetrics> = config
             .routes
             .iter()
@@ -139,6 +142,7 @@ impl Policy {
             verifier,
             pools,
             certs,
+            routes,
             generation,
             metrics,
         })

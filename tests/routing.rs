@@ -781,3 +781,94 @@ acknowledge: [store.process_local]
         }
     }
 }
+
+/// Serves HTML pages at `addr` (another origin than the gateway's): the
+/// page at `/NAME` `fetch`es `{gateway}/NAME` with a bearer token (so the
+/// browser sends a preflight) and writes the outcome into
+/// `<body data-result=...>`.
+async fn page_server(addr: std::net::SocketAddr, gateway: String, token: String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+            let html = format!(
+                r#"<!doctype html><html><body data-result="pending"><script>
+fetch("{gateway}{path}", {{method: "POST", headers: {{"Authorization": "Bearer {token}", "Content-Type": "application/json"}}, body: "{{}}"}})
+  .then(r => r.text().then(t => document.body.setAttribute("data-result", "status:" + r.status + ":" + (r.headers.get("ratelimit") || "no-quota"))))
+  .catch(e => document.body.setAttribute("data-result", "blocked"));
+</script></body></html>"#
+            );
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                html.len()
+            );
+            let _ = s.write_all(answer.as_bytes()).await;
+        }
+    });
+}
+
+/// What the page at `url` wrote, as headless Chromium ran it.
+fn browser_result(url: &str) -> String {
+    let out = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            url,
+        ])
+        .output()
+        .expect("headless Chromium is needed: apt-get install chromium (scripts/deps does)");
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    dom.split("data-result=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no result in the page: {dom}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_browser_is_let_through_or_stopped_by_cors() {
+    let echo = Upstream::start().await;
+    let page = free_addr();
+    let origin = format!("http://{page}");
+    let gw = Gateway::start_hs256(
+        &format!(
+            r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+{AUTH_HS256}
+upstreams: {{api: {{targets: ["{}"]}}}}
+limits:
+  calls: {{scope: tenant, default: {{capacity: 5, rate: 1/h}}}}
+routes:
+  - {{name: allowed, match: {{path_prefix: /allowed}}, upstream: api, limits: [calls], cors: {{origins: ["{origin}"], methods: [POST], headers: [authorization, content-type], expose: [ratelimit]}}}}
+  - {{name: refused, match: {{path_prefix: /refused}}, upstream: api, limits: [calls], cors: {{origins: ["https://elsewhere.example"], methods: [POST], headers: [authorization, content-type]}}}}
+acknowledge: [store.process_local]
+"#,
+            echo.addr
+        ),
+        GatewayOptions::default(),
+    )
+    .await;
+    page_server(page, gw.url(""), token("acme")).await;
+    for (path, want) in [
+        // The page read the exposed RateLimit header (quotes as the DOM writes them).
+        ("/allowed", "status:200:&quot;calls&quot;;r=4;t=3600"),
+        ("/refused", "blocked"),
+    ] {
+        let url = format!("{origin}{path}");
+        let got = tokio::task::spawn_blocking(move || browser_result(&url))
+            .await
+            .unwrap();
+        assert_eq!(got, want, "{path}");
+    }
+    // The refused page's POST never reached the upstream; the allowed one did, once.
+    assert_eq!(echo.requests(), 1);
+}

@@ -16,6 +16,7 @@ use super::{cors, directives};
 use crate::auth::{Identity, Verifier};
 use crate::limit::{self, SlotAnswer, Source, Subject};
 use crate::metrics::METRICS;
+use crate::routing;
 use crate::state::Shared;
 
 /// Admits the request or says why not.
@@ -24,18 +25,20 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     let host = route_on_one_path(session, ctx)?;
     let req = session.req_header();
     let policy = ctx.policy.clone();
-    let carried = route::Carried {
+    let carried = routing::Carried {
         headers: &req.headers,
         query: req.uri.query(),
     };
     // A CORS preflight is routed as the request it asks about.
     let preflight = cors::preflight_method(&req.method, &req.headers);
     let method = preflight.as_deref().unwrap_or(req.method.as_str());
-    let matched = route::find(&policy.config, &host, method, req.uri.path(), &carried)
+    let table = &policy.routes;
+    let matched = table
+        .find(&policy.config, &host, method, req.uri.path(), &carried)
         .filter(|m| preflight.is_none() || m.route.actions.cors.is_some())
         .or_else(|| {
             let method = req.method.as_str();
-            route::find(&policy.config, &host, method, req.uri.path(), &carried)
+            table.find(&policy.config, &host, method, req.uri.path(), &carried)
         })
         .ok_or(Deny::NoRoute)?;
     ctx.route = Some(matched.index);
