@@ -67,6 +67,8 @@ pub struct Metrics {
     pub upstream_ejections: IntCounterVec,
     /// Attempts made again on another target, by route.
     pub upstream_retries: IntCounterVec,
+    /// Requests refused for their client address (`allow_cidrs`, `deny_cidrs`), by route.
+    pub address_refusals: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -269,6 +271,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_upstream_retries_total",
             "Requests tried again on another target, by route.",
+            &["route"],
+        ),
+        address_refusals: counter(
+            &r,
+            "fairgate_address_refusals_total",
+            "Requests refused 403 for their client address, by route.",
             &["route"],
         ),
         registry: r,

@@ -23,7 +23,10 @@ impl Carried<'_> {
         let matches = |want: &ValueMatch, value: Option<&[u8]>| match (want, value) {
             (ValueMatch::Present, v) => v.is_some(),
             (ValueMatch::Exact(w), Some(v)) => w.as_bytes() == v,
-            (ValueMatch::Exact(_), None) => false,
+            (ValueMatch::Regex(re), Some(v)) => {
+                std::str::from_utf8(v).is_ok_and(|v| re.0.is_match(v))
+            }
+            (_, None) => false,
         };
         match condition {
             Condition::Header(name, want) => {

@@ -124,9 +124,12 @@ fn proxy_service(
     options.h2_idle_timeout = Some(server_cfg.keepalive_timeout);
     gateway.server_options = Some(options);
     let mut h2_options = pingora::protocols::http::v2::server::default_h2_options();
+    // h2 itself sends GOAWAY when streams are reset before they were even
+    // accepted; the same bound there as the edge's per second.
     h2_options
         .max_concurrent_streams(h2.max_concurrent_streams)
-        .max_header_list_size(h2.max_header_list_size);
+        .max_header_list_size(h2.max_header_list_size)
+        .max_pending_accept_reset_streams(h2.max_resets_per_second as usize);
     gateway.h2_options = Some(h2_options);
     let mut listeners = Listeners::new();
     if server_cfg.proxy_protocol {

@@ -76,10 +76,21 @@ async fn configured_limits_are_advertised_and_enforced() {
     assert_eq!(echo.requests(), 1);
 }
 
+/// How a rapid-reset client's connection ended.
+#[derive(Debug, PartialEq)]
+enum Ended {
+    /// Still open when it stopped sending (closed cleanly by the client).
+    Kept,
+    /// The edge closed it (its RST_STREAM count).
+    Cut,
+    /// h2 sent GOAWAY ENHANCE_YOUR_CALM (streams reset before accepted).
+    Calm,
+}
+
 /// Opens streams on one connection and cancels each at once, until the
-/// connection fails or `max` resets were sent: how many were sent, and
-/// whether the gateway cut the connection.
-async fn rapid_reset(addr: std::net::SocketAddr, url: &str, max: u32) -> (u32, bool) {
+/// connection fails or `max` resets were sent: how many were sent, and how
+/// the connection ended.
+async fn rapid_reset(addr: std::net::SocketAddr, url: &str, max: u32) -> (u32, Ended) {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
     let driver = tokio::spawn(connection);
@@ -98,11 +109,13 @@ async fn rapid_reset(addr: std::net::SocketAddr, url: &str, max: u32) -> (u32, b
         tokio::task::yield_now().await;
     }
     drop(client);
-    // A cut connection ends with an error; a kept one ends cleanly once
-    // the client lets go of it.
     let end = tokio::time::timeout(Duration::from_secs(5), driver).await;
-    let cut = sent < max || matches!(end, Ok(Ok(Err(_))));
-    (sent, cut)
+    let ended = match end {
+        Ok(Ok(Err(e))) if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) => Ended::Calm,
+        Ok(Ok(Ok(()))) if sent == max => Ended::Kept,
+        _ => Ended::Cut,
+    };
+    (sent, ended)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -131,38 +144,33 @@ async fn rapid_reset_clients_are_cut_off_and_others_are_served() {
         ok
     });
 
-    let (sent, cut) = rapid_reset(gw.listen, &slow, 10_000).await;
-    assert!(cut, "the attacking connection was not cut off");
-    assert!(sent < 10_000, "all {sent} resets were taken");
+    let (sent, ended) = rapid_reset(gw.listen, &slow, 10_000).await;
+    assert_ne!(
+        ended,
+        Ended::Kept,
+        "the attacking connection was not cut off"
+    );
     println!(
-        "cut off after {sent} streams opened and reset; the upstream saw {} requests",
+        "{ended:?} after {sent} streams opened and reset; the upstream saw {} requests",
         echo.requests()
     );
+    // Which layer closed it depends on whether the gateway had accepted the
+    // streams yet; the edge's count says so when it was the edge.
     let metrics = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &metrics,
-            "fairgate_edge_refusals_total{reason=\"h2_resets\"}"
-        ),
-        Some(1.0)
-    );
+    let series = "fairgate_edge_refusals_total{reason=\"h2_resets\"}";
+    let want = if ended == Ended::Cut { 1.0 } else { 0.0 };
+    assert_eq!(metric(&metrics, series), Some(want));
     assert_eq!(served.await.unwrap(), 40);
     // Streams reset at once never cost an upstream request beyond the bound.
     assert!(echo.requests() <= 40 + 51, "{}", echo.requests());
 
     // Resets below the bound, spread out, are a client's right.
-    let (sent, cut) = rapid_reset(gw.listen, &slow, 30).await;
-    assert_eq!((sent, cut), (30, false));
+    let (sent, ended) = rapid_reset(gw.listen, &slow, 30).await;
+    assert_eq!((sent, ended), (30, Ended::Kept));
     let (out, code) = curl(&["--http2-prior-knowledge", &gw.url("/after")]);
     assert_eq!((code, out.lines().last().unwrap()), (0, "200 2"), "{out}");
     let metrics = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &metrics,
-            "fairgate_edge_refusals_total{reason=\"h2_resets\"}"
-        ),
-        Some(1.0)
-    );
+    assert_eq!(metric(&metrics, series), Some(want));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -281,16 +289,14 @@ acknowledge: [store.process_local]
         tasks.push(tokio::spawn(async move {
             let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
             s.write_all(&bytes).await.unwrap();
-            let start = std::time::Instant::now();
+            // Closed at header_timeout (1 s), long before keepalive_timeout (60 s).
             let mut sink = Vec::new();
             let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut sink));
             assert!(read.await.is_ok(), "still open after 10 s");
-            start.elapsed()
         }));
     }
     for t in tasks {
-        let took = t.await.unwrap();
-        assert!(took < Duration::from_secs(5), "closed after {took:?}");
+        t.await.unwrap();
     }
     let metrics = gw.metrics().await;
     assert_eq!(

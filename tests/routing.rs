@@ -81,6 +81,7 @@ limits:
   tight: {{scope: client_ip, default: {{capacity: 1, rate: 1/h}}}}
 routes:
   - {{name: beta, match: {{path_prefix: /m, headers: {{x-beta: "1"}}}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: beta}}}}}}
+  - {{name: versioned, match: {{path_prefix: /m, headers: {{x-version: {{regex: "v[0-9]+\\.2"}}}}, query: {{lang: {{regex: "en|fr"}}}}}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: versioned}}}}}}
   - {{name: flagged, match: {{path_prefix: /m, query: {{flag: true}}}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: flagged}}}}}}
   - {{name: plain, match: {{path_prefix: /m}}, upstream: api, auth: none, exempt: true, request_headers: {{set: {{x-variant: plain}}}}}}
   - {{name: moved, match: {{path: "/old/{{id}}"}}, redirect: {{to: "https://new.example.com/items/{{id}}{{query}}", code: 301}}}}
@@ -99,6 +100,7 @@ routes:
   - {{name: private, match: {{path_prefix: /private}}, allow_cidrs: ["127.0.0.2/32"], upstream: api, auth: none, exempt: true}}
   - {{name: open, match: {{path_prefix: /open}}, deny_cidrs: ["127.0.0.3/32"], limit_exempt_cidrs: ["127.0.0.4/32"], upstream: api, auth: none, limits: [tight]}}
   - {{name: slow, match: {{path_prefix: /slow}}, timeouts: {{read: 300ms}}, upstream: api, auth: none, exempt: true}}
+  - {{name: bounded, match: {{path_prefix: /total}}, timeouts: {{total: 400ms}}, upstream: api, auth: none, exempt: true}}
   - name: cors
     match: {{path_prefix: /cors}}
     upstream: api
@@ -141,6 +143,15 @@ async fn header_and_query_matches_pick_the_route() {
         variant(send(&gw, LOCAL, "GET", "/m?flags=1", &[]).await),
         "plain"
     );
+    // Regular expressions match whole values.
+    for (target, header, want) in [
+        ("/m?lang=fr", "X-Version: v12.2", "versioned"),
+        ("/m?lang=fra", "X-Version: v12.2", "plain"),
+        ("/m?lang=en", "X-Version: v12.20", "plain"),
+    ] {
+        let answer = send(&gw, LOCAL, "GET", target, &[header]).await;
+        assert_eq!(variant(answer), want, "{target} {header}");
+    }
     // A client's own x-variant is replaced by the route's.
     assert_eq!(
         variant(send(&gw, LOCAL, "GET", "/m", &["X-Variant: forged"]).await),
@@ -280,6 +291,11 @@ async fn address_rules_refuse_and_exempt_by_client_address() {
         );
     }
     assert_eq!(echo.requests(), 5);
+    let metrics = gw.metrics().await;
+    for (route, n) in [("private", 1.0), ("plain", 1.0), ("open", 1.0)] {
+        let series = format!("fairgate_address_refusals_total{{route=\"{route}\"}}");
+        assert_eq!(metric(&metrics, &series).unwrap_or(0.0), n, "{route}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -304,6 +320,18 @@ async fn a_route_timeout_overrides_the_pools() {
             .await
             .status,
         200
+    ); // A total: from the request's arrival, whatever each wait allows.
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/total?sleep_ms=10", &[])
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        send(&gw, LOCAL, "GET", "/total?sleep_ms=1500", &[])
+            .await
+            .status,
+        504
     );
 }
 

@@ -508,6 +508,8 @@ pub enum Condition {
 pub enum ValueMatch {
     Present,
     Exact(String),
+    /// The whole value (anchored), as `{regex: ...}` says.
+    Regex(PathRegex),
 }
 
 /// Text with `{name}` variables: the route's path captures, `rest` (after
@@ -566,6 +568,8 @@ pub struct Timeouts {
     pub connect: Option<Duration>,
     pub read: Option<Duration>,
     pub write: Option<Duration>,
+    /// From the request's arrival to the response's last byte.
+    pub total: Option<Duration>,
 }
 
 /// The result of loading a file: the config, plus warnings worth printing.

@@ -25,22 +25,9 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     let host = route_on_one_path(session, ctx)?;
     let req = session.req_header();
     let policy = ctx.policy.clone();
-    let carried = routing::Carried {
-        headers: &req.headers,
-        query: req.uri.query(),
-    };
     // A CORS preflight is routed as the request it asks about.
     let preflight = cors::preflight_method(&req.method, &req.headers);
-    let method = preflight.as_deref().unwrap_or(req.method.as_str());
-    let table = &policy.routes;
-    let matched = table
-        .find(&policy.config, &host, method, req.uri.path(), &carried)
-        .filter(|m| preflight.is_none() || m.route.actions.cors.is_some())
-        .or_else(|| {
-            let method = req.method.as_str();
-            table.find(&policy.config, &host, method, req.uri.path(), &carried)
-        })
-        .ok_or(Deny::NoRoute)?;
+    let matched = pick_route(&policy, req, &host, preflight.as_deref()).ok_or(Deny::NoRoute)?;
     ctx.route = Some(matched.index);
     ctx.captures = matched
         .captures
@@ -49,7 +36,13 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
         .collect();
     let route = matched.route;
     let server = &policy.config.server;
-    directives::check_address(&server.addresses, &route.actions.addresses, ctx.client_ip)?;
+    directives::check_address(&server.addresses, &route.actions.addresses, ctx.client_ip)
+        .inspect_err(|_| {
+            METRICS
+                .address_refusals
+                .with_label_values(&[route.name.as_str()])
+                .inc()
+        })?;
     if let (Some(_), Some(cors)) = (&preflight, &route.actions.cors) {
         return Err(Deny::Preflight(cors::preflight(cors, &req.headers)));
     }
@@ -95,6 +88,28 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
         take_slot(shared, session, ctx).await?;
     }
     Ok(())
+}
+
+/// The route of a request (of the request a preflight asks about, when
+/// that route answers CORS; else of the preflight itself).
+fn pick_route<'p>(
+    policy: &'p crate::state::Policy,
+    req: &pingora::http::RequestHeader,
+    host: &str,
+    preflight: Option<&str>,
+) -> Option<routing::Matched<'p>> {
+    let carried = routing::Carried {
+        headers: &req.headers,
+        query: req.uri.query(),
+    };
+    let find = |method: &str| {
+        policy
+            .routes
+            .find(&policy.config, host, method, req.uri.path(), &carried)
+    };
+    preflight
+        .and_then(|asked| find(asked).filter(|m| m.route.actions.cors.is_some()))
+        .or_else(|| find(req.method.as_str()))
 }
 
 /// Reads the request target once and makes its normal form the request's

@@ -4,7 +4,7 @@
 //! status code live here.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -131,6 +131,20 @@ impl ProxyHttp for Gateway {
         }
         options.read_timeout = t.read.or(options.read_timeout);
         options.write_timeout = t.write.or(options.write_timeout);
+        if let Some(total) = t.total {
+            // What is left of the total bounds every wait of this attempt.
+            let left = total
+                .saturating_sub(ctx.started.elapsed())
+                .max(Duration::from_millis(1));
+            for slot in [
+                &mut options.connection_timeout,
+                &mut options.total_connection_timeout,
+                &mut options.read_timeout,
+                &mut options.write_timeout,
+            ] {
+                *slot = Some(slot.map_or(left, |d| d.min(left)));
+            }
+        }
         ctx.upstream_started.get_or_insert_with(Instant::now);
         ctx.pool = Some(name);
         ctx.target = peer.address().as_inet().copied();
@@ -231,6 +245,22 @@ impl ProxyHttp for Gateway {
             e.set_retry(true);
         }
         e
+    }
+
+    /// `timeouts.total` also ends a response still streaming past it.
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        _body: &mut Option<Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<Duration>> {
+        let total = ctx.route().and_then(|r| r.actions.timeouts.total);
+        if total.is_some_and(|t| ctx.started.elapsed() > t) {
+            return Error::e_explain(ErrorType::ReadTimedout, "the route's total timeout passed")
+                .map_err(|e| e.into_up());
+        }
+        Ok(None)
     }
 
     async fn upstream_response_filter(

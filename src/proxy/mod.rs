@@ -9,6 +9,7 @@ pub mod ctx;
 pub mod directives;
 pub mod edge;
 pub mod gateway;
+pub mod h2;
 pub mod headers;
 pub mod proxy_protocol;
 pub mod respond;

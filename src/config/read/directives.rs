@@ -274,10 +274,10 @@ pub(super) fn conditions(r: &mut Reader<'_>, mf: &yaml::Fields<'_>) -> Vec<Condi
             let want = match item.node.as_scalar().map(|s| s.as_str()) {
                 Some("true") => ValueMatch::Present,
                 Some(_) => ValueMatch::Exact(r.string(&item).unwrap_or_default()),
-                None => {
-                    r.error(&item, "routes.match_invalid", "expected a value or true");
-                    continue;
-                }
+                None => match value_regex(r, &item) {
+                    Some(re) => ValueMatch::Regex(re),
+                    None => continue,
+                },
             };
             if key == "query" {
                 out.push(Condition::Query(name.to_string(), want));
@@ -290,6 +290,36 @@ pub(super) fn conditions(r: &mut Reader<'_>, mf: &yaml::Fields<'_>) -> Vec<Condi
         }
     }
     out
+}
+
+/// `{regex: PATTERN}`: the whole value must match (anchored).
+fn value_regex(r: &mut Reader<'_>, at: &At<'_>) -> Option<PathRegex> {
+    let f = r.mapping(at, &["regex"])?;
+    let Some(p) = f.get("regex") else {
+        r.error(
+            at,
+            "routes.match_invalid",
+            "expected a value, true or {regex: PATTERN}",
+        );
+        return None;
+    };
+    let text = r.string(&p)?;
+    let anchored = format!("^(?:{text})$");
+    match regex::RegexBuilder::new(&anchored)
+        .size_limit(1 << 20)
+        .build()
+    {
+        Ok(re) => Some(PathRegex(re)),
+        Err(e) => {
+            let why = e.to_string().lines().last().unwrap_or("").to_string();
+            r.error_value(
+                &p,
+                "routes.match_invalid",
+                format!("not a regular expression: {why}"),
+            );
+            None
+        }
+    }
 }
 
 pub(super) fn redirect(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<Redirect> {
@@ -446,6 +476,7 @@ pub(super) fn timeouts(r: &mut Reader<'_>, at: &At<'_>) -> Timeouts {
         ("connect", &mut out.connect),
         ("read", &mut out.read),
         ("write", &mut out.write),
+        ("total", &mut out.total),
     ] {
         *slot = f.get(key).and_then(|d| r.positive_duration(&d));
     }
