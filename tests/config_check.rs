@@ -119,7 +119,7 @@ bad_configs! {
         r#"config/bad/routes.split_invalid.yaml:8:52: routes.split_invalid: routes[0].upstream: give upstream or upstreams, not both"#,
     ],
     routes_retries_invalid: "config/bad/routes.retries_invalid.yaml" => [
-        r#"config/bad/routes.retries_invalid.yaml:8:92: routes.retries_invalid: routes[0].retries.on: 503: retried are connect_failure and reset only; fairgate streams responses, so once an answer has begun it is the client's"#,
+        r#"config/bad/routes.retries_invalid.yaml:9:92: routes.retries_invalid: routes[0].retries.on: 500: one of connect_failure, reset, 502, 503, 504"#,
     ],
     upstreams_passive_health_invalid: "config/bad/upstreams.passive_health_invalid.yaml" => [
         r#"config/bad/upstreams.passive_health_invalid.yaml:7:65: upstreams.passive_health_invalid: upstreams.api.passive_health.failures "0": must be at least 1"#,

@@ -551,11 +551,39 @@ async fn resetter() -> std::net::SocketAddr {
     addr
 }
 
+/// A target that answers every request 503, and how many it answered.
+async fn unavailable() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let answer =
+                        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy";
+                    if s.write_all(answer).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn retries_and_passive_health_route_around_failed_targets() {
     let echo = Upstream::start().await;
     let dead = free_addr(); // nothing listens
     let reset = resetter().await;
+    let (busy, busy_count) = unavailable().await;
+    let (failing, failing_count) = unavailable().await;
     let yaml = format!(
         r#"
 server: {{listen: ["$LISTEN"]}}
@@ -563,11 +591,14 @@ admin: {{listen: "$ADMIN"}}
 upstreams:
   ejecting: {{targets: ["{dead}", "{echo}"], passive_health: {{failures: 1, cooldown: 1h}}}}
   flaky: {{targets: ["{reset}", "{echo}"]}}
-  plain: {{targets: ["{dead}", "{echo}"]}}
+  busy: {{targets: ["{busy}", "{echo}"]}}
+  ejects: {{targets: ["{failing}", "{echo}"], passive_health: {{failures: 2, cooldown: 1h}}}}
 routes:
   - {{name: ejecting, match: {{path_prefix: /e}}, upstream: ejecting, auth: none, exempt: true, retries: {{attempts: 2}}}}
   - {{name: flaky, match: {{path_prefix: /f}}, upstream: flaky, auth: none, exempt: true, retries: {{attempts: 3, on: [reset]}}}}
-  - {{name: plain, match: {{path_prefix: /p}}, upstream: plain, auth: none, exempt: true}}
+  - {{name: busy, match: {{path_prefix: /b}}, upstream: busy, auth: none, exempt: true, retries: {{attempts: 2, on: [503]}}}}
+  - {{name: busy_once, match: {{path_prefix: /n}}, upstream: busy, auth: none, exempt: true}}
+  - {{name: ejects, match: {{path_prefix: /j}}, upstream: ejects, auth: none, exempt: true}}
 acknowledge: [store.process_local]
 "#,
         echo = echo.addr
@@ -589,27 +620,55 @@ acknowledge: [store.process_local]
     for _ in 0..20 {
         assert_eq!(status("/f", false).await, 200);
     }
-    // Without retries, every other request fails; a POST is never retried.
-    let plain: Vec<u16> =
-        futures_util::future::join_all((0..10).map(|_| status("/p", false))).await;
-    assert_eq!(plain.iter().filter(|s| **s == 502).count(), 5, "{plain:?}");
+    // So is a 503, before any byte of it reaches the client; without
+    // retries, the target's 503 is the answer half the time.
+    for _ in 0..10 {
+        assert_eq!(status("/b", false).await, 200);
+    }
+    let before = busy_count.load(std::sync::atomic::Ordering::SeqCst);
+    let once: Vec<u16> = futures_util::future::join_all((0..10).map(|_| status("/n", false))).await;
+    assert_eq!(once.iter().filter(|s| **s == 503).count(), 5, "{once:?}");
+    // Counted at the upstream: the 503 target answered each retried attempt
+    // of /b and five of /n.
+    let busy_retries = metric(
+        &gw.metrics().await,
+        "fairgate_upstream_retries_total{route=\"busy\"}",
+    );
+    assert_eq!(
+        busy_count.load(std::sync::atomic::Ordering::SeqCst) - before,
+        5
+    );
+    assert_eq!(Some(before as f64), busy_retries);
+    // Two 503s in a row eject the target: it never sees a third request.
+    let ejected: Vec<u16> = {
+        let mut out = Vec::new();
+        for _ in 0..20 {
+            out.push(status("/j", false).await);
+        }
+        out
+    };
+    assert_eq!(
+        ejected.iter().filter(|s| **s == 503).count(),
+        2,
+        "{ejected:?}"
+    );
+    assert_eq!(failing_count.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // A POST is never retried.
     let posts: Vec<u16> = futures_util::future::join_all((0..10).map(|_| status("/f", true))).await;
     assert!(posts.contains(&502), "{posts:?}");
+    // The dead target cost one retry and was ejected, unless the TCP health
+    // check (its first runs at start) took it out before any request met it.
     let metrics = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &metrics,
-            "fairgate_upstream_retries_total{route=\"ejecting\"}"
-        ),
-        Some(1.0)
+    let retried = metric(
+        &metrics,
+        "fairgate_upstream_retries_total{route=\"ejecting\"}",
     );
-    assert_eq!(
-        metric(
-            &metrics,
-            "fairgate_upstream_ejections_total{upstream=\"ejecting\"}"
-        ),
-        Some(1.0)
+    let ejected = metric(
+        &metrics,
+        "fairgate_upstream_ejections_total{upstream=\"ejecting\"}",
     );
+    assert!(matches!(retried, None | Some(1.0)), "{retried:?}");
+    assert_eq!(retried, ejected);
     // Every GET that met the resetter was retried once (round robin counts
     // the retry's pick too, so most met it first); no POST was.
     let flaky = metric(&metrics, "fairgate_upstream_retries_total{route=\"flaky\"}").unwrap();

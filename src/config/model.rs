@@ -464,6 +464,8 @@ pub struct Retries {
     pub attempts: u32,
     pub on_connect_failure: bool,
     pub on_reset: bool,
+    /// Answers (502, 503, 504) retried before they reach the client.
+    pub on_status: Vec<u16>,
     /// Upper-case; default the idempotent ones.
     pub methods: Vec<String>,
 }

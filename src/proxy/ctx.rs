@@ -40,6 +40,8 @@ pub struct Ctx {
     /// The target of the latest attempt, and how many attempts were made.
     pub target: Option<std::net::SocketAddr>,
     pub attempts: u32,
+    /// The latest answer is to be retried (`retries.on` a status).
+    pub status_retry: bool,
     /// This request counted in flight at its target (`least_requests`).
     pub busy: Option<crate::upstream::Busy>,
     _in_flight: InFlight,
@@ -67,6 +69,7 @@ impl Ctx {
             pool: None,
             target: None,
             attempts: 0,
+            status_retry: false,
             busy: None,
             _in_flight: InFlight::new(),
         }

@@ -228,6 +228,11 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
         client_reused: bool,
     ) -> Box<Error> {
+        if std::mem::take(&mut ctx.status_retry) {
+            let mut e = e;
+            e.set_retry(true);
+            return e;
+        }
         let upstream = e.esource() == &ErrorSource::Upstream;
         if upstream {
             self.upstream_failed(peer, ctx);
@@ -265,12 +270,21 @@ impl ProxyHttp for Gateway {
 
     async fn upstream_response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         response: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        let status = response.status.as_u16();
         if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
-            pool.record(addr, response.status.as_u16() < 500);
+            pool.record(addr, status < 500);
+        }
+        // Nothing of this answer has reached the client: another target may
+        // give a better one (`error_while_proxy` marks it for retry).
+        let body_sent = ctx.request_body_bytes > 0 || session.as_ref().retry_buffer_truncated();
+        if !body_sent && retry(session, ctx, |r| r.on_status.contains(&status)) {
+            ctx.status_retry = true;
+            return Error::e_explain(ErrorType::HTTPStatus(status), "retried on another target")
+                .map_err(|e| e.into_up());
         }
         Ok(())
     }

@@ -90,8 +90,8 @@ fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
     let f = r.mapping(at, schema::RETRIES)?;
     let attempts = match f.get("attempts") {
         None => 2,
-        Some(a) => match r.u64(&a, "routes.retries_invalid") {
-            Some(n @ 2..=10) => n as u32,
+        Some(a) => match r.u64(&a, "routes.retries_invalid")? {
+            n @ 2..=10 => n as u32,
             _ => {
                 r.error_value(
                     &a,
@@ -106,20 +106,19 @@ fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
         Some(o) => r.strings(&o),
         None => vec!["connect_failure".into(), "reset".into()],
     };
+    let mut on_status = Vec::new();
     for when in &on {
-        if !matches!(when.as_str(), "connect_failure" | "reset") {
-            let o = f.get("on")?;
-            r.error(
-                &o,
+        match when.as_str() {
+            "connect_failure" | "reset" => {}
+            "502" | "503" | "504" => on_status.push(when.parse().unwrap_or(502)),
+            _ => r.error(
+                &f.get("on")?,
                 "routes.retries_invalid",
-                format!(
-                    "{when}: retried are connect_failure and reset only; fairgate streams \
-                     responses, so once an answer has begun it is the client's"
-                ),
-            );
+                format!("{when}: one of connect_failure, reset, 502, 503, 504"),
+            ),
         }
     }
-    let methods = match f.get("methods") {
+    let methods: Vec<String> = match f.get("methods") {
         Some(m) => r
             .strings(&m)
             .iter()
@@ -129,10 +128,19 @@ fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
             .map(String::from)
             .to_vec(),
     };
+    if let Some(bad) = methods.iter().find(|m| !METHODS.contains(&m.as_str())) {
+        let m = f.get("methods")?;
+        r.error(
+            &m,
+            "routes.retries_invalid",
+            format!("{bad} is not an HTTP method"),
+        );
+    }
     Some(Retries {
         attempts,
         on_connect_failure: on.iter().any(|o| o == "connect_failure"),
         on_reset: on.iter().any(|o| o == "reset"),
+        on_status,
         methods,
     })
 }
