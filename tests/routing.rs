@@ -408,6 +408,11 @@ async fn cors_preflights_are_answered_free_and_actual_answers_carry_cors() {
         (a.status, a.header("access-control-allow-origin")),
         (200, None)
     );
+    // Without Origin: no CORS headers, but Vary: Origin, so no cache hands
+    // this copy to a page.
+    let a = send(&gw, "127.0.0.8", "GET", "/cors/items", &[&bearer]).await;
+    assert_eq!((a.status, a.header("vary")), (200, Some("Origin")));
+    assert_eq!(a.header("access-control-allow-origin"), None);
 }
 
 /// Which of `pools` served one request (the one whose count went up).

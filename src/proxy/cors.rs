@@ -64,11 +64,10 @@ pub fn preflight(cors: &Cors, headers: &HeaderMap) -> Headers {
     out
 }
 
-/// The CORS headers of any other response to an allowed origin.
+/// The CORS headers of any other response: `Vary: Origin` always (a cache
+/// must not serve one origin's answer to another, nor a copy fetched
+/// without `Origin`), the rest to an allowed origin.
 pub fn actual(cors: &Cors, headers: &HeaderMap) -> Headers {
-    if !headers.contains_key(header::ORIGIN) {
-        return Vec::new();
-    }
     let mut out = vec![(header::VARY, "Origin".to_string())];
     let Some(origin) = allowed_origin(cors, headers) else {
         return out;
@@ -124,6 +123,9 @@ mod tests {
         let any = cors(&["*"], false);
         assert!(actual(&any, &origin("https://x.test"))
             .contains(&(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*".into())));
-        assert!(actual(&any, &HeaderMap::new()).is_empty());
+        assert_eq!(
+            actual(&any, &HeaderMap::new()),
+            vec![(header::VARY, "Origin".into())]
+        );
     }
 }

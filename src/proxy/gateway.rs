@@ -276,7 +276,8 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         let status = response.status.as_u16();
         if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
-            pool.record(addr, status < 500);
+            // A gateway-ish failure, not the application's word on a request.
+            pool.record(addr, !matches!(status, 502..=504));
         }
         // Nothing of this answer has reached the client: another target may
         // give a better one (`error_while_proxy` marks it for retry).

@@ -46,6 +46,9 @@ impl Drop for Busy {
         let mut busy = self.pool.busy.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = busy.get_mut(&self.addr) {
             *n = n.saturating_sub(1);
+            if *n == 0 {
+                busy.remove(&self.addr);
+            }
         }
     }
 }
@@ -242,6 +245,10 @@ impl Pool {
                 }
                 if let Ok(b) = balancer(&self.upstream, addrs.iter().map(|a| a.to_string())) {
                     self.balancer.store(Arc::new(b));
+                    // Targets gone from the answer take their passive state along.
+                    let mut passive = self.passive.lock().unwrap_or_else(|e| e.into_inner());
+                    passive.retain(|addr, _| addrs.contains(addr));
+                    drop(passive);
                     tracing::info!(upstream = %self.name, targets = addrs.len(), "upstream.resolved");
                     resolved.0 = addrs;
                 }
