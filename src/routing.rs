@@ -122,14 +122,7 @@ impl Table {
             candidates.extend(index.candidates(path));
             candidates.sort_unstable();
         }
-        candidates.into_iter().find_map(|index| {
-            let route = &config.routes[index];
-            matches(route, host, method, path, carried).map(|captures| Matched {
-                index,
-                route,
-                captures,
-            })
-        })
+        first_match(config, candidates, host, method, path, carried)
     }
 }
 
@@ -204,7 +197,20 @@ pub fn find<'c>(
     path: &str,
     carried: &Carried<'_>,
 ) -> Option<Matched<'c>> {
-    config.routes.iter().enumerate().find_map(|(index, route)| {
+    first_match(config, 0..config.routes.len(), host, method, path, carried)
+}
+
+/// The first of `indices` (in the order given) whose route matches.
+fn first_match<'c>(
+    config: &'c Config,
+    indices: impl IntoIterator<Item = usize>,
+    host: &str,
+    method: &str,
+    path: &str,
+    carried: &Carried<'_>,
+) -> Option<Matched<'c>> {
+    indices.into_iter().find_map(|index| {
+        let route = &config.routes[index];
         matches(route, host, method, path, carried).map(|captures| Matched {
             index,
             route,
