@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `demo`, `token`.
+//! The command line: `serve`, `check`, `demo`, `echo`, `token`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,12 @@ pub enum Command {
     },
     /// A self-contained tour on 127.0.0.1:8080 with a built-in echo upstream.
     Demo,
+    /// Run only the echo upstream (the demo's and the tests'): it answers
+    /// with JSON describing each request. Prints `listening on ADDR`.
+    Echo {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: SocketAddr,
+    },
     /// Print a JWT signed with the config's HS key, for development and tests.
     Token {
         #[arg(short, long, env = "FAIRGATE_CONFIG")]
@@ -91,6 +97,7 @@ pub fn main(cli: Cli) -> i32 {
         Command::Check { config } => check(&config),
         Command::Serve { config } => serve(&config),
         Command::Demo => demo(),
+        Command::Echo { listen } => echo(listen),
         Command::Token {
             config,
             tenant,
@@ -252,6 +259,30 @@ fn demo() -> i32 {
             1
         }
     }
+}
+
+/// The echo upstream in the foreground, until the process is ended.
+fn echo(listen: SocketAddr) -> i32 {
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("echo: {e}");
+            return 1;
+        }
+    };
+    rt.block_on(async move {
+        let stats = Arc::new(crate::echo::Stats::default());
+        match crate::echo::serve(listen, stats).await {
+            Ok(bound) => {
+                println!("listening on {bound}");
+                std::future::pending::<i32>().await
+            }
+            Err(e) => {
+                eprintln!("echo: cannot listen on {listen}: {e}");
+                1
+            }
+        }
+    })
 }
 
 /// The echo upstream on its own thread and runtime, on a free loopback port.

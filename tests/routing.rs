@@ -416,7 +416,7 @@ async fn cors_preflights_are_answered_free_and_actual_answers_carry_cors() {
 }
 
 /// Which of `pools` served one request (the one whose count went up).
-async fn served_by(pools: &[&Upstream], send: impl std::future::Future<Output = u16>) -> usize {
+async fn served_by(pools: &[&EchoProcess], send: impl std::future::Future<Output = u16>) -> usize {
     let before: Vec<u64> = pools.iter().map(|p| p.requests()).collect();
     assert_eq!(send.await, 200);
     let after: Vec<u64> = pools.iter().map(|p| p.requests()).collect();
@@ -427,7 +427,7 @@ async fn served_by(pools: &[&Upstream], send: impl std::future::Future<Output = 
     moved[0]
 }
 
-async fn split_gateway(v1: &Upstream, v2: &Upstream) -> Gateway {
+async fn split_gateway(v1: &EchoProcess, v2: &EchoProcess) -> Gateway {
     let yaml = format!(
         r#"
 server: {{listen: ["$LISTEN"]}}
@@ -451,7 +451,7 @@ acknowledge: [store.process_local]
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_weighted_split_holds_its_shares_over_ten_thousand_requests() {
-    let (v1, v2) = (Upstream::start().await, Upstream::start().await);
+    let (v1, v2) = (EchoProcess::start(), EchoProcess::start());
     let gw = split_gateway(&v1, &v2).await;
     let c = client();
     let url = gw.url("/w");
@@ -476,7 +476,7 @@ async fn a_weighted_split_holds_its_shares_over_ten_thousand_requests() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn canaries_pick_by_tenant_plan_share_header_and_cookie() {
-    let (v1, v2) = (Upstream::start().await, Upstream::start().await);
+    let (v1, v2) = (EchoProcess::start(), EchoProcess::start());
     let gw = split_gateway(&v1, &v2).await;
     let pools = [&v1, &v2];
     let c = client();
@@ -584,7 +584,7 @@ async fn unavailable() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicU6
 
 #[tokio::test(flavor = "multi_thread")]
 async fn retries_and_passive_health_route_around_failed_targets() {
-    let echo = Upstream::start().await;
+    let echo = EchoProcess::start();
     let dead = free_addr(); // nothing listens
     let reset = resetter().await;
     let (busy, busy_count) = unavailable().await;
@@ -617,22 +617,33 @@ acknowledge: [store.process_local]
         };
         async move { req.send().await.unwrap().status().as_u16() }
     };
+    // Every 200 below is one request the echo process answered, no more:
+    // a retried attempt that failed never reached it twice.
+    let answered = std::cell::Cell::new(0);
+    let answered_since = || {
+        let now = echo.requests();
+        now - answered.replace(now)
+    };
     // A connect failure is retried on the next target; the dead one is then out.
     for _ in 0..20 {
         assert_eq!(status("/e", false).await, 200);
     }
+    assert_eq!(answered_since(), 20);
     // A reset before any answer is retried too.
     for _ in 0..20 {
         assert_eq!(status("/f", false).await, 200);
     }
+    assert_eq!(answered_since(), 20);
     // So is a 503, before any byte of it reaches the client; without
     // retries, the target's 503 is the answer half the time.
     for _ in 0..10 {
         assert_eq!(status("/b", false).await, 200);
     }
+    assert_eq!(answered_since(), 10);
     let before = busy_count.load(std::sync::atomic::Ordering::SeqCst);
     let once: Vec<u16> = futures_util::future::join_all((0..10).map(|_| status("/n", false))).await;
     assert_eq!(once.iter().filter(|s| **s == 503).count(), 5, "{once:?}");
+    assert_eq!(answered_since(), 5);
     // Counted at the upstream: the 503 target answered each retried attempt
     // of /b and five of /n.
     let busy_retries = metric(
@@ -658,9 +669,12 @@ acknowledge: [store.process_local]
         "{ejected:?}"
     );
     assert_eq!(failing_count.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(answered_since(), 18);
     // A POST is never retried.
     let posts: Vec<u16> = futures_util::future::join_all((0..10).map(|_| status("/f", true))).await;
     assert!(posts.contains(&502), "{posts:?}");
+    let posted = posts.iter().filter(|s| **s == 200).count() as u64;
+    assert_eq!(answered_since(), posted);
     // The dead target cost one retry and was ejected, unless the TCP health
     // check (its first runs at start) took it out before any request met it.
     let metrics = gw.metrics().await;
@@ -794,7 +808,7 @@ acknowledge: [store.process_local, limits.client_keyed]
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pools_balance_by_least_requests_or_by_a_hash() {
-    let (a, b) = (Upstream::start().await, Upstream::start().await);
+    let (a, b) = (EchoProcess::start(), EchoProcess::start());
     let gw = Gateway::start_hs256(
         &format!(
             r#"

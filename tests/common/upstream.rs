@@ -25,6 +25,55 @@ impl Upstream {
     }
 }
 
+/// The echo upstream as a process of its own (`fairgate echo`), as the pods
+/// behind a Service are: counted by asking it, ended by PID when dropped.
+pub struct EchoProcess {
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl EchoProcess {
+    pub fn start() -> EchoProcess {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+            .args(["echo", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn `fairgate echo`");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read the echo's address");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("`fairgate echo` printed {line:?}"));
+        EchoProcess { addr, child }
+    }
+
+    /// Requests this process has answered (`/__echo/stats` is not counted).
+    pub fn requests(&self) -> u64 {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.addr).expect("reach the echo process");
+        s.write_all(b"GET /__echo/stats HTTP/1.0\r\nHost: echo\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let stats: serde_json::Value = serde_json::from_str(body).expect("stats JSON");
+        stats["requests"].as_u64().expect("a request count")
+    }
+}
+
+impl Drop for EchoProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// What a raw upstream received: the request head exactly as sent, and
 /// how many body bytes followed it.
 #[derive(Debug, Clone)]
