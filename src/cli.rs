@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `demo`, `echo`, `token`.
+//! The command line: `serve`, `check`, `demo`, `echo`, `import`, `token`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,6 +39,11 @@ pub enum Command {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
     },
+    /// Convert other gateways' configuration into a fairgate policy.
+    Import {
+        #[command(subcommand)]
+        from: ImportFrom,
+    },
     /// Print a JWT signed with the config's HS key, for development and tests.
     Token {
         #[arg(short, long, env = "FAIRGATE_CONFIG")]
@@ -53,6 +58,14 @@ pub enum Command {
         #[arg(long, default_value = "1h", value_parser = parse_ttl)]
         ttl: std::time::Duration,
     },
+}
+
+#[derive(Subcommand)]
+pub enum ImportFrom {
+    /// Kubernetes Ingress objects annotated for ingress-nginx (and the
+    /// controller's ConfigMap): writes a policy and a report, one line per
+    /// annotation. Exit 2 when some annotation is not supported.
+    IngressNginx(crate::import::Options),
 }
 
 fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
@@ -98,6 +111,9 @@ pub fn main(cli: Cli) -> i32 {
         Command::Serve { config } => serve(&config),
         Command::Demo => demo(),
         Command::Echo { listen } => echo(listen),
+        Command::Import {
+            from: ImportFrom::IngressNginx(options),
+        } => crate::import::main(&options),
         Command::Token {
             config,
             tenant,

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod echo;
+pub mod import;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;

@@ -76,6 +76,9 @@ bad_configs! {
     concurrency_slots_invalid: "config/bad/concurrency.slots_invalid.yaml" => [
         r#"config/bad/concurrency.slots_invalid.yaml:11:12: concurrency.slots_invalid: concurrency.uploads.slots "0": must be at least 1"#,
     ],
+    concurrency_status_invalid: "config/bad/concurrency.status_invalid.yaml" => [
+        r#"config/bad/concurrency.status_invalid.yaml:12:13: concurrency.status_invalid: concurrency.uploads.status "200": must be an HTTP status from 400 to 599"#,
+    ],
     config_acknowledge_unknown: "config/bad/config.acknowledge_unknown.yaml" => [
         r#"config/bad/config.acknowledge_unknown.yaml:4:36: config.acknowledge_unknown: acknowledge[1] "store.memory": not a warning code; known: store.process_local, limits.client_keyed, server.escaped_slashes_keep, server.tls_host_uncovered"#,
     ],
@@ -162,6 +165,9 @@ bad_configs! {
     ],
     limits_rate_invalid: "config/bad/limits.rate_invalid.yaml" => [
         r#"config/bad/limits.rate_invalid.yaml:11:36: limits.rate_invalid: limits.api.default.rate "5/x": unit must be one of s, m, h, d"#,
+    ],
+    limits_status_invalid: "config/bad/limits.status_invalid.yaml" => [
+        r#"config/bad/limits.status_invalid.yaml:12:13: limits.status_invalid: limits.per_ip.status "302": must be an HTTP status from 400 to 599"#,
     ],
     limits_scope_invalid: "config/bad/limits.scope_invalid.yaml" => [
         r#"config/bad/limits.scope_invalid.yaml:10:12: limits.scope_invalid: limits.api.scope "per_user": must be tenant, tenant_user, tenant_token, client_ip, client_cert, global, {path: NAME} or {header: NAME}"#,

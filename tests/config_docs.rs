@@ -70,3 +70,27 @@ fn reference_documents_each_key_once() {
         "{REFERENCE} documents these keys more than once: {repeated:#?}"
     );
 }
+
+/// docs/migrating-from-ingress-nginx.md has a table row for exactly the
+/// annotations `fairgate import ingress-nginx` maps or approximates.
+#[test]
+fn the_migration_guide_documents_every_imported_annotation() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/migrating-from-ingress-nginx.md");
+    let text = std::fs::read_to_string(&path).expect("docs/migrating-from-ingress-nginx.md");
+    let rows: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_string()))
+        .filter(|name| !name.contains('.') && !name.contains(' '))
+        .collect();
+    let known: BTreeSet<String> = fairgate::import::KNOWN
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let missing: Vec<&String> = known.difference(&rows).collect();
+    assert!(missing.is_empty(), "annotations without a row: {missing:?}");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    assert!(readme.contains("fairgate import ingress-nginx"));
+    assert!(readme.contains("docs/migrating-from-ingress-nginx.md"));
+}

@@ -11,4 +11,4 @@ pub mod yaml;
 
 pub use error::Problems;
 pub use model::*;
-pub use read::{parse_rate, ACKNOWLEDGEABLE};
+pub use read::{edit_reserved, parse_rate, ACKNOWLEDGEABLE};

@@ -300,6 +300,9 @@ pub struct Limit {
     pub default: Bucket,
     pub plans: BTreeMap<String, Bucket>,
     pub shadow: bool,
+    /// The status of a refusal: 429, or what the API answered before
+    /// (ingress-nginx's `limit-req-status-code`, 503).
+    pub status: u16,
     /// For `{path}`/`{header}` scopes: the only values accepted (404 otherwise).
     pub values: Option<BTreeSet<String>>,
 }
@@ -324,6 +327,8 @@ pub struct Concurrency {
     pub scope: Scope,
     pub slots: NonZeroU64,
     pub lease: Duration,
+    /// The status when every slot is held: 429 unless configured.
+    pub status: u16,
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -347,6 +352,17 @@ pub struct IdentityHeaders {
     pub plan: HeaderName,
     /// The subject of the client's verified TLS certificate.
     pub client_cert: HeaderName,
+}
+
+impl Default for IdentityHeaders {
+    fn default() -> Self {
+        IdentityHeaders {
+            tenant: HeaderName::from_static("x-tenant-id"),
+            user: HeaderName::from_static("x-user-id"),
+            plan: HeaderName::from_static("x-plan"),
+            client_cert: HeaderName::from_static("x-client-cert-subject"),
+        }
+    }
 }
 
 impl IdentityHeaders {

@@ -101,10 +101,10 @@ pub const UPSTREAM: &[&str] = &[
     "health_check_interval",
 ];
 pub const BUCKET: &[&str] = &["capacity", "rate"];
-pub const LIMIT: &[&str] = &["scope", "default", "plans", "shadow"];
+pub const LIMIT: &[&str] = &["scope", "default", "plans", "shadow", "status"];
 pub const DEFAULT_LIMITS: &[&str] = &["authenticated", "unauthenticated"];
 pub const DEFAULT_LIMIT: &[&str] = &["scope", "capacity", "rate", "shadow"];
-pub const CONCURRENCY: &[&str] = &["scope", "slots", "lease"];
+pub const CONCURRENCY: &[&str] = &["scope", "slots", "lease", "status"];
 pub const TENANT: &[&str] = &["plan", "limits"];
 pub const IDENTITY_HEADERS: &[&str] = &["tenant", "user", "plan", "client_cert"];
 pub const ROUTE: &[&str] = &[

@@ -204,6 +204,7 @@ mod tests {
             scope: Scope::Tenant,
             slots: std::num::NonZeroU64::MIN,
             lease: LEASE,
+            status: 429,
         }
     }
 

@@ -34,6 +34,8 @@ use keys::{Kind, Scoped};
 #[derive(Debug, Clone)]
 pub struct Planned {
     pub limit: String,
+    /// The status of a refusal by this bucket.
+    pub status: u16,
     pub bucket: Bucket,
     pub spend: Spend,
 }
@@ -172,6 +174,7 @@ pub fn plan(
             let bucket = sizing(config, limit, subject.identity);
             Ok(Planned {
                 limit: limit.name.clone(),
+                status: limit.status,
                 bucket,
                 spend: Spend {
                     key,

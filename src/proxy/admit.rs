@@ -247,6 +247,7 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
     }
     Err(Deny::RateLimited {
         limit: p.limit.clone(),
+        status: p.status,
         retry_after_ms: state.retry_after_ms,
         reset_after_ms: state.reset_after_ms,
         quota,
@@ -276,6 +277,7 @@ async fn take_slot(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<
             ctx.decision = "no_slot";
             Err(Deny::NoSlot {
                 policy: name.clone(),
+                status: slots.status,
                 slots: slots.slots.get(),
             })
         }

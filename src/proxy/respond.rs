@@ -44,6 +44,7 @@ pub enum Deny {
     /// A bucket is short: its name, the waits and its quota headers.
     RateLimited {
         limit: String,
+        status: u16,
         retry_after_ms: Option<u64>,
         reset_after_ms: u64,
         quota: Vec<(HeaderName, String)>,
@@ -51,6 +52,7 @@ pub enum Deny {
     /// Every slot of a concurrency policy is held.
     NoSlot {
         policy: String,
+        status: u16,
         slots: u64,
     },
     /// `on_unavailable: deny` while the store is down.
@@ -107,13 +109,7 @@ impl Deny {
                 "this route is limited per client certificate; connect with one",
             ),
             Deny::AuthThrottled { wait_ms } => Refusal::auth_throttled(wait_ms),
-            Deny::RateLimited {
-                limit,
-                retry_after_ms,
-                reset_after_ms,
-                quota,
-            } => Refusal::rate_limited(&limit, retry_after_ms, reset_after_ms, quota),
-            Deny::NoSlot { policy, slots } => Refusal::no_slot(&policy, slots),
+            limited @ (Deny::RateLimited { .. } | Deny::NoSlot { .. }) => Refusal::limited(limited),
             Deny::StoreUnavailable => Refusal::new(
                 503,
                 "store-unavailable",
@@ -301,6 +297,19 @@ impl Refusal {
         self
     }
 
+    /// The configured status of a limit's refusal (429 unless its policy
+    /// says otherwise); the title follows it.
+    fn status(mut self, status: u16) -> Self {
+        if status != self.status {
+            self.status = status;
+            self.title = http::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("Refused");
+        }
+        self
+    }
+
     pub fn close(mut self) -> Self {
         self.close = true;
         self
@@ -336,6 +345,27 @@ impl Refusal {
         Refusal::new(401, "unauthorized", "Unauthorized", error.description())
             .header(http::header::WWW_AUTHENTICATE, challenge)
             .extra("reason", json!(error.reason()))
+    }
+
+    /// A bucket's or a concurrency policy's refusal, with its configured status.
+    fn limited(deny: Deny) -> Self {
+        match deny {
+            Deny::RateLimited {
+                limit,
+                status,
+                retry_after_ms,
+                reset_after_ms,
+                quota,
+            } => {
+                Refusal::rate_limited(&limit, retry_after_ms, reset_after_ms, quota).status(status)
+            }
+            Deny::NoSlot {
+                policy,
+                status,
+                slots,
+            } => Refusal::no_slot(&policy, slots).status(status),
+            other => other.refusal(),
+        }
     }
 
     /// 429 for a refused bucket, with `Retry-After` (whole seconds, rounded
@@ -555,9 +585,19 @@ mod tests {
         assert_eq!(
             code(Deny::NoSlot {
                 policy: "u".into(),
+                status: 429,
                 slots: 1
             }),
             8
+        );
+        // ingress-nginx's 503, imported, reaches gRPC clients as UNAVAILABLE.
+        assert_eq!(
+            code(Deny::NoSlot {
+                policy: "u".into(),
+                status: 503,
+                slots: 1
+            }),
+            14
         );
         assert_eq!(code(Deny::StoreUnavailable), 14);
         assert_eq!(code(Deny::BodyTimeout), 4);
@@ -605,6 +645,7 @@ mod tests {
             (
                 Deny::RateLimited {
                     limit: "api".into(),
+                    status: 429,
                     retry_after_ms: Some(1),
                     reset_after_ms: 5,
                     quota: Vec::new(),
@@ -614,9 +655,18 @@ mod tests {
             (
                 Deny::NoSlot {
                     policy: "uploads".into(),
+                    status: 429,
                     slots: 4,
                 },
                 (429, "no-slot", false),
+            ),
+            (
+                Deny::NoSlot {
+                    policy: "conn".into(),
+                    status: 503,
+                    slots: 4,
+                },
+                (503, "no-slot", false),
             ),
             (Deny::StoreUnavailable, (503, "store-unavailable", false)),
             (Deny::SlotLost, (503, "slot-lost", false)),
@@ -640,6 +690,7 @@ mod tests {
         assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
         let r = Deny::NoSlot {
             policy: "uploads".into(),
+            status: 429,
             slots: 4,
         }
         .refusal();
@@ -652,11 +703,14 @@ mod tests {
         assert_eq!(header(&r, "www-authenticate").as_deref(), Some("Bearer"));
         let r = Deny::RateLimited {
             limit: "api".into(),
+            status: 503,
             retry_after_ms: Some(1001),
             reset_after_ms: 9000,
             quota: Vec::new(),
         }
         .refusal();
+        assert_eq!(r.status, 503);
+        assert_eq!(r.title, "Service Unavailable");
         assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
         assert_eq!(r.extra["limit"], json!("api"));
     }

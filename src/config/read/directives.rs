@@ -26,6 +26,17 @@ const RESERVED: &[&str] = &[
     "retry-after",
 ];
 
+/// Whether a route's header edits may not name `name` (with the default
+/// identity headers).
+pub fn edit_reserved(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    RESERVED.contains(&name.as_str())
+        || IdentityHeaders::default()
+            .all()
+            .iter()
+            .any(|h| h.as_str() == name)
+}
+
 /// A route's `redirect`, `rewrite`, header edits, address rules, timeouts, `cors`.
 pub(super) fn actions(
     r: &mut Reader<'_>,

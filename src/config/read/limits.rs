@@ -191,6 +191,7 @@ pub(super) fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit
         }
     }
     let shadow = f.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false);
+    let status = refusal_status(r, &f, "limits.status_invalid");
     let values = f
         .get("scope")
         .and_then(|s| scope_values(r, &s, scope.as_ref()?));
@@ -200,8 +201,25 @@ pub(super) fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit
         default: default?,
         plans,
         shadow,
+        status,
         values,
     })
+}
+
+/// `status`: what a refusal answers, 429 by default; any 4xx or 5xx, so an
+/// API that answered 503 before (ingress-nginx) keeps answering it.
+fn refusal_status(r: &mut Reader<'_>, f: &yaml::Fields<'_>, code: &'static str) -> u16 {
+    let Some(at) = f.get("status") else {
+        return 429;
+    };
+    match r.u64(&at, code) {
+        Some(n @ 400..=599) => n as u16,
+        Some(_) => {
+            r.error_value(&at, code, "must be an HTTP status from 400 to 599");
+            429
+        }
+        None => 429,
+    }
 }
 
 /// `values: [stripe, github]` inside a `{path}` or `{header}` scope.
@@ -246,6 +264,7 @@ pub(super) fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultL
         },
         plans: BTreeMap::new(),
         shadow: false,
+        status: 429,
         values: None,
     };
     let mut out = DefaultLimits {
@@ -295,6 +314,7 @@ pub(super) fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultL
                 default: bucket,
                 plans: BTreeMap::new(),
                 shadow: m.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false),
+                status: 429,
                 values: None,
             });
         }
@@ -338,11 +358,13 @@ pub(super) fn concurrency(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option
         }),
         None => Some(Duration::from_secs(30)),
     };
+    let status = refusal_status(r, &f, "concurrency.status_invalid");
     Some(Concurrency {
         name: name.to_string(),
         scope: scope?,
         slots: slots?,
         lease: lease?,
+        status,
     })
 }
 
@@ -389,12 +411,7 @@ pub(super) fn tenants(
 }
 
 pub(super) fn identity_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> IdentityHeaders {
-    let mut out = IdentityHeaders {
-        tenant: HeaderName::from_static("x-tenant-id"),
-        user: HeaderName::from_static("x-user-id"),
-        plan: HeaderName::from_static("x-plan"),
-        client_cert: HeaderName::from_static("x-client-cert-subject"),
-    };
+    let mut out = IdentityHeaders::default();
     let Some(at) = at else { return out };
     let Some(f) = r.mapping(&at, schema::IDENTITY_HEADERS) else {
         return out;

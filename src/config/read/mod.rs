@@ -33,6 +33,7 @@ use server::*;
 use store::*;
 use upstreams::*;
 
+pub use directives::edit_reserved;
 pub use limits::parse_rate;
 
 pub(super) fn missing(r: &mut Reader<'_>, parent: &At<'_>, key: &str) {

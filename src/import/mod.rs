@@ -1,0 +1,164 @@
+//! `fairgate import ingress-nginx`: Kubernetes Ingress objects annotated
+//! for ingress-nginx in, a fairgate policy and a report out. The report has
+//! one line per annotation (and per controller ConfigMap key) of every
+//! Ingress: `mapped`, `approximated (why)` or `not supported (why)`; nothing
+//! is guessed. docs/migrating-from-ingress-nginx.md is the mapping table.
+
+mod annotations;
+mod emit;
+mod manifests;
+mod policy;
+
+use std::fmt;
+use std::path::PathBuf;
+
+pub use annotations::KNOWN;
+pub use emit::Node;
+pub use manifests::Object;
+
+/// The options of `fairgate import ingress-nginx`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Options {
+    /// Manifest files or directories: Ingresses, and the Services,
+    /// ConfigMaps, Deployment and HorizontalPodAutoscaler they rely on.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Write the policy here instead of standard output.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Write the report here instead of standard error.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Controller pods that enforced the limits (default: a Deployment or
+    /// HorizontalPodAutoscaler of the controller among the inputs, else 1).
+    #[arg(long)]
+    pub replicas: Option<u64>,
+    /// Mark every imported limit `shadow: true` (count, never refuse).
+    #[arg(long)]
+    pub shadow: bool,
+    /// Where the TLS Secrets are mounted: DIR/NAMESPACE/SECRET/tls.crt and tls.key.
+    #[arg(long, default_value = "/etc/fairgate/tls")]
+    pub tls_dir: String,
+    /// The shared Redis the fleet's buckets live in.
+    #[arg(long, default_value = "redis://fairgate-redis:6379/0")]
+    pub redis_url: String,
+    /// The plain HTTP listener.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    /// The TLS listener (when any Ingress has a TLS section).
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub tls_listen: String,
+    /// The admin listener (/healthz, /readyz, /metrics).
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    pub admin_listen: String,
+    /// Services are reached as NAME.NAMESPACE.svc.DOMAIN:PORT.
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// Import Ingresses of this class (and those naming none).
+    #[arg(long, default_value = "nginx")]
+    pub ingress_class: String,
+    /// The controller's ConfigMap as NAMESPACE/NAME (default: one named
+    /// ingress-nginx-controller, nginx-configuration or nginx-ingress-controller).
+    #[arg(long)]
+    pub configmap: Option<String>,
+    /// The controller's annotation prefix.
+    #[arg(long, default_value = "nginx.ingress.kubernetes.io")]
+    pub annotation_prefix: String,
+}
+
+/// What became of one annotation or setting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Mapped(String),
+    Approximated(String),
+    Unsupported(String),
+}
+
+/// One line of the report: whose (`namespace/name` of an Ingress, or
+/// `configmap ns/name`), which annotation or key, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub subject: String,
+    pub item: String,
+    pub verdict: Verdict,
+}
+
+impl fmt::Display for Line {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (word, why) = match &self.verdict {
+            Verdict::Mapped(why) => ("mapped", why),
+            Verdict::Approximated(why) => ("approximated", why),
+            Verdict::Unsupported(why) => ("not supported", why),
+        };
+        write!(f, "{}: {}: {word}", self.subject, self.item)?;
+        if !why.is_empty() {
+            write!(f, " ({why})")?;
+        }
+        Ok(())
+    }
+}
+
+/// The import's result: the policy text and the report.
+pub struct Imported {
+    pub policy: String,
+    pub report: Vec<Line>,
+}
+
+impl Imported {
+    pub fn unsupported(&self) -> usize {
+        self.report
+            .iter()
+            .filter(|l| matches!(l.verdict, Verdict::Unsupported(_)))
+            .count()
+    }
+}
+
+/// Converts the objects read from the inputs.
+pub fn convert(objects: &[Object], options: &Options) -> Imported {
+    policy::Import::new(objects, options).run()
+}
+
+/// Runs the command: 0 when every annotation was mapped or approximated,
+/// 2 when some are not supported (the policy is written either way), 1 when
+/// the inputs cannot be read or the outputs written.
+pub fn main(options: &Options) -> i32 {
+    let objects = match manifests::read(&options.inputs) {
+        Ok(objects) => objects,
+        Err(e) => {
+            eprintln!("import: {e}");
+            return 1;
+        }
+    };
+    let imported = convert(&objects, options);
+    let mut report: String = imported.report.iter().map(|l| format!("{l}\n")).collect();
+    let unsupported = imported.unsupported();
+    report.push_str(&format!(
+        "{} lines: {} not supported\n",
+        imported.report.len(),
+        unsupported
+    ));
+    let written = write(options.output.as_ref(), &imported.policy, false)
+        .and_then(|_| write(options.report.as_ref(), &report, true));
+    if let Err(e) = written {
+        eprintln!("import: {e}");
+        return 1;
+    }
+    if unsupported > 0 {
+        2
+    } else {
+        0
+    }
+}
+
+fn write(path: Option<&PathBuf>, text: &str, stderr: bool) -> Result<(), String> {
+    use std::io::Write;
+    match path {
+        Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display())),
+        None if stderr => std::io::stderr()
+            .write_all(text.as_bytes())
+            .map_err(|e| e.to_string()),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(|e| e.to_string()),
+    }
+}

@@ -1,0 +1,681 @@
+//! Assembles the policy: the controller's ConfigMap and replica count, the
+//! Services behind each backend, TLS Secrets, one route per Ingress path
+//! (ordered as nginx picks locations), canaries folded into their main
+//! routes, and the YAML text.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::annotations::{self, Protocol};
+use super::emit::{self, Node};
+use super::manifests::{text, Object};
+use super::{Imported, Line, Options, Verdict};
+
+/// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
+pub struct Globals {
+    pub limit_req_status: u16,
+    pub limit_conn_status: u16,
+    /// `proxy-body-size`: None is no limit (`0`).
+    pub body_size: Option<String>,
+    pub ssl_redirect: bool,
+    pub force_ssl_redirect: bool,
+    /// `proxy-connect-timeout`, `proxy-read-timeout`, `proxy-send-timeout`.
+    pub timeouts: [Option<String>; 3],
+    pub next_upstream: Option<String>,
+    pub next_upstream_tries: Option<String>,
+}
+
+impl Default for Globals {
+    fn default() -> Self {
+        Globals {
+            limit_req_status: 503,
+            limit_conn_status: 503,
+            body_size: Some("1MiB".into()),
+            ssl_redirect: true,
+            force_ssl_redirect: false,
+            timeouts: [None, None, None],
+            next_upstream: None,
+            next_upstream_tries: None,
+        }
+    }
+}
+
+/// How a path is matched.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PathRule {
+    Any,
+    Exact(String),
+    Prefix(String),
+    Regex(String),
+}
+
+/// One route of the policy.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub name: String,
+    pub host: Option<String>,
+    pub path: PathRule,
+    /// `match.headers`: a canary's header route.
+    pub headers: Option<Node>,
+    /// The route's keys after `name` and `match`, in the order written.
+    pub keys: BTreeMap<&'static str, Node>,
+    /// The Ingress path it came from: host, path and pathType, for canaries.
+    pub origin: (String, String, String),
+    /// Order among routes of the same host and path length: a main route
+    /// after its canary's header route, a default backend last.
+    pub rank: u8,
+}
+
+/// The order keys are written in.
+const KEY_ORDER: &[&str] = &[
+    "upstream",
+    "auth",
+    "redirect",
+    "https_redirect",
+    "app_root",
+    "limits",
+    "concurrency",
+    "limit_exempt_cidrs",
+    "allow_cidrs",
+    "deny_cidrs",
+    "max_body",
+    "rewrite",
+    "request_headers",
+    "response_headers",
+    "timeouts",
+    "retries",
+    "cors",
+    "canary",
+];
+
+pub struct Import<'a> {
+    pub options: &'a Options,
+    pub objects: &'a [Object],
+    pub globals: Globals,
+    pub replicas: u64,
+    pub report: Vec<Line>,
+    pub upstreams: BTreeMap<String, Node>,
+    pub limits: Vec<(String, Node)>,
+    pub concurrency: Vec<(String, Node)>,
+    /// TLS Secrets (namespace/name) → the hosts they serve.
+    pub certs: BTreeMap<String, Vec<String>>,
+    pub tls_hosts: BTreeSet<String>,
+    pub routes: Vec<Route>,
+    pub server: Vec<(String, Node)>,
+}
+
+impl<'a> Import<'a> {
+    pub fn new(objects: &'a [Object], options: &'a Options) -> Self {
+        Import {
+            options,
+            objects,
+            globals: Globals::default(),
+            replicas: 1,
+            report: Vec::new(),
+            upstreams: BTreeMap::new(),
+            limits: Vec::new(),
+            concurrency: Vec::new(),
+            certs: BTreeMap::new(),
+            tls_hosts: BTreeSet::new(),
+            routes: Vec::new(),
+            server: Vec::new(),
+        }
+    }
+
+    pub fn line(&mut self, subject: &str, item: &str, verdict: Verdict) {
+        self.report.push(Line {
+            subject: subject.to_string(),
+            item: item.to_string(),
+            verdict,
+        });
+    }
+
+    pub fn run(mut self) -> Imported {
+        self.configmap();
+        self.count_replicas();
+        let ingresses: Vec<&Object> = self.ingresses();
+        for ing in &ingresses {
+            self.tls(ing);
+        }
+        let (canaries, mains): (Vec<&Object>, Vec<&Object>) =
+            ingresses.into_iter().partition(|i| {
+                annotations::get(i, &self.options.annotation_prefix, "canary")
+                    == Some("true".into())
+            });
+        for ing in mains {
+            self.ingress(ing);
+        }
+        for ing in canaries {
+            self.canary(ing);
+        }
+        self.routes.sort_by_key(order);
+        Imported {
+            policy: self.policy(),
+            report: self.report,
+        }
+    }
+
+    /// Ingresses of the class imported; others are reported as skipped.
+    fn ingresses(&mut self) -> Vec<&'a Object> {
+        let mut out = Vec::new();
+        for ing in self.objects.iter().filter(|o| o.kind == "Ingress") {
+            let class = ing
+                .text(&["spec", "ingressClassName"])
+                .or_else(|| ing.text(&["metadata", "annotations", "kubernetes.io/ingress.class"]));
+            match class {
+                Some(c) if c != self.options.ingress_class => self.line(
+                    &ing.id(),
+                    "ingressClassName",
+                    Verdict::Approximated(format!(
+                        "class {c}, not {}: not imported",
+                        self.options.ingress_class
+                    )),
+                ),
+                _ => out.push(ing),
+            }
+        }
+        out
+    }
+
+    /// The controller's ConfigMap: its keys become defaults of every route.
+    fn configmap(&mut self) {
+        let named = |o: &&Object| match &self.options.configmap {
+            Some(id) => &o.id() == id,
+            None => matches!(
+                o.name.as_str(),
+                "ingress-nginx-controller" | "nginx-configuration" | "nginx-ingress-controller"
+            ),
+        };
+        let Some(cm) = self
+            .objects
+            .iter()
+            .filter(|o| o.kind == "ConfigMap")
+            .find(named)
+        else {
+            return;
+        };
+        let subject = format!("configmap {}", cm.id());
+        let Some(Value::Object(data)) = cm.value.get("data") else {
+            return;
+        };
+        for (key, value) in data {
+            let value = text(value, &[]).unwrap_or_default();
+            let verdict = self.configmap_key(key, &value);
+            self.line(&subject, key, verdict);
+        }
+    }
+
+    fn configmap_key(&mut self, key: &str, value: &str) -> Verdict {
+        let g = &mut self.globals;
+        match key {
+            "limit-req-status-code" | "limit-conn-status-code" => refusal_status(g, key, value),
+            "proxy-body-size" => match annotations::nginx_size(value) {
+                Some(size) => {
+                    g.body_size = size;
+                    Verdict::Mapped("the max_body of routes without their own".into())
+                }
+                None => Verdict::Unsupported(format!("{value:?} is not an nginx size")),
+            },
+            "ssl-redirect" | "force-ssl-redirect" => {
+                let on = value == "true";
+                if key == "ssl-redirect" {
+                    g.ssl_redirect = on;
+                } else {
+                    g.force_ssl_redirect = on;
+                }
+                Verdict::Mapped("the https_redirect of routes without the annotation".into())
+            }
+            "proxy-connect-timeout" | "proxy-read-timeout" | "proxy-send-timeout" => {
+                timeout(g, key, value)
+            }
+            "proxy-next-upstream" => {
+                g.next_upstream = Some(value.to_string());
+                Verdict::Mapped("the retries of routes without their own".into())
+            }
+            "proxy-next-upstream-tries" => {
+                g.next_upstream_tries = Some(value.to_string());
+                Verdict::Mapped("the retries of routes without their own".into())
+            }
+            "enable-underscores-in-headers" => {
+                self.server
+                    .push(("allow_underscores_in_headers".into(), Node::Bool(value == "true")));
+                Verdict::Mapped("server.allow_underscores_in_headers".into())
+            }
+            "use-forwarded-headers" | "compute-full-forwarded-for" | "forwarded-for-header" => {
+                Verdict::Approximated(
+                    "list the load balancer's addresses in server.trusted_proxies: the manifests do not say them"
+                        .into(),
+                )
+            }
+            "whitelist-source-range" | "denylist-source-range" => {
+                match annotations::cidrs(value) {
+                    Ok(list) => {
+                        let target = if key == "whitelist-source-range" {
+                            "allow_cidrs"
+                        } else {
+                            "deny_cidrs"
+                        };
+                        self.server.push((target.into(), Node::strs(list)));
+                        Verdict::Mapped(format!("server.{target}"))
+                    }
+                    Err(why) => Verdict::Unsupported(why),
+                }
+            }
+            "allow-snippet-annotations" | "annotations-risk-level" => {
+                Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
+            }
+            _ => Verdict::Unsupported("no fairgate equivalent".into()),
+        }
+    }
+
+    /// `--replicas`, else the controller's HorizontalPodAutoscaler (its
+    /// maximum) or Deployment, else 1.
+    fn count_replicas(&mut self) {
+        let subject = "controller";
+        if let Some(n) = self.options.replicas {
+            self.replicas = n.max(1);
+            let why = format!("{n} pods, from --replicas");
+            self.line(subject, "replicas", Verdict::Mapped(why));
+            return;
+        }
+        let controller = self.objects.iter().find(|o| {
+            o.kind == "Deployment"
+                && (o.name.contains("ingress-nginx")
+                    || o.value.to_string().contains("ingress-nginx/controller"))
+        });
+        let hpa = controller.and_then(|d| {
+            self.objects.iter().find(|o| {
+                o.kind == "HorizontalPodAutoscaler"
+                    && o.text(&["spec", "scaleTargetRef", "name"]).as_deref() == Some(&d.name)
+            })
+        });
+        let (n, verdict) = match (controller, hpa) {
+            (_, Some(h)) => {
+                let max = h
+                    .text(&["spec", "maxReplicas"])
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(1);
+                let min = h
+                    .text(&["spec", "minReplicas"])
+                    .unwrap_or_else(|| "1".into());
+                let why = format!(
+                    "HorizontalPodAutoscaler {} scales {min} to {max} pods; the fleet limits admit what {max} pods did (give --replicas to choose)",
+                    h.id()
+                );
+                (max, Verdict::Approximated(why))
+            }
+            (Some(d), None) => {
+                let n = d
+                    .text(&["spec", "replicas"])
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(1);
+                (
+                    n,
+                    Verdict::Mapped(format!("{n} pods, from Deployment {}", d.id())),
+                )
+            }
+            (None, None) => (
+                1,
+                Verdict::Approximated(
+                    "no --replicas and no controller Deployment among the inputs: 1 pod assumed"
+                        .into(),
+                ),
+            ),
+        };
+        self.replicas = n.max(1);
+        self.line(subject, "replicas", verdict);
+    }
+
+    /// TLS sections: certificate files where the Secret is mounted.
+    fn tls(&mut self, ing: &Object) {
+        let Some(Value::Array(sections)) = ing.value.pointer("/spec/tls") else {
+            return;
+        };
+        for section in sections {
+            let hosts: Vec<String> = match section.get("hosts") {
+                Some(Value::Array(h)) => h.iter().filter_map(|v| text(v, &[])).collect(),
+                _ => Vec::new(),
+            };
+            let Some(secret) = text(section, &["secretName"]) else {
+                let why = "no secretName: ingress-nginx serves its default certificate, which is not in the manifests";
+                self.line(&ing.id(), "tls", Verdict::Unsupported(why.into()));
+                continue;
+            };
+            let id = format!("{}/{secret}", ing.namespace);
+            let mut fresh = Vec::new();
+            for h in hosts {
+                let h = h.to_ascii_lowercase();
+                if self.tls_hosts.insert(h.clone()) {
+                    fresh.push(h);
+                }
+            }
+            self.certs.entry(id.clone()).or_default().extend(fresh);
+            let why = format!(
+                "certificate {}/{id}/tls.crt and tls.key",
+                self.options.tls_dir
+            );
+            self.line(&ing.id(), "tls", Verdict::Mapped(why));
+        }
+    }
+
+    /// One route per path of a main (not canary) Ingress.
+    fn ingress(&mut self, ing: &Object) {
+        let mut plan = annotations::plan(self, ing);
+        if let Some(why) = plan.withheld.take() {
+            self.line(
+                &ing.id(),
+                "paths",
+                Verdict::Unsupported(format!("not imported: {why}")),
+            );
+            return;
+        }
+        let paths = paths(ing);
+        for (i, (host, path, kind, backend)) in paths.into_iter().enumerate() {
+            let Some(upstream) = self.upstream(ing, &backend, plan.protocol) else {
+                continue;
+            };
+            let name = format!("{}-{i}", names(&format!("{}_{}", ing.namespace, ing.name)));
+            if let Some(route) =
+                annotations::route(self, ing, &mut plan, name, host, path, kind, upstream)
+            {
+                self.routes.push(route);
+            }
+        }
+    }
+
+    /// A canary Ingress: its paths send some requests of the main route of
+    /// the same host and path to its backend.
+    fn canary(&mut self, ing: &Object) {
+        let mut targets = Vec::new();
+        for (host, path, kind, backend) in paths(ing) {
+            let origin = (host.clone().unwrap_or_default(), path.clone(), kind.clone());
+            let Some(main) = self.routes.iter().position(|r| r.origin == origin) else {
+                let why = format!(
+                    "no main Ingress serves host {} path {path}",
+                    host.as_deref().unwrap_or("*")
+                );
+                self.line(&ing.id(), "canary", Verdict::Unsupported(why));
+                continue;
+            };
+            let protocol = annotations::protocol_of(self, ing);
+            if let Some(upstream) = self.upstream(ing, &backend, protocol) {
+                targets.push((main, upstream));
+            }
+        }
+        annotations::canary(self, ing, &targets);
+    }
+
+    /// The upstream pool for a backend: the Service's cluster DNS name and port.
+    pub fn upstream(
+        &mut self,
+        ing: &Object,
+        backend: &Value,
+        protocol: Protocol,
+    ) -> Option<String> {
+        let id = ing.id();
+        let Some(service) = text(backend, &["service", "name"]) else {
+            let why = "a resource backend (not a Service) has no address to forward to";
+            self.line(&id, "backend", Verdict::Unsupported(why.into()));
+            return None;
+        };
+        let port = match (
+            text(backend, &["service", "port", "number"]),
+            text(backend, &["service", "port", "name"]),
+        ) {
+            (Some(n), _) => n,
+            (None, Some(name)) => match self.service_port(&ing.namespace, &service, &name) {
+                Some(n) => n,
+                None => {
+                    let why = format!(
+                        "port {name:?} of Service {}/{service}: give the Service manifest",
+                        ing.namespace
+                    );
+                    self.line(&id, "backend", Verdict::Unsupported(why));
+                    return None;
+                }
+            },
+            (None, None) => "80".into(),
+        };
+        let name = names(&format!(
+            "{}_{service}-{port}{}",
+            ing.namespace,
+            protocol.suffix()
+        ));
+        let target = format!(
+            "{service}.{}.svc.{}:{port}",
+            ing.namespace, self.options.cluster_domain
+        );
+        let mut node = Node::map([("targets", Node::strs([target]))]);
+        protocol.apply(&mut node);
+        self.upstreams.insert(name.clone(), node);
+        Some(name)
+    }
+
+    fn service_port(&self, namespace: &str, service: &str, port: &str) -> Option<String> {
+        let svc = self
+            .objects
+            .iter()
+            .find(|o| o.kind == "Service" && o.namespace == namespace && o.name == service)?;
+        let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
+            return None;
+        };
+        ports
+            .iter()
+            .find(|p| text(p, &["name"]).as_deref() == Some(port))
+            .and_then(|p| text(p, &["port"]))
+    }
+
+    /// A ConfigMap by `namespace/name`, or `name` in `namespace`.
+    pub fn configmap_data(&self, namespace: &str, reference: &str) -> Option<&'a Value> {
+        let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
+        self.objects
+            .iter()
+            .find(|o| o.kind == "ConfigMap" && o.namespace == ns && o.name == name)
+            .and_then(|o| o.value.get("data"))
+    }
+
+    fn policy(&self) -> String {
+        let mut server = vec![(
+            "listen".to_string(),
+            Node::strs([self.options.listen.clone()]),
+        )];
+        if !self.certs.is_empty() {
+            let certificates = self.certs.iter().map(|(id, hosts)| {
+                let dir = format!("{}/{id}", self.options.tls_dir);
+                let mut cert = Node::map([
+                    ("cert_file", Node::str(format!("{dir}/tls.crt"))),
+                    ("key_file", Node::str(format!("{dir}/tls.key"))),
+                ]);
+                if !hosts.is_empty() {
+                    cert.set("hosts", Node::strs(hosts.clone()));
+                }
+                cert
+            });
+            server.push((
+                "tls".into(),
+                Node::map([
+                    ("listen", Node::str(self.options.tls_listen.clone())),
+                    ("certificates", Node::Seq(certificates.collect())),
+                ]),
+            ));
+        }
+        server.extend(self.server.iter().cloned());
+        let mut root = vec![
+            ("server".to_string(), Node::Map(server)),
+            (
+                "admin".into(),
+                Node::map([("listen", Node::str(self.options.admin_listen.clone()))]),
+            ),
+            (
+                "store".into(),
+                Node::map([
+                    ("kind", Node::str("redis")),
+                    ("url", Node::str(self.options.redis_url.clone())),
+                ]),
+            ),
+            ("default_limits".into(), Node::str("none")),
+            (
+                "upstreams".into(),
+                Node::Map(self.upstreams.clone().into_iter().collect()),
+            ),
+        ];
+        if !self.limits.is_empty() {
+            root.push(("limits".into(), Node::Map(self.limits.clone())));
+        }
+        if !self.concurrency.is_empty() {
+            root.push(("concurrency".into(), Node::Map(self.concurrency.clone())));
+        }
+        root.push((
+            "routes".into(),
+            Node::Seq(self.routes.iter().map(route_node).collect()),
+        ));
+        let uncovered = !self.certs.is_empty()
+            && self
+                .routes
+                .iter()
+                .any(|r| r.host.as_ref().is_some_and(|h| !self.covered(h)));
+        if uncovered {
+            root.push((
+                "acknowledge".into(),
+                Node::strs(["server.tls_host_uncovered"]),
+            ));
+        }
+        format!(
+            "# Imported from ingress-nginx by `fairgate import ingress-nginx`; the\n\
+             # report says what became of every annotation. Limits are sized for the\n\
+             # whole fleet: ingress-nginx counted per controller pod ({} here).\n{}",
+            self.replicas,
+            emit::yaml(&Node::Map(root))
+        )
+    }
+
+    /// Whether a TLS host (exact, or a one-label wildcard) names `host`.
+    pub fn covered(&self, host: &str) -> bool {
+        let wildcard = host.split_once('.').map(|(_, rest)| format!("*.{rest}"));
+        self.tls_hosts.contains(host) || wildcard.is_some_and(|w| self.tls_hosts.contains(&w))
+    }
+}
+
+/// `limit-req-status-code`, `limit-conn-status-code`.
+fn refusal_status(g: &mut Globals, key: &str, value: &str) -> Verdict {
+    match value.parse::<u16>() {
+        Ok(s @ 400..=599) => {
+            let (slot, target) = if key == "limit-req-status-code" {
+                (&mut g.limit_req_status, "limits")
+            } else {
+                (&mut g.limit_conn_status, "concurrency")
+            };
+            *slot = s;
+            Verdict::Mapped(format!("status: {s} on every imported {target} policy"))
+        }
+        _ => Verdict::Unsupported(format!("{value:?} is not a status from 400 to 599")),
+    }
+}
+
+/// `proxy-connect-timeout`, `proxy-read-timeout`, `proxy-send-timeout`.
+fn timeout(g: &mut Globals, key: &str, value: &str) -> Verdict {
+    let i = [
+        "proxy-connect-timeout",
+        "proxy-read-timeout",
+        "proxy-send-timeout",
+    ]
+    .iter()
+    .position(|k| *k == key)
+    .unwrap_or(0);
+    match annotations::seconds(value) {
+        Some(d) => {
+            g.timeouts[i] = Some(d);
+            Verdict::Mapped("the timeouts of routes without their own".into())
+        }
+        None => Verdict::Unsupported(format!("{value:?} is not a number of seconds")),
+    }
+}
+
+/// Every rule path of an Ingress as (host, path, pathType, backend), and
+/// its defaultBackend as a catch-all (path "", pathType "Default").
+fn paths(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
+    let mut out = Vec::new();
+    if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
+        for rule in rules {
+            let host = text(rule, &["host"]).map(|h| h.to_ascii_lowercase());
+            let Some(Value::Array(items)) = rule.pointer("/http/paths") else {
+                continue;
+            };
+            for p in items {
+                let path = text(p, &["path"]).unwrap_or_else(|| "/".into());
+                let kind =
+                    text(p, &["pathType"]).unwrap_or_else(|| "ImplementationSpecific".into());
+                let backend = p.get("backend").cloned().unwrap_or(Value::Null);
+                out.push((host.clone(), path, kind, backend));
+            }
+        }
+    }
+    if let Some(backend) = ing.value.pointer("/spec/defaultBackend") {
+        out.push((None, String::new(), "Default".into(), backend.clone()));
+    }
+    out
+}
+
+/// A Kubernetes name as a fairgate name: `.` becomes `_`. Callers join a
+/// namespace (a DNS label: no `_`, no `.`) and a name with `_`, so two
+/// objects never share a fairgate name.
+pub fn names(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// nginx's choice among locations: per host (exact hosts, then wildcards,
+/// then none), exact paths first, then the longest path.
+fn order(r: &Route) -> (u8, String, u8, std::cmp::Reverse<usize>, u8) {
+    let host_rank = match &r.host {
+        Some(h) if !h.starts_with('*') => 0,
+        Some(_) => 1,
+        None => 2,
+    };
+    let (path_rank, len) = match &r.path {
+        PathRule::Exact(p) => (0, p.len()),
+        PathRule::Prefix(p) | PathRule::Regex(p) => (1, p.len()),
+        PathRule::Any => (2, 0),
+    };
+    (
+        host_rank,
+        r.host.clone().unwrap_or_default(),
+        path_rank,
+        std::cmp::Reverse(len),
+        r.rank,
+    )
+}
+
+fn route_node(r: &Route) -> Node {
+    let mut matches = Vec::new();
+    if let Some(h) = &r.host {
+        matches.push(("host", Node::str(h.clone())));
+    }
+    match &r.path {
+        PathRule::Any => {}
+        PathRule::Exact(p) => matches.push(("path", Node::str(p.clone()))),
+        PathRule::Prefix(p) => matches.push(("path_prefix", Node::str(p.clone()))),
+        PathRule::Regex(p) => matches.push(("path_regex", Node::str(p.clone()))),
+    }
+    if let Some(h) = &r.headers {
+        matches.push(("headers", h.clone()));
+    }
+    let mut entries = vec![
+        ("name".to_string(), Node::str(r.name.clone())),
+        ("match".into(), Node::map(matches)),
+    ];
+    for key in KEY_ORDER {
+        if let Some(v) = r.keys.get(key) {
+            entries.push((key.to_string(), v.clone()));
+        }
+    }
+    Node::Map(entries)
+}

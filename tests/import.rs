@@ -1,0 +1,399 @@
+//! `fairgate import ingress-nginx` on the corpus in `tests/ingress-nginx/`
+//! (one directory a case, its manifests written from the shapes in
+//! ingress-nginx's documentation and examples): the exact policy and
+//! report, `fairgate check` on each policy, and the gateway started on the
+//! policies, showing the mapped behaviour with real requests.
+//!
+//! After a deliberate change, `FAIRGATE_BLESS=1 cargo test --test import`
+//! rewrites the expected files; review their diff.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const CASES: &[&str] = &[
+    "canary",
+    "cors",
+    "grpc",
+    "rate-limit",
+    "rewrite",
+    "snippets",
+    "tls",
+];
+
+/// The policy, the report and the exit code of an import of `case`, with
+/// the options every case uses.
+fn import(case: &str) -> (String, String, i32) {
+    let input = format!("tests/ingress-nginx/{case}");
+    import_with(&["--replicas", "3", "--tls-dir", "tls", &input])
+}
+
+fn import_with(args: &[&str]) -> (String, String, i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, report) = (dir.path().join("policy.yaml"), dir.path().join("report"));
+    let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["import", "ingress-nginx"])
+        .arg("-o")
+        .arg(&policy)
+        .arg("--report")
+        .arg(&report)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    (
+        std::fs::read_to_string(policy).unwrap(),
+        std::fs::read_to_string(report).unwrap(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+#[test]
+fn every_case_gives_exactly_the_expected_policy_and_report() {
+    let bless = std::env::var("FAIRGATE_BLESS").as_deref() == Ok("1");
+    for case in CASES {
+        let (policy, report, code) = import(case);
+        let dir = format!("tests/ingress-nginx/{case}");
+        if bless {
+            std::fs::write(format!("{dir}/policy.expected.yaml"), &policy).unwrap();
+            std::fs::write(format!("{dir}/report.expected"), &report).unwrap();
+        }
+        let want = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).unwrap();
+        assert_eq!(policy, want("policy.expected.yaml"), "{case}: policy");
+        assert_eq!(report, want("report.expected"), "{case}: report");
+        let unsupported = report.lines().any(|l| l.contains(": not supported"));
+        assert_eq!(code, if unsupported { 2 } else { 0 }, "{case}: exit code");
+    }
+}
+
+#[test]
+fn shadow_marks_every_imported_limit_and_replicas_come_from_the_controller() {
+    let (policy, report, _) = import_with(&[
+        "--shadow",
+        "--replicas",
+        "3",
+        "tests/ingress-nginx/rate-limit",
+    ]);
+    assert_eq!(policy.matches("shadow: true").count(), 2, "{policy}");
+    assert_eq!(policy.matches("status: 503").count(), 3, "{policy}");
+    assert!(report.contains("rate 15/s, shadow;"), "{report}");
+    // Without --replicas: the controller's Deployment, or its autoscaler's maximum.
+    let dir = tempfile::tempdir().unwrap();
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: ingress-nginx-controller, namespace: ingress-nginx}\nspec: {replicas: 2}\n";
+    std::fs::write(dir.path().join("controller.yaml"), deployment).unwrap();
+    let controller = dir.path().join("controller.yaml");
+    let (policy, report, _) = import_with(&[
+        "tests/ingress-nginx/rate-limit",
+        controller.to_str().unwrap(),
+    ]);
+    assert!(policy.contains("capacity: 52, rate: \"10/s\""), "{policy}");
+    assert!(report.contains("controller: replicas: mapped (2 pods, from Deployment ingress-nginx/ingress-nginx-controller)"), "{report}");
+    let hpa = "kind: HorizontalPodAutoscaler\nmetadata: {name: c, namespace: ingress-nginx}\nspec: {scaleTargetRef: {name: ingress-nginx-controller}, minReplicas: 2, maxReplicas: 4}\n";
+    std::fs::write(dir.path().join("hpa.yaml"), hpa).unwrap();
+    let (policy, _, _) = import_with(&[
+        "tests/ingress-nginx/rate-limit",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(policy.contains("capacity: 104, rate: \"20/s\""), "{policy}");
+}
+
+/// Writes a certificate for every `cert_file` of `policy` under `dir` (the
+/// Secrets as they would be mounted), signed by one test CA.
+fn mount_secrets(policy: &str, dir: &Path) -> Pki {
+    let pki = Pki::new(dir, "import");
+    for line in policy.lines() {
+        let Some(cert) = line.trim().strip_prefix("- cert_file: ") else {
+            continue;
+        };
+        let secret = cert.trim_end_matches("/tls.crt");
+        std::fs::create_dir_all(dir.join(secret)).unwrap();
+        let hosts: Vec<&str> = vec![
+            "secure.example.com",
+            "mixed.example.com",
+            "grpctest.dev.mydomain.com",
+        ];
+        let (pem, key) = pki.leaf("leaf", "imported", &hosts, "01");
+        std::fs::copy(pem, dir.join(cert)).unwrap();
+        std::fs::copy(key, dir.join(format!("{secret}/tls.key"))).unwrap();
+    }
+    pki
+}
+
+#[test]
+fn every_produced_policy_passes_check() {
+    for case in CASES {
+        let (policy, _, _) = import(case);
+        let dir = tempfile::tempdir().unwrap();
+        mount_secrets(&policy, dir.path());
+        let file = dir.path().join("policy.yaml");
+        std::fs::write(&file, &policy).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+            .args(["check", "-c"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.starts_with("ok\n"),
+            "{case}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!stdout.contains("warning"), "{case}: {stdout}");
+    }
+}
+
+#[test]
+fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
+    let mut unsupported = BTreeSet::new();
+    for case in CASES {
+        let (_, report, _) = import(case);
+        for line in report.lines().filter(|l| l.contains(": not supported")) {
+            let (subject, rest) = line.split_once(": ").unwrap();
+            let item = rest.split(": not supported").next().unwrap();
+            unsupported.insert(format!("{subject} {item}"));
+        }
+    }
+    let p = "nginx.ingress.kubernetes.io";
+    let want: BTreeSet<String> = [
+        format!("default/widgets {p}/cors-allow-origin"),
+        format!("app/legacy {p}/auth-url"),
+        format!("app/legacy {p}/auth-signin"),
+        format!("app/legacy {p}/configuration-snippet"),
+        format!("app/legacy {p}/server-snippet"),
+        // Not an annotation: the consequence of the access rules above.
+        "app/legacy paths".to_string(),
+        "configmap ingress-nginx/ingress-nginx-controller worker-processes".to_string(),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(unsupported, want);
+}
+
+/// The policy of `case` made runnable here: the listeners on free loopback
+/// ports (`$LISTEN`, `$ADMIN`), the Services' names replaced by the
+/// upstreams serving them, the Redis of the test, the Secrets under `tls`.
+fn runnable(
+    case: &str,
+    services: &[(&str, SocketAddr)],
+    redis: &Redis,
+    tls: Option<(&Path, SocketAddr)>,
+) -> String {
+    let (mut policy, _, _) = import(case);
+    policy = policy
+        .replace("0.0.0.0:8080", "$LISTEN")
+        .replace("0.0.0.0:9090", "$ADMIN")
+        .replace("redis://fairgate-redis:6379/0", &redis.url());
+    for (name, addr) in services {
+        let before = policy.clone();
+        policy = policy.replace(name, &addr.to_string());
+        assert_ne!(before, policy, "{name} is not in the {case} policy");
+    }
+    if let Some((dir, listen)) = tls {
+        policy = policy
+            .replace("0.0.0.0:8443", &listen.to_string())
+            .replace(
+                "cert_file: tls/",
+                &format!("cert_file: {}/tls/", dir.display()),
+            )
+            .replace(
+                "key_file: tls/",
+                &format!("key_file: {}/tls/", dir.display()),
+            );
+    }
+    policy
+}
+
+async fn send(gw: &Gateway, host: &str, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = no_redirects().get(gw.url(path)).header("host", host);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+fn header(r: &reqwest::Response, name: &str) -> String {
+    r.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn limit_rps_5_on_3_replicas_admits_78_back_to_back_then_refuses_503() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let services = [
+        ("api.shop.svc.cluster.local:80", echo.addr),
+        ("reports.shop.svc.cluster.local:8080", echo.addr),
+    ];
+    let gw = Gateway::start(&runnable("rate-limit", &services, &redis, None)).await;
+    let started = std::time::Instant::now();
+    let first = send(&gw, "api.example.com", "/x", &[]).await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        header(&first, "ratelimit-policy"),
+        "\"shop_api-rps\";q=78;w=6"
+    );
+    assert_eq!(header(&first, "x-ratelimit-limit"), "78");
+    assert_eq!(header(&first, "x-ratelimit-remaining"), "77");
+    // A full bucket of 78 admits 78 in a row whatever the clock does.
+    for i in 2..=78 {
+        let status = send(&gw, "api.example.com", "/x", &[]).await.status();
+        assert_eq!(status, 200, "request {i}");
+    }
+    // Then it refuses with ingress-nginx's 503, once the few tokens that
+    // refilled meanwhile (15/s) are spent.
+    let mut extra = 0;
+    let refused = loop {
+        let r = send(&gw, "api.example.com", "/x", &[]).await;
+        if r.status() != 200 {
+            break r;
+        }
+        extra += 1;
+        assert!(extra < 1000, "never refused");
+    };
+    let refill = (started.elapsed().as_secs_f64() * 15.0).ceil() as u64;
+    assert!(
+        extra <= refill,
+        "{extra} admitted beyond 78, {refill} refilled"
+    );
+    assert_eq!(refused.status(), 503);
+    assert_eq!(header(&refused, "retry-after"), "1");
+    assert_eq!(echo.requests(), 78 + extra);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rewrites_and_redirects_answer_as_ingress_nginx_did() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let services = [("http-svc.default.svc.cluster.local:80", echo.addr)];
+    let gw = Gateway::start(&runnable("rewrite", &services, &redis, None)).await;
+    for (path, forwarded) in [
+        ("/something/new?x=1", "/new"),
+        ("/something", "/"),
+        ("/SOMETHING/a/b", "/a/b"),
+    ] {
+        let r = send(&gw, "rewrite.bar.com", path, &[]).await;
+        assert_eq!(r.status(), 200, "{path}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["path"], forwarded, "{path}");
+    }
+    let r = send(&gw, "approot.bar.com", "/", &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "location")),
+        (302, "/app1".into())
+    );
+    let r = send(&gw, "approot.bar.com", "/status", &[]).await;
+    assert_eq!(r.status(), 200);
+    let r = send(&gw, "old.bar.com", "/any/path", &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "location")),
+        (301, "https://www.example.com/new-home".into())
+    );
+    let r = send(&gw, "down.bar.com", "/", &[]).await;
+    assert_eq!(
+        (r.status().as_u16(), header(&r, "location")),
+        (307, "https://status.example.com/".into())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn canaries_go_by_header_cookie_and_header_value() {
+    let redis = Redis::start().await;
+    let (v1, v2) = (EchoProcess::start(), EchoProcess::start());
+    let services = [
+        ("web-v1.prod.svc.cluster.local:80", v1.addr),
+        ("web-v2.prod.svc.cluster.local:80", v2.addr),
+        ("api-v1.prod.svc.cluster.local:80", v1.addr),
+        ("api-v2.prod.svc.cluster.local:80", v2.addr),
+    ];
+    let gw = Gateway::start(&runnable("canary", &services, &redis, None)).await;
+    /// Host, path, headers, and which pool (0 main, 1 canary) serves it.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], usize);
+    let cases: &[Case] = &[
+        ("web.example.com", "/", &[("x-canary", "always")], 1),
+        ("web.example.com", "/", &[("x-canary", "never")], 0),
+        ("web.example.com", "/", &[("cookie", "canary=always")], 1),
+        ("api.example.com", "/v1/x", &[("x-region", "eu-west")], 1),
+        ("api.example.com", "/v1/x", &[("x-region", "us-east")], 0),
+        ("api.example.com", "/v1/x", &[], 0),
+    ];
+    for (host, path, headers, want) in cases {
+        let before = [v1.requests(), v2.requests()];
+        assert_eq!(send(&gw, host, path, headers).await.status(), 200);
+        let after = [v1.requests(), v2.requests()];
+        let got: Vec<usize> = (0..2).filter(|i| after[*i] != before[*i]).collect();
+        assert_eq!(got, [*want], "{host}{path} {headers:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cors_preflights_are_answered_for_listed_origins() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let services = [
+        ("widgets.default.svc.cluster.local:80", echo.addr),
+        ("public.default.svc.cluster.local:80", echo.addr),
+    ];
+    let gw = Gateway::start(&runnable("cors", &services, &redis, None)).await;
+    let preflight = |origin: &'static str| {
+        let c = no_redirects();
+        let url = gw.url("/v1/widgets");
+        async move {
+            c.request(reqwest::Method::OPTIONS, url)
+                .header("host", "widgets.example.com")
+                .header("origin", origin)
+                .header("access-control-request-method", "DELETE")
+                .header("access-control-request-headers", "authorization")
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let r = preflight("https://app.example.com").await;
+    assert_eq!(r.status(), 204);
+    assert_eq!(
+        header(&r, "access-control-allow-origin"),
+        "https://app.example.com"
+    );
+    assert_eq!(header(&r, "access-control-allow-credentials"), "true");
+    assert_eq!(header(&r, "access-control-max-age"), "600");
+    let r = preflight("https://shop.example.org").await;
+    assert_eq!(header(&r, "access-control-allow-origin"), "");
+    assert_eq!(echo.requests(), 0, "preflights never reach the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_hosts_redirect_plain_http_unless_told_not_to() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, _, _) = import("tls");
+    mount_secrets(&policy, dir.path());
+    let tls_listen = free_addr();
+    let services = [("site.web.svc.cluster.local:80", echo.addr)];
+    let gw = Gateway::start(&runnable(
+        "tls",
+        &services,
+        &redis,
+        Some((dir.path(), tls_listen)),
+    ))
+    .await;
+    let r = send(&gw, "secure.example.com", "/a?b=1", &[]).await;
+    assert_eq!(r.status(), 308);
+    // To the standard port, which the Service publishes.
+    assert_eq!(header(&r, "location"), "https://secure.example.com/a?b=1");
+    let r = send(&gw, "plain.example.com", "/", &[]).await;
+    assert_eq!(r.status(), 308, "force-ssl-redirect");
+    let r = send(&gw, "mixed.example.com", "/", &[]).await;
+    assert_eq!(r.status(), 200, "ssl-redirect: false");
+    assert_eq!(echo.requests(), 1);
+}
