@@ -20,6 +20,7 @@ const CASES: &[&str] = &[
     "canary",
     "cors",
     "grpc",
+    "legacy",
     "rate-limit",
     "rewrite",
     "snippets",
@@ -102,6 +103,24 @@ fn shadow_marks_every_imported_limit_and_replicas_come_from_the_controller() {
     assert!(policy.contains("capacity: 104, rate: \"20/s\""), "{policy}");
 }
 
+#[test]
+fn a_server_wide_access_rule_that_does_not_parse_withholds_every_ingress() {
+    let dir = tempfile::tempdir().unwrap();
+    let configmap = "kind: ConfigMap\nmetadata: {name: ingress-nginx-controller, namespace: ingress-nginx}\ndata: {whitelist-source-range: \"10.0.0.0/8, office\"}\n";
+    std::fs::write(dir.path().join("configmap.yaml"), configmap).unwrap();
+    let (policy, report, code) =
+        import_with(&["tests/ingress-nginx/rewrite", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(policy.contains("routes: []"), "{policy}");
+    assert!(
+        report.contains(
+            "whitelist-source-range: not supported (\"office\" is not a CIDR or address)"
+        ),
+        "{report}"
+    );
+    assert_eq!(report.matches("paths: not supported (not imported: the ConfigMap's whitelist-source-range did not carry over)").count(), 4, "{report}");
+}
+
 /// Writes a certificate for every `cert_file` of `policy` under `dir` (the
 /// Secrets as they would be mounted), signed by one test CA.
 fn mount_secrets(policy: &str, dir: &Path) -> Pki {
@@ -167,6 +186,9 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         format!("app/legacy {p}/server-snippet"),
         // Not an annotation: the consequence of the access rules above.
         "app/legacy paths".to_string(),
+        format!("store/tomcat {p}/backend-protocol"),
+        "store/tomcat paths".to_string(),
+        format!("store/catalogue-public-storefront-with-a-name-longer-than-fairgate-allows {p}/load-balance"),
         "configmap ingress-nginx/ingress-nginx-controller worker-processes".to_string(),
     ]
     .into_iter()

@@ -191,12 +191,14 @@ fn withhold(ann: &BTreeMap<String, String>, lines: &[(String, Verdict)], plan: &
     };
     let lost: Vec<&str> = lines
         .iter()
-        .filter(|(k, v)| matches!(v, Verdict::Unsupported(_)) && access(k))
+        .filter(|(k, v)| {
+            matches!(v, Verdict::Unsupported(_)) && (access(k) || k == "backend-protocol")
+        })
         .map(|(k, _)| k.as_str())
         .collect();
     if !lost.is_empty() {
         plan.withheld = Some(format!(
-            "its access rules ({}) do not carry over; serving its paths without them would open them",
+            "{} did not carry over; its paths served without them would be open or broken",
             lost.join(", ")
         ));
     }
@@ -226,6 +228,11 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
             plan.ssl_redirect = Some(value == "true");
             mapped("https_redirect on hosts with a TLS section")
         }
+        "force-ssl-redirect" if value == "true" && imp.certs.is_empty() => Verdict::Unsupported(
+            "no Ingress has a TLS section, and fairgate redirects only when it has a TLS listener; \
+             behind a load balancer that ends TLS, redirect there"
+                .into(),
+        ),
         "force-ssl-redirect" => {
             plan.force_ssl_redirect = value == "true";
             mapped("https_redirect")
@@ -274,6 +281,18 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
         "configuration-snippet" => snippet(value, plan),
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
+        other => unsupported(other),
+    }
+}
+
+/// Why an annotation without a mapping has none.
+fn unsupported(key: &str) -> Verdict {
+    match key {
+        "load-balance" | "upstream-hash-by" | "affinity" | "affinity-mode" => Verdict::Unsupported(
+            "a pool's one target is the Service's address, which kube-proxy balances; \
+             the choice of endpoint by algorithm, key or cookie is lost"
+                .into(),
+        ),
         "server-snippet" => Verdict::Unsupported("a server-block snippet is nginx configuration; it is never translated".into()),
         k if k.starts_with("auth-") => Verdict::Unsupported(
             "external or basic authentication: fairgate authenticates bearer JWTs itself (auth:); keep the auth service behind it".into(),
@@ -897,7 +916,8 @@ pub fn route(
             Ok(t) => rewrite.set("path", Node::str(t)),
             Err(why) => {
                 let why = format!("path {path}: {why}; the path is not imported");
-                imp.line(&id, "rewrite-target", super::Verdict::Unsupported(why));
+                let item = format!("{}/rewrite-target", imp.options.annotation_prefix);
+                imp.line(&id, &item, super::Verdict::Unsupported(why));
                 return None;
             }
         }
@@ -918,15 +938,8 @@ pub fn route(
     let tls = host.as_deref().is_some_and(|h| imp.covered(h));
     let https =
         plan.force_ssl_redirect || (tls && plan.ssl_redirect.unwrap_or(imp.globals.ssl_redirect));
-    if https && !imp.certs.is_empty() {
+    if https {
         keys.insert("https_redirect", Node::Bool(true));
-    } else if https {
-        let why = "force-ssl-redirect without any TLS section: fairgate redirects only when it has a TLS listener";
-        imp.line(
-            &id,
-            "force-ssl-redirect",
-            super::Verdict::Unsupported(why.into()),
-        );
     }
     let rank = if kind == "Default" { 2 } else { 1 };
     Some(Route {

@@ -103,6 +103,9 @@ pub struct Import<'a> {
     pub tls_hosts: BTreeSet<String>,
     pub routes: Vec<Route>,
     pub server: Vec<(String, Node)>,
+    /// Why no Ingress is imported: a server-wide access rule that did not
+    /// carry over.
+    pub withheld: Option<String>,
 }
 
 impl<'a> Import<'a> {
@@ -120,6 +123,7 @@ impl<'a> Import<'a> {
             tls_hosts: BTreeSet::new(),
             routes: Vec::new(),
             server: Vec::new(),
+            withheld: None,
         }
     }
 
@@ -259,9 +263,17 @@ impl<'a> Import<'a> {
                         self.server.push((target.into(), Node::strs(list)));
                         Verdict::Mapped(format!("server.{target}"))
                     }
-                    Err(why) => Verdict::Unsupported(why),
+                    Err(why) => {
+                        self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
+                        Verdict::Unsupported(why)
+                    }
                 }
             }
+            "use-proxy-protocol" if value == "true" => Verdict::Unsupported(
+                "set server.proxy_protocol: true and list the load balancer in server.trusted_proxies \
+                 (the only peers whose PROXY header is believed); the manifests do not say its addresses"
+                    .into(),
+            ),
             "allow-snippet-annotations" | "annotations-risk-level" => {
                 Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
             }
@@ -362,7 +374,7 @@ impl<'a> Import<'a> {
     /// One route per path of a main (not canary) Ingress.
     fn ingress(&mut self, ing: &Object) {
         let mut plan = annotations::plan(self, ing);
-        if let Some(why) = plan.withheld.take() {
+        if let Some(why) = plan.withheld.take().or_else(|| self.withheld.clone()) {
             self.line(
                 &ing.id(),
                 "paths",
@@ -414,14 +426,21 @@ impl<'a> Import<'a> {
         protocol: Protocol,
     ) -> Option<String> {
         let id = ing.id();
-        let Some(service) = text(backend, &["service", "name"]) else {
+        // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
+        // `serviceName` and `servicePort` (a number or a port name).
+        let legacy_port = text(backend, &["servicePort"]);
+        let legacy_number = legacy_port.clone().filter(|p| p.parse::<u16>().is_ok());
+        let legacy_name = legacy_port.filter(|p| p.parse::<u16>().is_err());
+        let service =
+            text(backend, &["service", "name"]).or_else(|| text(backend, &["serviceName"]));
+        let Some(service) = service else {
             let why = "a resource backend (not a Service) has no address to forward to";
             self.line(&id, "backend", Verdict::Unsupported(why.into()));
             return None;
         };
         let port = match (
-            text(backend, &["service", "port", "number"]),
-            text(backend, &["service", "port", "name"]),
+            text(backend, &["service", "port", "number"]).or(legacy_number),
+            text(backend, &["service", "port", "name"]).or(legacy_name),
         ) {
             (Some(n), _) => n,
             (None, Some(name)) => match self.service_port(&ing.namespace, &service, &name) {
@@ -437,11 +456,11 @@ impl<'a> Import<'a> {
             },
             (None, None) => "80".into(),
         };
-        let name = names(&format!(
-            "{}_{service}-{port}{}",
-            ing.namespace,
+        let name = format!(
+            "{}-{port}{}",
+            names(&format!("{}_{service}", ing.namespace)),
             protocol.suffix()
-        ));
+        );
         let target = format!(
             "{service}.{}.svc.{}:{port}",
             ing.namespace, self.options.cluster_domain
@@ -619,9 +638,12 @@ fn paths(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
 
 /// A Kubernetes name as a fairgate name: `.` becomes `_`. Callers join a
 /// namespace (a DNS label: no `_`, no `.`) and a name with `_`, so two
-/// objects never share a fairgate name.
+/// objects never share a fairgate name. Names stay within 48 bytes (a
+/// longer one keeps its start and gains a hash of the whole), leaving room
+/// for the suffixes callers add within fairgate's 64.
 pub fn names(text: &str) -> String {
-    text.chars()
+    let name: String = text
+        .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -629,7 +651,15 @@ pub fn names(text: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    if name.len() <= 48 {
+        return name;
+    }
+    // FNV-1a: stable across runs and platforms, so re-imports keep names.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{}-{:08x}", &name[..39], hash as u32)
 }
 
 /// nginx's choice among locations: per host (exact hosts, then wildcards,
