@@ -14,6 +14,8 @@ use crate::state::Shared;
 
 pub struct Admin {
     pub shared: Arc<Shared>,
+    /// The `/v1/` API's bearer token, from `admin.token_env` at start.
+    pub token: Option<String>,
 }
 
 fn text(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
@@ -28,7 +30,12 @@ fn text(status: u16, content_type: &str, body: Vec<u8>) -> Response<Vec<u8>> {
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
-        match session.req_header().uri.path() {
+        let path = session.req_header().uri.path();
+        if path.starts_with("/v1/") {
+            let head = session.req_header().clone();
+            return crate::admin_api::answer(&self.shared, self.token.as_deref(), &head).await;
+        }
+        match path {
             "/healthz" => text(200, "text/plain", b"ok\n".to_vec()),
             "/readyz" => {
                 let generation = self.shared.policy.load().generation;

@@ -191,7 +191,7 @@ fn serve(path: &Path) -> i32 {
     for line in &loaded.warnings {
         tracing::warn!(problem = %line, "config.warning");
     }
-    match crate::server::run(loaded.config, Some(path.to_path_buf())) {
+    match crate::server::run(loaded.config, loaded.text, Some(path.to_path_buf())) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!(error = %e, "fairgate.start_failed");
@@ -268,7 +268,7 @@ fn demo() -> i32 {
     println!("  curl -s http://127.0.0.1:9090/metrics | grep fairgate_ratelimit");
     println!("\nPress Ctrl-C to stop.\n");
     init_logging();
-    match crate::server::run(loaded.config, None) {
+    match crate::server::run(loaded.config, loaded.text, None) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("demo: {e}");

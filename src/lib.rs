@@ -5,6 +5,7 @@
 //! `admin` and `metrics` beside them.
 
 pub mod admin;
+pub mod admin_api;
 pub mod auth;
 pub mod cli;
 pub mod clock;

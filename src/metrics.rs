@@ -69,6 +69,9 @@ pub struct Metrics {
     pub upstream_retries: IntCounterVec,
     /// Requests refused for their client address (`allow_cidrs`, `deny_cidrs`), by route.
     pub address_refusals: IntCounterVec,
+    /// When each JWKS endpoint last answered a usable key set, Unix time,
+    /// by its host and path (never its query).
+    pub jwks_last_success: IntGaugeVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -278,6 +281,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_address_refusals_total",
             "Requests refused 403 for their client address, by route.",
             &["route"],
+        ),
+        jwks_last_success: gauges(
+            &r,
+            "fairgate_jwks_last_success_timestamp_seconds",
+            "When each JWKS endpoint last answered a usable key set, Unix time, by host and path.",
+            &["source"],
         ),
         registry: r,
     }

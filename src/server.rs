@@ -27,10 +27,11 @@ use crate::proxy::gateway::Gateway;
 use crate::state::{Policy, Shared};
 
 /// Runs the gateway until a shutdown signal; `config_path` is re-read on SIGHUP.
-pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
+pub fn run(config: Config, source: String, config_path: Option<PathBuf>) -> Result<(), String> {
     let server_cfg = config.server.clone();
     let admin_listen = config.admin.listen;
-    let shared = shared_state(config)?;
+    let admin_token = config.admin.token_env.clone();
+    let shared = shared_state(config, source)?;
     let grace = server_cfg.shutdown_grace;
     let conf = ServerConf {
         threads: server_cfg.threads,
@@ -54,6 +55,7 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
             "fairgate admin".to_string(),
             Admin {
                 shared: shared.clone(),
+                token: admin_token.and_then(|env| std::env::var(env).ok()),
             },
         );
         admin.add_tcp(&addr.to_string());
@@ -77,8 +79,9 @@ pub fn run(config: Config, config_path: Option<PathBuf>) -> Result<(), String> {
 
 /// The first policy and the state that outlives it; the first JWKS fetch
 /// happens here, so valid tokens pass from the start.
-fn shared_state(config: Config) -> Result<Arc<Shared>, String> {
-    let policy = Policy::build(config, 1).map_err(|e| e.to_string())?;
+fn shared_state(config: Config, source: String) -> Result<Arc<Shared>, String> {
+    let mut policy = Policy::build(config, 1).map_err(|e| e.to_string())?;
+    policy.source = source;
     if let Some(verifier) = &policy.verifier {
         if !verifier.remote.is_empty() {
             let rt = tokio::runtime::Builder::new_current_thread()

@@ -104,6 +104,8 @@ pub struct Policy {
     /// Each route's metric series, by route index; one more, last, for
     /// requests no route matched.
     pub metrics: Vec<RouteMetrics>,
+    /// The text of the file this policy was read from.
+    pub source: String,
 }
 
 impl Policy {
@@ -145,6 +147,7 @@ impl Policy {
             routes,
             generation,
             metrics,
+            source: String::new(),
         })
     }
 }
@@ -246,7 +249,8 @@ async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
         return Err(problems);
     }
     let generation = current.generation + 1;
-    let policy = Policy::build(loaded.config, generation).map_err(|e| e.problems(path))?;
+    let mut policy = Policy::build(loaded.config, generation).map_err(|e| e.problems(path))?;
+    policy.source = loaded.text;
     if let Some(verifier) = &policy.verifier {
         verifier.refresh_remote(true).await;
     }

@@ -224,10 +224,13 @@ bad_configs! {
         r#"config/bad/store.key_prefix_invalid.yaml:5:15: store.key_prefix_invalid: store.key_prefix "{fairgate}:": must not contain { or }"#,
     ],
     store_kind_invalid: "config/bad/store.kind_invalid.yaml" => [
-        r#"config/bad/store.kind_invalid.yaml:3:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
+        r#"config/bad/store.kind_invalid.yaml:3:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, redis_sentinel, memory"#,
     ],
     store_local_divisor_invalid: "config/bad/store.local_divisor_invalid.yaml" => [
         r#"config/bad/store.local_divisor_invalid.yaml:5:18: store.local_divisor_invalid: store.local_divisor "0": must be at least 1"#,
+    ],
+    store_master_name_invalid: "config/bad/store.master_name_invalid.yaml" => [
+        "config/bad/store.master_name_invalid.yaml:2:1: store.master_name_invalid: store: kind redis_sentinel needs `master_name`",
     ],
     store_on_unavailable_invalid: "config/bad/store.on_unavailable_invalid.yaml" => [
         r#"config/bad/store.on_unavailable_invalid.yaml:5:19: store.on_unavailable_invalid: store.on_unavailable "retry": must be one of local, allow, deny"#,
@@ -273,7 +276,7 @@ bad_configs! {
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
         "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
-        r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, memory"#,
+        r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, redis_sentinel, memory"#,
         r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
         r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,
         r#"config/bad/many_problems.yaml:21:83: routes.limit_unknown: routes[1].limits[1] "nope": no limit with this name"#,

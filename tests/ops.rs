@@ -29,6 +29,15 @@ async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    // A JWKS endpoint, for fairgate_jwks_last_success_timestamp_seconds.
+    let jwks_dir = tempfile::tempdir().unwrap();
+    let key = std::fs::read(format!("{fixtures}/keys/rs256.key")).unwrap();
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&key).unwrap();
+    let jwk =
+        jsonwebtoken::jwk::Jwk::from_encoding_key(&key, jsonwebtoken::Algorithm::RS256).unwrap();
+    let jwks = serde_json::json!({ "keys": [jwk] }).to_string();
+    std::fs::write(jwks_dir.path().join("jwks.json"), jwks).unwrap();
+    let jwks = StaticFiles::start(jwks_dir.path());
     let yaml = format!(
         r#"
 server:
@@ -38,7 +47,7 @@ server:
 admin: {{listen: "$ADMIN"}}
 store: {{kind: redis, url: "{}"}}
 auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
+  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}, {{jwks_url: "http://{}/jwks.json"}}]
 upstreams:
   api: {{targets: ["{}"]}}
 limits:
@@ -51,6 +60,7 @@ routes:
 "#,
         free_addr(),
         redis.url(),
+        jwks.addr,
         up.addr
     );
     let gw = Gateway::start_with(

@@ -1,6 +1,7 @@
-//! When Redis fails: killed, paused, restarted empty, absent at start-up.
-//! No request fails or waits long, decisions fall back as configured, and
-//! each outage logs exactly one fallback line and one recovered line.
+//! When Redis fails: killed, paused, restarted empty, absent at start-up,
+//! or its master killed and replaced by Sentinel. No request fails or waits
+//! long, decisions fall back as configured, and each outage logs exactly one
+//! fallback line and one recovered line.
 
 mod common;
 
@@ -13,6 +14,14 @@ use common::*;
 /// A policy with one tenant-scoped bucket of `capacity` refilling slowly
 /// (1/h) unless `capacity` is huge (then 1000/s, for request streams).
 fn config(redis_port: u16, upstream: &Upstream, store_extra: &str, capacity: u64) -> String {
+    let store = format!(
+        r#"{{kind: redis, url: "redis://127.0.0.1:{redis_port}/0", timeout: 50ms{store_extra}}}"#
+    );
+    config_with_store(&store, upstream, capacity)
+}
+
+/// As `config`, with the whole `store` mapping given.
+fn config_with_store(store: &str, upstream: &Upstream, capacity: u64) -> String {
     let rate = if capacity >= 1_000_000 {
         "1000/s"
     } else {
@@ -22,7 +31,7 @@ fn config(redis_port: u16, upstream: &Upstream, store_extra: &str, capacity: u64
         r#"
 server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
 admin: {{listen: "$ADMIN"}}
-store: {{kind: redis, url: "redis://127.0.0.1:{redis_port}/0", timeout: 50ms{store_extra}}}
+store: {store}
 auth:
   keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
 upstreams:
@@ -388,4 +397,185 @@ async fn a_rejected_password_is_retried_once_it_becomes_valid() {
     })
     .await;
     assert!(recovered, "{}", gw.logs());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sentinel_failover_mid_stream_loses_no_request() {
+    let mut group = SentinelGroup::start("fairgate-main").await;
+    let (old, new) = (group.master.port, group.replica.port);
+    let up = Upstream::start().await;
+    let store = format!(
+        r#"{{kind: redis_sentinel, sentinels: {:?}, master_name: "{}", timeout: 50ms}}"#,
+        group.sentinel_urls(),
+        group.name
+    );
+    let gw = gateway(&config_with_store(&store, &up, 1_000_000), vec![]).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = stream(&gw, 4, stop.clone());
+    let on_master = eventually(Duration::from_secs(5), || async {
+        command_calls(old, "evalsha") > 100
+    })
+    .await;
+    assert!(
+        on_master,
+        "decisions never reached the master\n{}",
+        gw.logs()
+    );
+    assert!(
+        lines(&gw, "rate_limits.fallback").is_empty(),
+        "{}",
+        gw.logs()
+    );
+
+    let killed = Instant::now();
+    group.master.kill();
+    let fell_back = eventually(Duration::from_secs(5), || async {
+        lines(&gw, "rate_limits.fallback").len() == 1
+    })
+    .await;
+    assert!(fell_back, "{}", gw.logs());
+    let promoted = eventually(Duration::from_secs(30), || async { group.master_is(new) }).await;
+    assert!(promoted, "Sentinel did not promote the replica");
+    let failover = killed.elapsed();
+    let recovered = eventually(Duration::from_secs(10), || async {
+        lines(&gw, "rate_limits.recovered").len() == 1
+    })
+    .await;
+    assert!(recovered, "{}", gw.logs());
+    let recovered_after = killed.elapsed();
+    // Decisions are the new master's: its own script calls grow (a replica
+    // receives the script's effects, never EVALSHA).
+    let before = command_calls(new, "evalsha");
+    let back = eventually(Duration::from_secs(5), || async {
+        command_calls(new, "evalsha") > before + 100
+    })
+    .await;
+    assert!(back, "decisions did not return to the store\n{}", gw.logs());
+    stop.store(true, Ordering::Relaxed);
+    let results = run.await.unwrap();
+
+    let failed = results.iter().filter(|(s, _)| *s != 200).count();
+    eprintln!(
+        "sentinel failover: {} requests, {failed} failed; promoted after {failover:?}, \
+         recovered after {recovered_after:?}; {} EVALSHA on the new master",
+        results.len(),
+        command_calls(new, "evalsha")
+    );
+    assert!(results.len() > 100, "the stream stalled: {}", results.len());
+    assert_eq!(
+        failed,
+        0,
+        "e.g. {:?}",
+        results.iter().find(|(s, _)| *s != 200)
+    );
+    let fallback = lines(&gw, "rate_limits.fallback");
+    assert_eq!(fallback.len(), 1, "{}", gw.logs());
+    assert!(
+        ["unreachable", "failed", "timed_out"].contains(&fallback[0]["reason"].as_str().unwrap())
+    );
+    assert_eq!(
+        lines(&gw, "rate_limits.recovered").len(),
+        1,
+        "{}",
+        gw.logs()
+    );
+    let m = gw.metrics().await;
+    assert_eq!(metric(&m, "fairgate_store_up"), Some(1.0));
+    assert!(
+        metric_sum(&m, "fairgate_ratelimit_fallback_total") >= 1.0,
+        "{m}"
+    );
+}
+
+/// A planned failover: the old master stays up (and keeps answering as a
+/// master until Sentinel demotes it, seconds later). Decisions follow the
+/// `+switch-master` announcement instead of waiting for the demotion.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planned_failover_moves_decisions_before_the_old_master_is_demoted() {
+    let group = SentinelGroup::start("fairgate-switch").await;
+    let (old, new) = (group.master.port, group.replica.port);
+    let up = Upstream::start().await;
+    let store = format!(
+        r#"{{kind: redis_sentinel, sentinels: {:?}, master_name: "{}", timeout: 50ms}}"#,
+        group.sentinel_urls(),
+        group.name
+    );
+    let gw = gateway(&config_with_store(&store, &up, 1_000_000), vec![]).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = stream(&gw, 4, stop.clone());
+    let on_master = eventually(Duration::from_secs(5), || async {
+        command_calls(old, "evalsha") > 100
+    })
+    .await;
+    assert!(on_master, "{}", gw.logs());
+    let out = redis_cli(
+        group.sentinels[0].port,
+        &["SENTINEL", "FAILOVER", &group.name],
+    );
+    assert_eq!(out.as_deref().map(str::trim), Some("OK"));
+    let promoted = eventually(Duration::from_secs(30), || async { group.master_is(new) }).await;
+    assert!(promoted, "Sentinel did not promote the replica");
+    let before = command_calls(new, "evalsha");
+    let moved = eventually(Duration::from_secs(5), || async {
+        command_calls(new, "evalsha") > before + 100
+    })
+    .await;
+    assert!(
+        moved,
+        "decisions did not move to the new master\n{}",
+        gw.logs()
+    );
+    let old_role = redis_cli(old, &["ROLE"]).unwrap_or_default();
+    assert_eq!(
+        old_role.lines().next(),
+        Some("master"),
+        "the old master was demoted first: this proves nothing"
+    );
+    let switched = lines(&gw, "store.master_switched");
+    assert_eq!(switched.len(), 1, "{}", gw.logs());
+    assert_eq!(switched[0]["address"], format!("127.0.0.1:{new}"));
+    stop.store(true, Ordering::Relaxed);
+    let results = run.await.unwrap();
+    assert!(results.len() > 100, "the stream stalled: {}", results.len());
+    assert!(results.iter().all(|(s, _)| *s == 200), "a request failed");
+    // No outage here; at most a lookup that outlasted one request's timeout.
+    let fallback = lines(&gw, "rate_limits.fallback").len();
+    eprintln!(
+        "planned failover: {} requests, none failed; {fallback} fallback lines",
+        results.len()
+    );
+    assert!(fallback <= 1, "{}", gw.logs());
+    assert_eq!(lines(&gw, "rate_limits.recovered").len(), fallback);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn password_env_authenticates_to_the_master_sentinel_names() {
+    let password = "s3ntinel-data-pw-do-not-log";
+    let group = SentinelGroup::start_with_password("fairgate-auth", Some(password)).await;
+    let up = Upstream::start().await;
+    let store = format!(
+        r#"{{kind: redis_sentinel, sentinels: {:?}, master_name: "{}", password_env: FG_REDIS_PW}}"#,
+        group.sentinel_urls(),
+        group.name
+    );
+    let gw = gateway(
+        &config_with_store(&store, &up, 100),
+        vec![("FG_REDIS_PW".into(), password.into())],
+    )
+    .await;
+    let r = get(&gw, "/v1/x", &token("acme")).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "99", "{}", gw.logs());
+    let exists = data_cli(
+        group.master.port,
+        Some(password),
+        &["EXISTS", "tenant:{acme}:rate:api"],
+    );
+    assert_eq!(exists.as_deref().map(str::trim), Some("1"));
+    assert!(
+        lines(&gw, "rate_limits.fallback").is_empty(),
+        "{}",
+        gw.logs()
+    );
+    assert!(!gw.logs().contains(password));
 }

@@ -111,10 +111,18 @@ pub fn parse_jwks(text: &str) -> Result<Vec<VerifyKey>, String> {
     Ok(keys)
 }
 
+/// The most of a JWKS document read; a bigger one is refused and the last
+/// good set kept.
+pub const MAX_JWKS_BYTES: usize = 1 << 20;
+
 /// A JWKS endpoint: its last good key set and when it was last asked.
 pub struct RemoteJwks {
     pub url: String,
     pub refresh: Duration,
+    /// Trusts the system's roots and the endpoint's `ca_file`.
+    client: reqwest::Client,
+    /// The URL's host and path: the metric's label, never the query.
+    source: String,
     pub keys: ArcSwap<Vec<VerifyKey>>,
     last_attempt: std::sync::Mutex<Option<Instant>>,
     /// Bumped whenever `keys` is replaced, so tokens verified with the old
@@ -127,10 +135,15 @@ pub struct RemoteJwks {
 const MIN_REFRESH_GAP: Duration = Duration::from_secs(2);
 
 impl RemoteJwks {
-    pub fn new(url: String, refresh: Duration) -> Self {
+    pub fn new(url: String, refresh: Duration, client: reqwest::Client) -> Self {
+        let source = reqwest::Url::parse(&url)
+            .map(|u| format!("{}{}", u.host_str().unwrap_or(""), u.path()))
+            .unwrap_or_default();
         RemoteJwks {
             url,
             refresh,
+            client,
+            source,
             keys: ArcSwap::from_pointee(Vec::new()),
             last_attempt: std::sync::Mutex::new(None),
             generation: Default::default(),
@@ -152,46 +165,85 @@ impl RemoteJwks {
     }
 
     /// Fetches now (start-up, reload), restarting the refresh clock.
-    pub async fn fetch_now(&self, client: &reqwest::Client) {
+    pub async fn fetch_now(&self) {
         self.claim(Duration::ZERO);
-        self.fetch(client).await;
+        self.fetch().await;
     }
 
     /// Fetches the set; on any failure the last good set stays in use.
-    async fn fetch(&self, client: &reqwest::Client) {
-        match fetch_jwks(client, &self.url).await {
+    async fn fetch(&self) {
+        match fetch_jwks(&self.client, &self.url).await {
             Ok(keys) => {
                 tracing::debug!(keys = keys.len(), "auth.jwks_refreshed");
                 self.keys.store(Arc::new(keys));
                 self.generation
                     .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                crate::metrics::METRICS
+                    .jwks_last_success
+                    .with_label_values(&[&self.source])
+                    .set(crate::metrics::unix_now());
             }
-            Err(e) => tracing::warn!(error = %e, "auth.jwks_refresh_failed"),
+            Err(e) => tracing::warn!(source = %self.source, error = %e, "auth.jwks_refresh_failed"),
         }
     }
 
     /// Periodic refresh, when due.
-    pub async fn refresh_if_due(&self, client: &reqwest::Client) {
+    pub async fn refresh_if_due(&self) {
         if self.claim(self.refresh) {
-            self.fetch(client).await;
+            self.fetch().await;
         }
     }
 
     /// Refresh because a token named a kid we do not know; rate-limited.
-    pub async fn refresh_for_unknown_kid(&self, client: &reqwest::Client) -> bool {
+    pub async fn refresh_for_unknown_kid(&self) -> bool {
         if !self.claim(MIN_REFRESH_GAP) {
             return false;
         }
-        self.fetch(client).await;
+        self.fetch().await;
         true
     }
 }
 
+/// The client a JWKS endpoint is fetched with: the system's roots (the
+/// compiled-in Mozilla set where the system has none) and `ca_file`'s.
+pub fn jwks_client(ca_file: Option<&std::path::Path>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::limited(3));
+    let system = rustls_native_certs::load_native_certs().unwrap_or_default();
+    builder = builder.tls_built_in_root_certs(system.is_empty());
+    let private = match ca_file {
+        Some(path) => crate::tls::load_roots(path)?,
+        None => Vec::new(),
+    };
+    for der in system.iter().chain(&private) {
+        if let Ok(cert) = reqwest::Certificate::from_der(der) {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| format!("auth: cannot build the JWKS client: {e}"))
+}
+
 async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<Vec<VerifyKey>, String> {
-    let response = client.get(url).send().await.map_err(|e| e.to_string())?;
+    let mut response = client.get(url).send().await.map_err(|e| e.to_string())?;
     if !response.status().is_success() {
         return Err(format!("HTTP {}", response.status().as_u16()));
     }
-    let text = response.text().await.map_err(|e| e.to_string())?;
-    parse_jwks(&text)
+    let too_big = || format!("the document is over {} KiB", MAX_JWKS_BYTES / 1024);
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+    {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    parse_jwks(&String::from_utf8_lossy(&body))
 }

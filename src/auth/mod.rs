@@ -9,6 +9,7 @@ pub mod keys;
 pub mod verified;
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -135,11 +136,10 @@ pub const MAX_ID_BYTES: usize = 256;
 
 pub struct Verifier {
     static_keys: Vec<VerifyKey>,
-    pub remote: Vec<RemoteJwks>,
+    pub remote: Vec<Arc<RemoteJwks>>,
     allowed: HashSet<Algorithm>,
     auth: Auth,
     plans: BTreeMap<String, String>,
-    http: reqwest::Client,
     verified: verified::Verified,
 }
 
@@ -151,8 +151,13 @@ impl Verifier {
         let mut allowed = HashSet::new();
         for source in &auth.keys {
             match source {
-                KeySource::JwksUrl { url, refresh } => {
-                    remote.push(RemoteJwks::new(url.clone(), *refresh));
+                KeySource::JwksUrl {
+                    url,
+                    refresh,
+                    ca_file,
+                } => {
+                    let client = keys::jwks_client(ca_file.as_deref())?;
+                    remote.push(Arc::new(RemoteJwks::new(url.clone(), *refresh, client)));
                     // A JWKS may hold any asymmetric key; its keys bind their own alg.
                     allowed.extend([
                         Algorithm::RS256,
@@ -174,10 +179,6 @@ impl Verifier {
                 }
             }
         }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| format!("auth: cannot build the JWKS client: {e}"))?;
         Ok(Verifier {
             static_keys,
             remote,
@@ -187,7 +188,6 @@ impl Verifier {
                 .iter()
                 .filter_map(|(t, o)| o.plan.clone().map(|p| (t.clone(), p)))
                 .collect(),
-            http,
             verified: verified::Verified::default(),
         })
     }
@@ -215,9 +215,9 @@ impl Verifier {
     pub async fn refresh_remote(&self, force: bool) {
         for remote in &self.remote {
             if force {
-                remote.fetch_now(&self.http).await;
+                remote.fetch_now().await;
             } else {
-                remote.refresh_if_due(&self.http).await;
+                remote.refresh_if_due().await;
             }
         }
     }
@@ -249,10 +249,19 @@ impl Verifier {
         let header = jsonwebtoken::decode_header(token).map_err(|_| AuthError::Malformed)?;
         match self.check(token, alg, header.kid.as_deref()) {
             Err(AuthError::UnknownKey) if !self.remote.is_empty() => {
-                let mut refreshed = false;
-                for remote in &self.remote {
-                    refreshed |= remote.refresh_for_unknown_kid(&self.http).await;
-                }
+                // The refreshes run on their own tasks: a slow identity
+                // provider costs this request at most `jwks_timeout`, and
+                // the keys it sends still arrive for the next one.
+                let refreshes = self.remote.iter().map(|remote| {
+                    let remote = remote.clone();
+                    tokio::spawn(async move { remote.refresh_for_unknown_kid().await })
+                });
+                let waited = tokio::time::timeout(
+                    self.auth.jwks_timeout,
+                    futures_util::future::join_all(refreshes),
+                )
+                .await;
+                let refreshed = waited.is_ok_and(|r| r.into_iter().any(|r| r.unwrap_or(false)));
                 if !refreshed {
                     return Err(AuthError::UnknownKey);
                 }

@@ -121,6 +121,9 @@ pub struct Http2 {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Admin {
     pub listen: Option<SocketAddr>,
+    /// The environment variable holding the bearer token of the `/v1/` API;
+    /// without it (or with it empty) the API refuses every request.
+    pub token_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +131,8 @@ pub enum StoreKind {
     Memory,
     Redis,
     RedisCluster,
+    /// A master found through Redis Sentinel, followed across failovers.
+    RedisSentinel,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,8 +145,11 @@ pub enum OnUnavailable {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Store {
     pub kind: StoreKind,
-    /// One URL for `redis`, every seed node for `redis_cluster`, empty for `memory`.
+    /// One URL for `redis`, every seed node for `redis_cluster`, every
+    /// sentinel for `redis_sentinel`, empty for `memory`.
     pub urls: Vec<String>,
+    /// The master's name in Sentinel (`redis_sentinel` only).
+    pub master_name: Option<String>,
     pub password_env: Option<String>,
     pub key_prefix: String,
     pub timeout: Duration,
@@ -160,6 +168,9 @@ pub struct Auth {
     pub keys: Vec<KeySource>,
     pub claims: ClaimNames,
     pub default_plan: String,
+    /// Longest a request waits for a JWKS refresh when its token names an
+    /// unknown `kid`; the refresh goes on in the background.
+    pub jwks_timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,6 +192,9 @@ pub enum KeySource {
     JwksUrl {
         url: String,
         refresh: Duration,
+        /// PEM roots trusted for this endpoint besides the system's (a
+        /// private IdP's CA).
+        ca_file: Option<PathBuf>,
     },
 }
 
@@ -594,6 +608,8 @@ pub struct Timeouts {
 pub struct Loaded {
     pub config: Config,
     pub warnings: Vec<String>,
+    /// The text it was read from (`GET /v1/policy` shows it).
+    pub text: String,
 }
 
 impl Config {
@@ -629,6 +645,7 @@ impl Config {
             Some(config) if !problems.has_errors() => Ok(Loaded {
                 config,
                 warnings: problems.render_warnings(),
+                text: text.to_string(),
             }),
             _ => Err(problems),
         }
@@ -675,6 +692,7 @@ impl Config {
             StoreKind::Memory => "memory",
             StoreKind::Redis => "redis",
             StoreKind::RedisCluster => "redis_cluster",
+            StoreKind::RedisSentinel => "redis_sentinel",
         };
         let listen: Vec<String> = self.server.listen.iter().map(|a| a.to_string()).collect();
         format!(

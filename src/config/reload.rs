@@ -67,6 +67,7 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
         ("admin.listen", old.admin != new.admin),
         ("store.kind", o.kind != n.kind),
         ("store.url", o.urls != n.urls),
+        ("store.master_name", o.master_name != n.master_name),
         ("store.password_env", o.password_env != n.password_env),
         ("store.key_prefix", o.key_prefix != n.key_prefix),
         ("store.timeout", o.timeout != n.timeout),

@@ -55,11 +55,13 @@ pub const SERVER_HTTP2: &[&str] = &[
     "max_header_list_size",
     "max_resets_per_second",
 ];
-pub const ADMIN: &[&str] = &["listen"];
+pub const ADMIN: &[&str] = &["listen", "token_env"];
 pub const STORE: &[&str] = &[
     "kind",
     "url",
     "nodes",
+    "sentinels",
+    "master_name",
     "password_env",
     "key_prefix",
     "timeout",
@@ -74,6 +76,7 @@ pub const AUTH: &[&str] = &[
     "keys",
     "claims",
     "default_plan",
+    "jwks_timeout",
 ];
 pub const AUTH_CLAIMS: &[&str] = &["tenant", "user", "plan", "token"];
 pub const AUTH_KEY: &[&str] = &[
@@ -84,6 +87,7 @@ pub const AUTH_KEY: &[&str] = &[
     "jwks_file",
     "jwks_url",
     "refresh",
+    "ca_file",
 ];
 pub const UPSTREAM: &[&str] = &[
     "targets",
@@ -205,4 +209,95 @@ pub fn paths() -> Vec<String> {
     under("routes[].retries", RETRIES);
     under("upstreams.<name>.passive_health", PASSIVE_HEALTH);
     out
+}
+
+/// The config's shape as a JSON Schema (draft 2020-12), built from the same
+/// key lists the reader checks against: every mapping lists its keys and
+/// refuses others, `<name>` mappings take any name, `[]` are lists. Values
+/// are not typed here (`check` says what each must be); editors and CI get
+/// key completion and catch an unknown or misplaced key before `check`.
+/// Published as docs/fairgate.schema.json (a test keeps it current).
+pub fn json_schema() -> serde_json::Value {
+    let mut root = Shape::default();
+    for path in paths() {
+        let mut node = &mut root;
+        for segment in path.split('.') {
+            node = if segment.starts_with('<') {
+                node.named.get_or_insert_with(Default::default)
+            } else {
+                let (key, list) = match segment.strip_suffix("[]") {
+                    Some(key) => (key, true),
+                    None => (segment, false),
+                };
+                let child = node.child(key);
+                if list {
+                    child.items.get_or_insert_with(Default::default)
+                } else {
+                    child
+                }
+            };
+        }
+    }
+    let mut schema = root.json("");
+    let map = schema.as_object_mut().expect("an object");
+    map.insert(
+        "$schema".into(),
+        "https://json-schema.org/draft/2020-12/schema".into(),
+    );
+    map.insert("title".into(), "fairgate policy".into());
+    schema
+}
+
+/// A node of the key tree: named keys, any-name children, list items.
+#[derive(Default)]
+struct Shape {
+    keys: Vec<(String, Shape)>,
+    named: Option<Box<Shape>>,
+    items: Option<Box<Shape>>,
+}
+
+impl Shape {
+    fn child(&mut self, key: &str) -> &mut Shape {
+        let at = match self.keys.iter().position(|(k, _)| k == key) {
+            Some(at) => at,
+            None => {
+                self.keys.push((key.to_string(), Shape::default()));
+                self.keys.len() - 1
+            }
+        };
+        &mut self.keys[at].1
+    }
+
+    fn json(&self, path: &str) -> serde_json::Value {
+        use serde_json::{json, Map, Value};
+        if let Some(items) = &self.items {
+            return json!({"type": "array", "items": items.json(path)});
+        }
+        if self.keys.is_empty() && self.named.is_none() {
+            return json!({});
+        }
+        let properties: Map<String, Value> = self
+            .keys
+            .iter()
+            .map(|(k, s)| {
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                (k.clone(), s.json(&child))
+            })
+            .collect();
+        let rest = match &self.named {
+            Some(named) => named.json(&format!("{path}.<name>")),
+            None => Value::Bool(false),
+        };
+        let object =
+            json!({"type": "object", "properties": properties, "additionalProperties": rest});
+        // `default_limits: none` and `default_limits.<kind>: none` turn them off.
+        if path.starts_with("default_limits") {
+            return json!({"anyOf": [{"const": "none"}, object]});
+        }
+        object
+    }
 }

@@ -45,6 +45,14 @@ impl Denials {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Drops the refusals of buckets that were reset.
+    pub fn forget(&self, keys: &[String]) {
+        let mut entries = self.lock();
+        for key in keys {
+            entries.map.remove(key);
+        }
+    }
+
     /// The cached refusal of this bucket at `cost`, with its remaining wait.
     pub fn check(
         &self,

@@ -159,31 +159,55 @@ pub fn plan(
     route: &Route,
     subject: &Subject<'_>,
 ) -> Result<Vec<Planned>, Unkeyable> {
-    let prefix = config.store.key_prefix.as_str();
     config
         .route_limits(route)
         .into_iter()
-        .map(|limit| {
-            let scoped = scoped(
-                &limit.scope,
-                limit.values.as_ref(),
-                subject,
-                config.server.ipv6_prefix,
-            )?;
-            let key = keys::key(prefix, scoped, &limit.name, Kind::Rate);
-            let bucket = sizing(config, limit, subject.identity);
-            Ok(Planned {
-                limit: limit.name.clone(),
-                status: limit.status,
-                bucket,
-                spend: Spend {
-                    key,
-                    capacity: bucket.capacity.get(),
-                    interval_us: bucket.rate.interval_us(),
-                    shadow: limit.shadow,
-                },
-            })
-        })
+        .map(|limit| planned(config, limit, subject))
+        .collect()
+}
+
+/// One limit's bucket for this subject: its key and size.
+fn planned(config: &Config, limit: &Limit, subject: &Subject<'_>) -> Result<Planned, Unkeyable> {
+    let scoped = scoped(
+        &limit.scope,
+        limit.values.as_ref(),
+        subject,
+        config.server.ipv6_prefix,
+    )?;
+    let key = keys::key(&config.store.key_prefix, scoped, &limit.name, Kind::Rate);
+    let bucket = sizing(config, limit, subject.identity);
+    Ok(Planned {
+        limit: limit.name.clone(),
+        status: limit.status,
+        bucket,
+        spend: Spend {
+            key,
+            capacity: bucket.capacity.get(),
+            interval_us: bucket.rate.interval_us(),
+            shadow: limit.shadow,
+        },
+    })
+}
+
+/// Every bucket a tenant alone owns: the limits keyed `scope: tenant`
+/// (`default_limits.authenticated` among them), sized for `identity`'s plan.
+/// Buckets of a tenant's users or tokens are one per user or token, and
+/// not listed.
+pub fn tenant_buckets(config: &Config, identity: &Identity) -> Vec<Planned> {
+    let headers = http::HeaderMap::new();
+    let subject = Subject {
+        identity: Some(identity),
+        captures: &[],
+        headers: &headers,
+        client_ip: None,
+        client_cert: None,
+    };
+    config
+        .limits
+        .values()
+        .chain(config.default_limits.authenticated.as_ref())
+        .filter(|l| l.scope == Scope::Tenant)
+        .filter_map(|l| planned(config, l, &subject).ok())
         .collect()
 }
 
@@ -245,6 +269,28 @@ pub struct Limiter {
 }
 
 impl Limiter {
+    /// Buckets as the shared store holds them, without spending: a call of
+    /// cost 0, which changes nothing a request would see.
+    pub async fn peek(&self, spends: &[Spend]) -> Result<Vec<BucketState>, StoreError> {
+        let bound = self.timeout.max(Duration::from_millis(500));
+        tokio::time::timeout(bound, self.store.spend(spends, 0))
+            .await
+            .unwrap_or(Err(StoreError::TimedOut))
+    }
+
+    /// Resets buckets to full: in the shared store, in the local fallback
+    /// and in this process's denial cache.
+    pub async fn forget(&self, keys: &[String]) -> Result<(), StoreError> {
+        if let Some(denials) = &self.denials {
+            denials.forget(keys);
+        }
+        self.local.forget(keys).await?;
+        let bound = self.timeout.max(Duration::from_millis(500));
+        tokio::time::timeout(bound, self.store.forget(keys))
+            .await
+            .unwrap_or(Err(StoreError::TimedOut))
+    }
+
     pub fn new(config: &Config) -> Result<Self, String> {
         Self::with_clock(config, Arc::new(SystemClock))
     }
@@ -269,6 +315,13 @@ impl Limiter {
             )?),
             StoreKind::RedisCluster => Arc::new(store::redis::RedisStore::cluster(
                 &s.urls,
+                password,
+                s.timeout,
+                &s.key_prefix,
+            )?),
+            StoreKind::RedisSentinel => Arc::new(store::redis::RedisStore::sentinel(
+                &s.urls,
+                s.master_name.as_deref().unwrap_or_default(),
                 password,
                 s.timeout,
                 &s.key_prefix,

@@ -234,12 +234,15 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
             false => Err(Deny::Internal("no refusing bucket")),
         };
     };
+    let policies: Vec<(&str, &crate::config::Bucket)> = decision
+        .buckets
+        .iter()
+        .map(|(p, _)| (p.limit.as_str(), &p.bucket))
+        .collect();
     let quota = respond::quota_headers(
         policy.config.quota_headers,
-        &p.limit,
-        &p.bucket,
-        state.remaining,
-        state.reset_after_ms,
+        &policies,
+        (&p.limit, &p.bucket, state.remaining, state.reset_after_ms),
     );
     if decision.allowed {
         ctx.quota = quota;

@@ -201,7 +201,13 @@ impl ProxyHttp for Gateway {
         }
         response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
         for (name, value) in &ctx.quota {
-            response.insert_header(name.clone(), value.as_str())?;
+            if respond::is_quota_list(name) && response.headers.contains_key(name) {
+                let theirs = response.headers.get_all(name).iter().map(|v| v.as_bytes());
+                let merged = respond::merge_quota(theirs, value);
+                response.insert_header(name.clone(), merged)?;
+            } else {
+                response.insert_header(name.clone(), value.as_str())?;
+            }
         }
         Ok(())
     }

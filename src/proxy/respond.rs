@@ -195,23 +195,28 @@ impl Refusal {
     }
 
     fn no_slot(policy: &str, slots: u64) -> Self {
-        Refusal::new(
+        let mut r = Refusal::new(
             429,
             "no-slot",
             "Too many concurrent requests",
             format!("all {slots} \"{policy}\" slots are in use; retry shortly"),
         )
-        .header(http::header::RETRY_AFTER, "1")
-        .header(
-            HeaderName::from_static("ratelimit-policy"),
-            format!("\"{policy}\";q={slots};qu=\"concurrent-requests\""),
-        )
-        .header(
-            HeaderName::from_static("ratelimit"),
-            format!("\"{policy}\";r=0"),
-        )
-        .extra("limit", json!(policy))
-        .extra("retry_after_ms", json!(1000))
+        .header(http::header::RETRY_AFTER, "1");
+        let unit = sfv::BareItem::String("concurrent-requests".into());
+        let quota = [
+            (
+                "ratelimit-policy",
+                sf_item(policy, [("q", int(slots)), ("qu", unit)]),
+            ),
+            ("ratelimit", sf_item(policy, [("r", int(0))])),
+        ];
+        for (name, item) in quota {
+            if let Some(value) = sf_list(vec![item]) {
+                r = r.header(HeaderName::from_static(name), value);
+            }
+        }
+        r.extra("limit", json!(policy))
+            .extra("retry_after_ms", json!(1000))
     }
 }
 
@@ -527,28 +532,34 @@ fn grpc_message(text: &str) -> String {
     out
 }
 
-/// Quota headers for one bucket (SPEC section 5): IETF draft fields and/or
-/// the legacy `X-RateLimit-*` trio.
+/// The quota headers of a decision. `RateLimit-Policy` lists every bucket
+/// the route spends, in the route's order, so it is the same on every
+/// response of the route; `RateLimit` and the legacy trio describe the one
+/// reported (the tightest, or the one that refused). Structured fields
+/// (RFC 8941) as the IETF draft has them: `"api";q=100;w=60`.
 pub fn quota_headers(
     mode: crate::config::QuotaHeaders,
-    limit: &str,
-    bucket: &crate::config::Bucket,
-    remaining: u64,
-    reset_after_ms: u64,
+    policies: &[(&str, &crate::config::Bucket)],
+    reported: (&str, &crate::config::Bucket, u64, u64),
 ) -> Vec<(HeaderName, String)> {
     use crate::config::QuotaHeaders;
-    let full_window = (bucket.capacity.get() * bucket.rate.interval_us()).div_ceil(1_000_000);
+    let (limit, bucket, remaining, reset_after_ms) = reported;
     let reset = reset_after_ms.div_ceil(1000);
     let mut out = Vec::new();
     if matches!(mode, QuotaHeaders::Ietf | QuotaHeaders::Both) {
-        out.push((
-            HeaderName::from_static("ratelimit-policy"),
-            format!("\"{limit}\";q={};w={full_window}", bucket.capacity),
-        ));
-        out.push((
-            HeaderName::from_static("ratelimit"),
-            format!("\"{limit}\";r={remaining};t={reset}"),
-        ));
+        let policy = policies
+            .iter()
+            .map(|(name, b)| {
+                let window = (b.capacity.get() * b.rate.interval_us()).div_ceil(1_000_000);
+                sf_item(
+                    name,
+                    [("q", b.capacity.get()), ("w", window)].map(|(k, v)| (k, int(v))),
+                )
+            })
+            .collect();
+        let state = vec![sf_item(limit, [("r", int(remaining)), ("t", int(reset))])];
+        out.extend(sf_list(policy).map(|v| (HeaderName::from_static("ratelimit-policy"), v)));
+        out.extend(sf_list(state).map(|v| (HeaderName::from_static("ratelimit"), v)));
     }
     if matches!(mode, QuotaHeaders::Legacy | QuotaHeaders::Both) {
         out.push((
@@ -565,6 +576,60 @@ pub fn quota_headers(
         ));
     }
     out
+}
+
+fn int(n: u64) -> sfv::BareItem {
+    sfv::BareItem::Integer(
+        i64::try_from(n)
+            .unwrap_or(i64::MAX)
+            .min(999_999_999_999_999),
+    )
+}
+
+/// A policy as a structured-field list member: its name and parameters.
+fn sf_item<const N: usize>(name: &str, params: [(&str, sfv::BareItem); N]) -> sfv::ListEntry {
+    let params = params
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    sfv::Item::with_params(sfv::BareItem::String(name.to_string()), params).into()
+}
+
+fn sf_list(list: sfv::List) -> Option<String> {
+    use sfv::SerializeValue;
+    list.serialize_value().ok()
+}
+
+/// Whether `name` is one of the draft's two List fields, which an
+/// upstream may send too.
+pub fn is_quota_list(name: &HeaderName) -> bool {
+    name == "ratelimit-policy" || name == "ratelimit"
+}
+
+/// The upstream's own members of a quota List field, then the gateway's:
+/// a member of the upstream named like one of the gateway's is replaced,
+/// and a field value of the upstream that is not a structured List is
+/// dropped (a parser would discard the whole field for it).
+pub fn merge_quota<'a>(theirs: impl Iterator<Item = &'a [u8]>, ours: &str) -> String {
+    use sfv::{ListEntry, Parser};
+    let name = |e: &ListEntry| match e {
+        ListEntry::Item(i) => i.bare_item.as_str().map(str::to_string),
+        ListEntry::InnerList(_) => None,
+    };
+    let Ok(ours_list) = Parser::parse_list(ours.as_bytes()) else {
+        return ours.to_string();
+    };
+    let taken: Vec<Option<String>> = ours_list.iter().map(name).collect();
+    let joined = theirs.collect::<Vec<_>>().join(&b", "[..]);
+    let mut merged: sfv::List = match Parser::parse_list(&joined) {
+        Ok(list) if !joined.is_empty() => list
+            .into_iter()
+            .filter(|e| !taken.contains(&name(e)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    merged.extend(ours_list);
+    sf_list(merged).unwrap_or_else(|| ours.to_string())
 }
 
 #[cfg(test)]

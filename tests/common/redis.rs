@@ -1,5 +1,6 @@
-//! Real Redis: a `redis-server` and a 3-master Cluster on free loopback
-//! ports, and looking inside them (keys, command statistics).
+//! Real Redis: a `redis-server`, a 3-master Cluster and a Sentinel group
+//! (master, replica, three sentinels) on free loopback ports, and looking
+//! inside them (keys, command statistics, roles).
 
 use super::*;
 
@@ -179,6 +180,176 @@ impl Cluster {
             .iter()
             .map(|n| format!("redis://127.0.0.1:{}", n.port))
             .collect()
+    }
+}
+
+/// `redis-sentinel` (Debian's `redis-sentinel` package; the same binary as
+/// `redis-server`, started in Sentinel mode).
+pub fn redis_sentinel_binary() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("redis-sentinel"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "redis-sentinel not found on PATH. The Sentinel tests run real sentinels: \
+             install them with `apt-get install -y redis-sentinel` (Debian/Ubuntu), \
+             or run scripts/deps"
+        )
+    })
+}
+
+/// A Redis Sentinel group on loopback: one master, one replica of it, and
+/// three sentinels monitoring it under `name` with quorum 2, quick to call
+/// the master down (500 ms) and to fail over.
+pub struct SentinelGroup {
+    pub name: String,
+    /// `requirepass` of the master and the replica, when started with one.
+    pub password: Option<String>,
+    pub master: Redis,
+    pub replica: Redis,
+    pub sentinels: Vec<SentinelProcess>,
+}
+
+/// One `redis-sentinel` process; killed by PID when dropped.
+pub struct SentinelProcess {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SentinelProcess {
+    fn start(name: &str, master_port: u16, password: Option<&str>) -> SentinelProcess {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_addr().port();
+        // Sentinel rewrites its config file, so it lives in a writable temp dir.
+        let conf = dir.path().join("sentinel.conf");
+        let text = format!(
+            "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+             sentinel monitor {name} 127.0.0.1 {master_port} 2\n\
+             sentinel down-after-milliseconds {name} 500\n\
+             sentinel failover-timeout {name} 5000\n\
+             sentinel parallel-syncs {name} 1\n{auth}",
+            dir = dir.path().display(),
+            auth = password
+                .map(|p| format!("sentinel auth-pass {name} {p}\n"))
+                .unwrap_or_default()
+        );
+        std::fs::write(&conf, text).expect("write sentinel.conf");
+        let child = Command::new(redis_sentinel_binary())
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-sentinel");
+        SentinelProcess {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `SENTINEL MASTER name` as field → value.
+    pub fn master_info(&self, name: &str) -> std::collections::HashMap<String, String> {
+        let out = redis_cli(self.port, &["SENTINEL", "MASTER", name]).unwrap_or_default();
+        let lines: Vec<&str> = out.lines().collect();
+        lines
+            .chunks(2)
+            .filter_map(|kv| Some((kv[0].to_string(), kv.get(1)?.to_string())))
+            .collect()
+    }
+
+    /// The port this sentinel names for the master now.
+    pub fn master_port(&self, name: &str) -> Option<u16> {
+        let out = redis_cli(self.port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", name])?;
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+}
+
+impl SentinelGroup {
+    /// Starts the group and returns once replication is up and every
+    /// sentinel knows the replica and the two other sentinels (without
+    /// that, a failover cannot reach its quorum or elect a leader).
+    pub async fn start(name: &str) -> SentinelGroup {
+        Self::start_with_password(name, None).await
+    }
+
+    /// As `start`, with `requirepass` (and `masterauth`) on both data nodes
+    /// and `auth-pass` in the sentinels when `password` is given.
+    pub async fn start_with_password(name: &str, password: Option<&str>) -> SentinelGroup {
+        let auth: Vec<&str> = match password {
+            Some(p) => vec!["--requirepass", p, "--masterauth", p],
+            None => Vec::new(),
+        };
+        let master = Redis::start_with(&auth).await;
+        let port = master.port.to_string();
+        let replica =
+            Redis::start_with(&[&["--replicaof", "127.0.0.1", &port], &auth[..]].concat()).await;
+        let linked = eventually(Duration::from_secs(20), || async {
+            data_cli(replica.port, password, &["INFO", "replication"])
+                .is_some_and(|i| i.contains("master_link_status:up"))
+        })
+        .await;
+        assert!(linked, "the replica did not sync with the master");
+        let sentinels: Vec<SentinelProcess> = (0..3)
+            .map(|_| SentinelProcess::start(name, master.port, password))
+            .collect();
+        let group = SentinelGroup {
+            name: name.to_string(),
+            password: password.map(str::to_string),
+            master,
+            replica,
+            sentinels,
+        };
+        // Sentinels find each other through hello messages every 2 s.
+        let ready = eventually(Duration::from_secs(30), || async {
+            group.sentinels.iter().all(|s| {
+                let info = s.master_info(&group.name);
+                info.get("num-slaves").map(String::as_str) == Some("1")
+                    && info.get("num-other-sentinels").map(String::as_str) == Some("2")
+            })
+        })
+        .await;
+        assert!(
+            ready,
+            "the sentinels did not discover the replica and each other"
+        );
+        group
+    }
+
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels.iter().map(SentinelProcess::url).collect()
+    }
+
+    /// Whether every sentinel names `port` as the master and that server
+    /// says it is one.
+    pub fn master_is(&self, port: u16) -> bool {
+        self.sentinels
+            .iter()
+            .all(|s| s.master_port(&self.name) == Some(port))
+            && data_cli(port, self.password.as_deref(), &["ROLE"])
+                .is_some_and(|r| r.lines().next() == Some("master"))
+    }
+}
+
+/// `redis-cli` on a data node, authenticated when it has a password.
+pub fn data_cli(port: u16, password: Option<&str>, args: &[&str]) -> Option<String> {
+    match password {
+        Some(p) => redis_cli(port, &[&["-a", p, "--no-auth-warning"], args].concat()),
+        None => redis_cli(port, args),
     }
 }
 

@@ -74,6 +74,57 @@ impl Drop for EchoProcess {
     }
 }
 
+/// The files of a directory served over plain HTTP by Python's
+/// `http.server` (a JWKS endpoint, say); ended by PID when dropped.
+pub struct StaticFiles {
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl StaticFiles {
+    pub fn start(dir: &Path) -> StaticFiles {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 is needed: apt-get install python3");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read http.server's first line");
+        // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+        let port: u16 = line
+            .split(" port ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("http.server printed {line:?}"));
+        StaticFiles {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            child,
+        }
+    }
+}
+
+impl Drop for StaticFiles {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// What a raw upstream received: the request head exactly as sent, and
 /// how many body bytes followed it.
 #[derive(Debug, Clone)]

@@ -72,6 +72,10 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
                 period: Duration::from_secs(1),
             },
         });
+    let jwks_timeout = f
+        .get("jwks_timeout")
+        .and_then(|at| r.positive_duration(&at))
+        .unwrap_or(Duration::from_millis(500));
     Some(Auth {
         failure_limit,
         issuer,
@@ -80,6 +84,7 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
         keys,
         claims,
         default_plan,
+        jwks_timeout,
     })
 }
 
@@ -110,8 +115,14 @@ pub(super) fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option
             );
         }
     }
-    if let (false, Some(k)) = (sources.first() == Some(&"jwks_url"), f.get("refresh")) {
-        r.error(&k, "auth.key_invalid", "refresh applies to jwks_url only");
+    for key in ["refresh", "ca_file"] {
+        if let (false, Some(k)) = (sources.first() == Some(&"jwks_url"), f.get(key)) {
+            r.error(
+                &k,
+                "auth.key_invalid",
+                format!("{key} applies to jwks_url only"),
+            );
+        }
     }
     key_of_source(r, at, &f, base)
 }
@@ -168,20 +179,7 @@ fn key_of_source(
         return loadable(r, at, KeySource::JwksFile { path });
     }
     if let Some(url_at) = f.get("jwks_url") {
-        let url = r.string(&url_at)?;
-        if !url.starts_with("http://") && !url.starts_with("https://") {
-            r.error_value(
-                &url_at,
-                "auth.key_invalid",
-                "expected an http:// or https:// URL",
-            );
-            return None;
-        }
-        let refresh = f
-            .get("refresh")
-            .and_then(|at| r.positive_duration(&at))
-            .unwrap_or(Duration::from_secs(300));
-        return Some(KeySource::JwksUrl { url, refresh });
+        return jwks_url(r, f, &url_at, base);
     }
     r.error(
         at,
@@ -189,6 +187,44 @@ fn key_of_source(
         "needs one of secret_env, public_key_file, jwks_file, jwks_url",
     );
     None
+}
+
+/// A `jwks_url` entry: the URL, its refresh period and its own CA roots.
+fn jwks_url(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    url_at: &At<'_>,
+    base: &Path,
+) -> Option<KeySource> {
+    let url = r.string(url_at)?;
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        r.error_value(
+            url_at,
+            "auth.key_invalid",
+            "expected an http:// or https:// URL",
+        );
+        return None;
+    }
+    let refresh = f
+        .get("refresh")
+        .and_then(|at| r.positive_duration(&at))
+        .unwrap_or(Duration::from_secs(300));
+    let ca_file = match f.get("ca_file") {
+        Some(ca_at) => {
+            let path = key_file(r, f, "ca_file", base)?;
+            if let Err(why) = crate::tls::load_roots(&path) {
+                r.error_value(&ca_at, "auth.key_invalid", why);
+                return None;
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    Some(KeySource::JwksUrl {
+        url,
+        refresh,
+        ca_file,
+    })
 }
 
 /// A shared secret from the environment: an HS algorithm, a set variable.

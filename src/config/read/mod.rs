@@ -62,11 +62,16 @@ pub(super) fn socket_addr(
 pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
     let top = r.mapping(&At::root(root), schema::TOP)?;
     let server = server(r, top.get("server"), base);
+    let admin_fields = top
+        .get("admin")
+        .and_then(|at| r.mapping(&at, schema::ADMIN));
     let admin = Admin {
-        listen: top.get("admin").and_then(|at| {
-            let f = r.mapping(&at, schema::ADMIN)?;
-            socket_addr(r, &f.get("listen")?, "admin.listen_invalid")
-        }),
+        listen: admin_fields
+            .as_ref()
+            .and_then(|f| socket_addr(r, &f.get("listen")?, "admin.listen_invalid")),
+        token_env: admin_fields
+            .as_ref()
+            .and_then(|f| r.string(&f.get("token_env")?)),
     };
     let store = store(r, top.get("store"));
     let auth = top.get("auth").and_then(|at| auth(r, &at, base));

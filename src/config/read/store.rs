@@ -1,4 +1,4 @@
-//! Reads `store`: the kind, its URLs and the failure policy.
+//! Reads `store`: the kind, where it is (URLs, sentinels) and the failure policy.
 
 use super::*;
 
@@ -6,6 +6,7 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
     let mut store = Store {
         kind: StoreKind::Memory,
         urls: Vec::new(),
+        master_name: None,
         password_env: None,
         key_prefix: String::new(),
         timeout: Duration::from_millis(50),
@@ -21,11 +22,12 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
             Some("memory") => StoreKind::Memory,
             Some("redis") => StoreKind::Redis,
             Some("redis_cluster") => StoreKind::RedisCluster,
+            Some("redis_sentinel") => StoreKind::RedisSentinel,
             Some(_) => {
                 r.error_value(
                     &at,
                     "store.kind_invalid",
-                    "must be one of redis, redis_cluster, memory",
+                    "must be one of redis, redis_cluster, redis_sentinel, memory",
                 );
                 StoreKind::Memory
             }
@@ -70,43 +72,31 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
     store
 }
 
-/// Where the store is: `url` or `nodes` as the kind needs, and the password.
+/// The keys that say where the store is, and the kind each belongs to.
+const ADDRESS_KEYS: [(&str, StoreKind); 4] = [
+    ("url", StoreKind::Redis),
+    ("nodes", StoreKind::RedisCluster),
+    ("sentinels", StoreKind::RedisSentinel),
+    ("master_name", StoreKind::RedisSentinel),
+];
+
+/// Where the store is: `url`, `nodes` or `sentinels` and `master_name` as
+/// the kind needs, and the password.
 fn connection(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, store: &mut Store) {
-    let mut check_url = |r: &mut Reader<'_>, at: &At<'_>, text: String| {
-        if redis_url_ok(&text) {
-            store.urls.push(text);
-        } else {
-            r.error_value(
-                at,
-                "store.url_invalid",
-                "expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]",
-            );
-        }
-    };
     match store.kind {
         StoreKind::Redis => match f.get("url") {
             Some(at) => {
                 if let Some(text) = r.string(&at) {
-                    check_url(r, &at, text);
+                    check_url(r, &at, text, store);
                 }
             }
             None => r.error(at, "store.url_invalid", "kind redis needs `url`"),
         },
-        StoreKind::RedisCluster => match f.get("nodes") {
-            Some(at) => {
-                let items = r.sequence(&at);
-                for (i, node) in items.into_iter().enumerate() {
-                    let item = at.item(i, node);
-                    if let Some(text) = r.string(&item) {
-                        check_url(r, &item, text);
-                    }
-                }
-                if store.urls.is_empty() {
-                    r.error(&at, "store.url_invalid", "needs at least one node URL");
-                }
-            }
-            None => r.error(at, "store.url_invalid", "kind redis_cluster needs `nodes`"),
-        },
+        StoreKind::RedisCluster => url_list(r, at, f, "nodes", store),
+        StoreKind::RedisSentinel => {
+            url_list(r, at, f, "sentinels", store);
+            master_name(r, at, f, store);
+        }
         StoreKind::Memory => {}
     }
     if let Some(at) = f.get("password_env") {
@@ -121,27 +111,121 @@ fn connection(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, store: &mut
             }
         }
     }
-    if let (StoreKind::Redis, Some(n)) = (store.kind, f.get("nodes")) {
-        r.error(
-            &n,
-            "store.url_invalid",
-            "nodes is for kind redis_cluster; kind redis takes url",
-        );
-    }
-    if let (StoreKind::RedisCluster, Some(u)) = (store.kind, f.get("url")) {
-        r.error(
-            &u,
-            "store.url_invalid",
-            "url is for kind redis; kind redis_cluster takes nodes",
-        );
-    }
     if store.kind == StoreKind::Memory {
-        for key in ["url", "nodes", "password_env"] {
+        for key in ["url", "nodes", "sentinels", "master_name", "password_env"] {
             if let Some(k) = f.get(key) {
                 r.error(&k, "store.url_invalid", "kind memory connects to nothing");
             }
         }
+        return;
     }
+    for (key, owner) in ADDRESS_KEYS {
+        if let (true, Some(k)) = (owner != store.kind, f.get(key)) {
+            let message = format!(
+                "{key} is for kind {}; kind {} takes {}",
+                kind_name(owner),
+                kind_name(store.kind),
+                takes(store.kind)
+            );
+            r.error(&k, "store.url_invalid", message);
+        }
+    }
+}
+
+fn kind_name(kind: StoreKind) -> &'static str {
+    match kind {
+        StoreKind::Memory => "memory",
+        StoreKind::Redis => "redis",
+        StoreKind::RedisCluster => "redis_cluster",
+        StoreKind::RedisSentinel => "redis_sentinel",
+    }
+}
+
+fn takes(kind: StoreKind) -> &'static str {
+    match kind {
+        StoreKind::Redis => "url",
+        StoreKind::RedisCluster => "nodes",
+        StoreKind::RedisSentinel => "sentinels and master_name",
+        StoreKind::Memory => "nothing",
+    }
+}
+
+fn check_url(r: &mut Reader<'_>, at: &At<'_>, text: String, store: &mut Store) {
+    if !redis_url_ok(&text) {
+        r.error_value(
+            at,
+            "store.url_invalid",
+            "expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]",
+        );
+    } else if store.kind == StoreKind::RedisSentinel && url_db(&text).is_some_and(|db| db != "0") {
+        // A sentinel has no databases: the client's SELECT would fail on it.
+        r.error_value(at, "store.url_invalid", "a sentinel URL takes no /DB");
+    } else {
+        store.urls.push(text);
+    }
+}
+
+/// `nodes` of a cluster or `sentinels`: a list of at least one URL.
+fn url_list(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, key: &str, store: &mut Store) {
+    let Some(list) = f.get(key) else {
+        let kind = kind_name(store.kind);
+        r.error(
+            at,
+            "store.url_invalid",
+            format!("kind {kind} needs `{key}`"),
+        );
+        return;
+    };
+    let items = r.sequence(&list);
+    for (i, node) in items.into_iter().enumerate() {
+        let item = list.item(i, node);
+        if let Some(text) = r.string(&item) {
+            check_url(r, &item, text, store);
+        }
+    }
+    if store.urls.is_empty() {
+        let what = match store.kind {
+            StoreKind::RedisSentinel => "sentinel",
+            _ => "node",
+        };
+        r.error(
+            &list,
+            "store.url_invalid",
+            format!("needs at least one {what} URL"),
+        );
+    }
+}
+
+/// The name Sentinel monitors the master under (`sentinel monitor NAME ...`).
+fn master_name(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, store: &mut Store) {
+    let Some(name_at) = f.get("master_name") else {
+        r.error(
+            at,
+            "store.master_name_invalid",
+            "kind redis_sentinel needs `master_name`",
+        );
+        return;
+    };
+    let Some(name) = r.string(&name_at) else {
+        return;
+    };
+    if name.contains(char::is_whitespace) {
+        r.error_value(
+            &name_at,
+            "store.master_name_invalid",
+            "must not contain spaces",
+        );
+    } else {
+        store.master_name = Some(name);
+    }
+}
+
+/// The `/DB` part of a Redis URL, when it has one.
+fn url_db(text: &str) -> Option<&str> {
+    let rest = text.split_once("://")?.1;
+    let host_port_db = rest.rsplit('@').next().unwrap_or(rest);
+    let (_, db) = host_port_db.split_once('/')?;
+    (!db.is_empty()).then_some(db)
 }
 
 pub(super) fn redis_url_ok(text: &str) -> bool {

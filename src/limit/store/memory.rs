@@ -140,6 +140,14 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn forget(&self, keys: &[String]) -> Result<(), StoreError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for key in keys {
+            state.tats.remove(key);
+        }
+        Ok(())
+    }
+
     async fn probe(&self) -> Result<(), StoreError> {
         Ok(())
     }

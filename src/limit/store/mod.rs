@@ -1,5 +1,5 @@
 //! Where bucket state lives, behind one trait: `memory` (in-process),
-//! `redis` (one server) and `redis_cluster`. Every implementation gives the
+//! `redis` (one server), `redis_cluster` and `redis_sentinel`. Every implementation gives the
 //! same answers for the same calls; one behaviour suite runs against all.
 
 pub mod memory;
@@ -53,10 +53,13 @@ pub trait Store: Send + Sync {
     /// Removes a lease; idempotent.
     async fn release(&self, key: &str, id: &str) -> Result<(), StoreError>;
 
+    /// Deletes buckets, so each reads as full again (the admin API's reset).
+    async fn forget(&self, keys: &[String]) -> Result<(), StoreError>;
+
     /// A cheap call that proves the store can decide again (background
     /// probe while decisions fall back).
     async fn probe(&self) -> Result<(), StoreError>;
 
-    /// `memory`, `redis` or `redis_cluster`, for metrics.
+    /// `memory`, `redis`, `redis_cluster` or `redis_sentinel`, for metrics.
     fn kind(&self) -> &'static str;
 }

@@ -1,17 +1,22 @@
-//! Redis and Redis Cluster stores. One decision is one `EVALSHA` round trip
-//! on a multiplexed connection (concurrent requests pipeline on it). When
-//! Redis answers `NOSCRIPT` (restart, failover, `SCRIPT FLUSH`), the same
-//! call is sent once as `EVAL`, which runs it and caches the script on the
-//! node that owns the keys — on a cluster that is the right node by
-//! construction, with `MOVED`/`ASK` followed by the client.
+//! Redis, Redis Cluster and Redis Sentinel stores. One decision is one
+//! `EVALSHA` round trip on a multiplexed connection (concurrent requests
+//! pipeline on it). When Redis answers `NOSCRIPT` (restart, failover,
+//! `SCRIPT FLUSH`), the same call is sent once as `EVAL`, which runs it and
+//! caches the script on the node that owns the keys — on a cluster that is
+//! the right node by construction, with `MOVED`/`ASK` followed by the client.
+//! Under Sentinel the master is asked of the sentinels, and asked again when
+//! it stops answering or answers `READONLY` (demoted); the lookup never makes
+//! a request wait longer than `store.timeout`, which falls back meanwhile.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::{Store, StoreError};
@@ -53,12 +58,37 @@ impl Script {
 /// it stops answering, so a connection stuck in a bad state (e.g. a failed
 /// AUTH it will not retry) is replaced rather than waited on.
 enum Conn {
-    Single {
-        client: redis::Client,
-        manager: ArcSwapOption<ConnectionManager>,
-        timeout: Duration,
-    },
+    Single { server: Server, timeout: Duration },
     Cluster(Arc<ClusterConn>),
+    Sentinel(Arc<SentinelConn>),
+}
+
+/// One server and the shared connection to it, made on first use.
+struct Server {
+    client: redis::Client,
+    manager: ArcSwapOption<ConnectionManager>,
+}
+
+impl Server {
+    fn new(client: redis::Client) -> Self {
+        Server {
+            client,
+            manager: ArcSwapOption::empty(),
+        }
+    }
+
+    fn connection(&self, timeout: Duration) -> Result<ConnectionManager, RedisError> {
+        if let Some(m) = self.manager.load_full() {
+            return Ok((*m).clone());
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout.max(Duration::from_millis(100))))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let m = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
+        self.manager.store(Some(Arc::new(m.clone())));
+        Ok(m)
+    }
 }
 
 /// The shared cluster connection and the one attempt at making it. The
@@ -103,6 +133,178 @@ impl ClusterConn {
     }
 }
 
+/// The master of a group that Redis Sentinel monitors, as the sentinels
+/// last named it. A lookup asks the sentinels (a few at once) and confirms
+/// with `ROLE` on the node they name; like the cluster connection it runs as
+/// its own task, one at a time, so a request that stops waiting at
+/// `store.timeout` leaves it running and waiters share it.
+struct SentinelConn {
+    sentinels: Vec<redis::ConnectionInfo>,
+    master_name: String,
+    /// How to connect to the data nodes (their password).
+    node: SentinelNodeConnectionInfo,
+    timeout: Duration,
+    master: ArcSwapOption<Server>,
+    looking: AtomicBool,
+    found: tokio::sync::Notify,
+    /// Why the last lookup failed, for the error a waiting request gets.
+    last_error: Mutex<String>,
+    /// Whether `watch` runs (started by the first request, on the proxy's runtime).
+    watching: AtomicBool,
+}
+
+/// The longest one lookup may take (a sentinel that accepts and never answers).
+const LOOKUP_BOUND: Duration = Duration::from_secs(2);
+
+impl SentinelConn {
+    /// The master: the one last found, or a fresh lookup's.
+    async fn master(self: &Arc<Self>) -> Result<Arc<Server>, RedisError> {
+        if !self.watching.swap(true, Ordering::AcqRel) {
+            tokio::spawn(watch(Arc::downgrade(self)));
+        }
+        loop {
+            let found = self.found.notified();
+            if let Some(m) = self.master.load_full() {
+                return Ok(m);
+            }
+            if !self.looking.swap(true, Ordering::AcqRel) {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    match this.lookup().await {
+                        Ok(client) => this.master.store(Some(Arc::new(Server::new(client)))),
+                        Err(e) => {
+                            *this.last_error.lock().unwrap_or_else(|e| e.into_inner()) =
+                                e.detail().unwrap_or_default().to_string();
+                        }
+                    }
+                    this.looking.store(false, Ordering::Release);
+                    this.found.notify_waiters();
+                });
+            }
+            found.await;
+            if self.master.load().is_none() {
+                let why = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+                return Err(no_master(why.clone()));
+            }
+        }
+    }
+
+    /// Asks the sentinels for the master and checks it says it is one. A
+    /// new `Sentinel` each time: lookups are rare (start, failover), and no
+    /// connection to a sentinel outlives one, so none goes stale.
+    /// Every failure is `unreachable` for the breaker: whether no sentinel
+    /// answers or none names a live master (mid-failover), there is no
+    /// store to decide with.
+    async fn lookup(&self) -> Result<redis::Client, RedisError> {
+        let mut sentinel = Sentinel::build(self.sentinels.clone())?;
+        let ask = sentinel.async_master_for(&self.master_name, Some(&self.node));
+        match tokio::time::timeout(LOOKUP_BOUND.max(self.timeout), ask).await {
+            Ok(Ok(client)) => Ok(client),
+            Ok(Err(e)) => Err(no_master(e.to_string())),
+            Err(_) => Err(no_master("no answer in time".into())),
+        }
+    }
+
+    /// Stops using `master` (if it is still the one in use): the next call
+    /// asks the sentinels again.
+    fn forget(&self, master: &Arc<Server>) {
+        self.master.compare_and_swap(master, None::<Arc<Server>>);
+    }
+
+    /// The probe: through the shared connection when requests have made
+    /// one, dropping the master on failure; otherwise a lookup and a
+    /// throwaway connection, and on success the master is kept for requests
+    /// (their connection is still made by them, on the proxy's runtime).
+    async fn probe(&self, cmd: &Cmd) -> Result<(), RedisError> {
+        let current = self.master.load_full();
+        if let Some(master) = current.filter(|m| m.manager.load().is_some()) {
+            let mut conn = master.connection(self.timeout)?;
+            let reply = tokio::time::timeout(self.timeout, cmd.query_async::<Value>(&mut conn))
+                .await
+                .unwrap_or_else(|_| Err(RedisError::from((ErrorKind::Io, "probe timed out"))));
+            if reply.is_err() {
+                self.forget(&master);
+            }
+            return reply.map(|_| ());
+        }
+        let client = self.lookup().await?;
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        cmd.query_async::<Value>(&mut conn).await?;
+        self.master
+            .compare_and_swap(&None::<Arc<Server>>, Some(Arc::new(Server::new(client))));
+        Ok(())
+    }
+}
+
+/// Follows Sentinel's `+switch-master` announcements, so that a planned
+/// failover (the old master keeps answering until Sentinel demotes it, some
+/// seconds later) moves decisions as soon as the new master is named. Best
+/// effort, one sentinel at a time: a missed announcement still ends at the
+/// old master's demotion, which fails a call and forgets it. Ends when the
+/// store is dropped.
+async fn watch(conn: Weak<SentinelConn>) {
+    use futures_util::StreamExt;
+    for turn in 0usize.. {
+        let Some(info) = conn
+            .upgrade()
+            .map(|c| c.sentinels[turn % c.sentinels.len()].clone())
+        else {
+            return;
+        };
+        let subscribe = async {
+            let mut pubsub = redis::Client::open(info)?.get_async_pubsub().await?;
+            pubsub.subscribe("+switch-master").await?;
+            Ok::<_, RedisError>(pubsub)
+        };
+        if let Ok(Ok(pubsub)) = tokio::time::timeout(LOOKUP_BOUND, subscribe).await {
+            let mut messages = pubsub.into_on_message();
+            while let Some(message) = messages.next().await {
+                let Some(conn) = conn.upgrade() else {
+                    return;
+                };
+                conn.switched(&message.get_payload::<String>().unwrap_or_default());
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+impl SentinelConn {
+    /// `+switch-master`: `NAME OLD_IP OLD_PORT NEW_IP NEW_PORT`.
+    fn switched(&self, payload: &str) {
+        let fields: Vec<&str> = payload.split(' ').collect();
+        let [name, _, _, ip, port] = fields[..] else {
+            return;
+        };
+        if name != self.master_name {
+            return;
+        }
+        tracing::info!(master_name = name, address = %format!("{ip}:{port}"), "store.master_switched");
+        let current = self.master.load_full();
+        let new = redis::ConnectionAddr::Tcp(ip.to_string(), port.parse().unwrap_or(0));
+        if let Some(master) = current.filter(|m| *m.client.get_connection_info().addr() != new) {
+            self.forget(&master);
+        }
+    }
+}
+
+fn no_master(why: String) -> RedisError {
+    RedisError::from((ErrorKind::Io, "no Redis master from the sentinels", why))
+}
+
+/// The node no longer answers as the master: gone, unreachable, or
+/// demoted to a replica (`READONLY`).
+fn not_the_master(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// Deletes the buckets given as KEYS (on a cluster they share a hash tag).
+const FORGET_LUA: &str = "return redis.call('DEL', unpack(KEYS))";
+
 pub struct RedisStore {
     conn: Conn,
     /// `keys::probe`: inside the configured namespace, so
@@ -110,6 +312,7 @@ pub struct RedisStore {
     probe_key: String,
     bucket: Script,
     slots: Script,
+    forget: Script,
 }
 
 fn classify(e: RedisError) -> StoreError {
@@ -141,13 +344,13 @@ impl RedisStore {
         let client = redis::Client::open(info).map_err(|e| format!("store.url: {e}"))?;
         Ok(RedisStore {
             conn: Conn::Single {
-                client,
-                manager: ArcSwapOption::empty(),
+                server: Server::new(client),
                 timeout,
             },
             probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
+            forget: Script::new(FORGET_LUA),
         })
     }
 
@@ -174,36 +377,68 @@ impl RedisStore {
             probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
+            forget: Script::new(FORGET_LUA),
+        })
+    }
+
+    /// The master of `master_name` as `sentinels` name it; `password`
+    /// authenticates to the data nodes (a sentinel's own password, if it
+    /// has one, goes in its URL). Looks up lazily, so the gateway starts
+    /// with every sentinel down.
+    pub fn sentinel(
+        sentinels: &[String],
+        master_name: &str,
+        password: Option<String>,
+        timeout: Duration,
+        prefix: &str,
+    ) -> Result<Self, String> {
+        let sentinels = sentinels
+            .iter()
+            .map(|url| redis::IntoConnectionInfo::into_connection_info(url.as_str()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("store.sentinels: {e}"))?;
+        let mut settings = redis::RedisConnectionInfo::default();
+        if let Some(p) = password {
+            settings = settings.set_password(p);
+        }
+        Ok(RedisStore {
+            conn: Conn::Sentinel(Arc::new(SentinelConn {
+                sentinels,
+                master_name: master_name.to_string(),
+                node: SentinelNodeConnectionInfo::default().set_redis_connection_info(settings),
+                timeout,
+                master: ArcSwapOption::empty(),
+                looking: AtomicBool::new(false),
+                found: tokio::sync::Notify::new(),
+                last_error: Mutex::new(String::new()),
+                watching: AtomicBool::new(false),
+            })),
+            probe_key: crate::limit::keys::probe(prefix),
+            bucket: Script::new(TOKEN_BUCKET_LUA),
+            slots: Script::new(SLOTS_LUA),
+            forget: Script::new(FORGET_LUA),
         })
     }
 
     /// Sends `cmd`, returning the reply.
     async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
         match &self.conn {
-            Conn::Single {
-                client,
-                manager,
-                timeout,
-            } => {
-                let mut conn = match manager.load_full() {
-                    Some(m) => (*m).clone(),
-                    None => {
-                        let config = ConnectionManagerConfig::new()
-                            .set_connection_timeout(Some(
-                                (*timeout).max(Duration::from_millis(100)),
-                            ))
-                            .set_number_of_retries(1)
-                            .set_max_delay(Duration::from_millis(500));
-                        let m = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
-                        manager.store(Some(Arc::new(m.clone())));
-                        m
-                    }
-                };
+            Conn::Single { server, timeout } => {
+                let mut conn = server.connection(*timeout)?;
                 cmd.query_async(&mut conn).await
             }
             Conn::Cluster(cluster) => {
                 let mut c = cluster.get().await?;
                 cmd.query_async(&mut c).await
+            }
+            Conn::Sentinel(sentinel) => {
+                let master = sentinel.master().await?;
+                let mut conn = master.connection(sentinel.timeout)?;
+                let reply = cmd.query_async(&mut conn).await;
+                if reply.as_ref().is_err_and(not_the_master) {
+                    sentinel.forget(&master);
+                }
+                reply
             }
         }
     }
@@ -307,6 +542,12 @@ impl Store for RedisStore {
         self.run(&self.slots, &[key], &args).await.map(|_| ())
     }
 
+    async fn forget(&self, keys: &[String]) -> Result<(), StoreError> {
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let args: [u64; 0] = [];
+        self.run(&self.forget, &keys, &args).await.map(|_| ())
+    }
+
     /// A real script call on a probe bucket: recovery means decisions work
     /// again, not merely that PING answers (under `maxmemory` with
     /// `noeviction`, PING works and writes fail). Through the shared
@@ -317,31 +558,36 @@ impl Store for RedisStore {
     async fn probe(&self) -> Result<(), StoreError> {
         let keys = [self.probe_key.as_str()];
         let args: [u64; 4] = [1, 1_000_000, 1, 0];
+        // EVAL, not EVALSHA: a fresh server may not hold the script yet.
+        let cmd = self.bucket.call(false, &keys, &args);
         let shared = match &self.conn {
-            Conn::Single { manager, .. } => manager.load().is_some(),
+            Conn::Single { server, .. } => server.manager.load().is_some(),
             Conn::Cluster(cluster) => cluster.conn.load().is_some(),
+            Conn::Sentinel(sentinel) => return sentinel.probe(&cmd).await.map_err(classify),
         };
         if shared {
             let result = self.run(&self.bucket, &keys, &args).await.map(|_| ());
             if result.is_err() {
                 match &self.conn {
-                    Conn::Single { manager, .. } => manager.store(None),
+                    Conn::Single { server, .. } => server.manager.store(None),
                     Conn::Cluster(cluster) => cluster.conn.store(None),
+                    Conn::Sentinel(_) => {}
                 }
             }
             return result;
         }
-        // EVAL, not EVALSHA: a fresh server may not hold the script yet.
-        let cmd = self.bucket.call(false, &keys, &args);
         let reply: Result<Value, RedisError> = match &self.conn {
-            Conn::Single { client, .. } => match client.get_multiplexed_async_connection().await {
-                Ok(mut c) => cmd.query_async(&mut c).await,
-                Err(e) => Err(e),
-            },
+            Conn::Single { server, .. } => {
+                match server.client.get_multiplexed_async_connection().await {
+                    Ok(mut c) => cmd.query_async(&mut c).await,
+                    Err(e) => Err(e),
+                }
+            }
             Conn::Cluster(cluster) => match cluster.client.get_async_connection().await {
                 Ok(mut c) => cmd.query_async(&mut c).await,
                 Err(e) => Err(e),
             },
+            Conn::Sentinel(_) => unreachable!("answered above"),
         };
         reply.map(|_| ()).map_err(classify)
     }
@@ -350,6 +596,7 @@ impl Store for RedisStore {
         match self.conn {
             Conn::Single { .. } => "redis",
             Conn::Cluster(_) => "redis_cluster",
+            Conn::Sentinel(_) => "redis_sentinel",
         }
     }
 }

@@ -1,0 +1,216 @@
+//! The admin listener's `/v1/` API, for operators: a tenant's live buckets
+//! read from the store without spending (`GET /v1/tenants/{tid}/limits`),
+//! one reset to full (`DELETE /v1/tenants/{tid}/limits/{limit}`, logged as
+//! `admin.limit_reset`), and the policy in force (`GET /v1/policy`).
+//! Every request needs `Authorization: Bearer` with the token in the
+//! environment variable `admin.token_env` names; without one configured the
+//! API refuses everything. `/healthz`, `/readyz` and `/metrics` stay open.
+
+use http::{Method, Response};
+use serde_json::{json, Value};
+
+use crate::auth::{Identity, TenantId};
+use crate::state::Shared;
+
+/// Answers one `/v1/` request; `token` is the configured bearer token.
+pub async fn answer(
+    shared: &Shared,
+    token: Option<&str>,
+    head: &pingora::http::RequestHeader,
+) -> Response<Vec<u8>> {
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return json_response(
+            403,
+            json!({"error": "the admin API is off: set admin.token_env to an environment variable holding its token"}),
+        );
+    };
+    let given = head
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !same(given.as_bytes(), token.as_bytes()) {
+        let mut r = json_response(401, json!({"error": "a valid bearer token is needed"}));
+        r.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
+        return r;
+    }
+    let path = head.uri.path();
+    let segments: Vec<&str> = path.trim_start_matches("/v1/").split('/').collect();
+    match (&head.method, segments.as_slice()) {
+        (&Method::GET, ["tenants", tenant, "limits"]) => limits(shared, tenant, head).await,
+        (&Method::DELETE, ["tenants", tenant, "limits", limit]) => {
+            reset(shared, tenant, limit).await
+        }
+        (&Method::GET, ["policy"]) => policy(shared),
+        _ => json_response(404, json!({"error": "no such endpoint"})),
+    }
+}
+
+/// The identity whose buckets are read: the tenant, its plan (the tenant's
+/// override, else `?plan=`, else `auth.default_plan`).
+fn identity(shared: &Shared, tenant: &str, plan: Option<&str>) -> Option<Identity> {
+    let policy = shared.policy.load();
+    let config = &policy.config;
+    let plan = config
+        .tenants
+        .get(tenant)
+        .and_then(|t| t.plan.clone())
+        .or(plan.map(str::to_string))
+        .or(config.auth.as_ref().map(|a| a.default_plan.clone()))
+        .unwrap_or_else(|| "free".into());
+    Some(Identity {
+        tenant: TenantId::new(tenant)?,
+        user: None,
+        plan,
+        token: None,
+    })
+}
+
+async fn limits(
+    shared: &Shared,
+    tenant: &str,
+    head: &pingora::http::RequestHeader,
+) -> Response<Vec<u8>> {
+    let plan = head
+        .uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("plan="));
+    let Some(identity) = identity(shared, tenant, plan) else {
+        return json_response(
+            400,
+            json!({"error": "not a tenant id ([A-Za-z0-9._@-]{1,128})"}),
+        );
+    };
+    let policy = shared.policy.load();
+    let planned = crate::limit::tenant_buckets(&policy.config, &identity);
+    let spends: Vec<_> = planned.iter().map(|p| p.spend.clone()).collect();
+    let states = match shared.limiter.peek(&spends).await {
+        Ok(states) => states,
+        Err(e) => {
+            return json_response(
+                503,
+                json!({"error": "the store is unavailable", "reason": e.reason()}),
+            )
+        }
+    };
+    let limits: Vec<Value> = planned
+        .iter()
+        .zip(&states)
+        .map(|(p, s)| {
+            json!({
+                "limit": p.limit,
+                "capacity": p.bucket.capacity.get(),
+                "refill": {"tokens": p.bucket.rate.count.get(), "per_seconds": p.bucket.rate.period.as_secs()},
+                "remaining": s.remaining,
+                "reset_seconds": s.reset_after_ms.div_ceil(1000),
+                "shadow": p.spend.shadow,
+            })
+        })
+        .collect();
+    json_response(
+        200,
+        json!({
+            "tenant": identity.tenant.as_str(),
+            "plan": identity.plan,
+            "generation": policy.generation,
+            "limits": limits,
+        }),
+    )
+}
+
+async fn reset(shared: &Shared, tenant: &str, limit: &str) -> Response<Vec<u8>> {
+    let Some(identity) = identity(shared, tenant, None) else {
+        return json_response(
+            400,
+            json!({"error": "not a tenant id ([A-Za-z0-9._@-]{1,128})"}),
+        );
+    };
+    let policy = shared.policy.load();
+    let planned = crate::limit::tenant_buckets(&policy.config, &identity);
+    let Some(bucket) = planned.iter().find(|p| p.limit == limit) else {
+        return json_response(
+            404,
+            json!({"error": "no limit of that name is keyed by the tenant alone"}),
+        );
+    };
+    match shared
+        .limiter
+        .forget(std::slice::from_ref(&bucket.spend.key))
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(
+                tenant = identity.tenant.as_str(),
+                limit,
+                "admin.limit_reset"
+            );
+            json_response(
+                200,
+                json!({"tenant": identity.tenant.as_str(), "limit": limit, "reset": true}),
+            )
+        }
+        Err(e) => json_response(
+            503,
+            json!({"error": "the store is unavailable", "reason": e.reason()}),
+        ),
+    }
+}
+
+/// The policy in force: its generation, the SHA-256 of the file it was read
+/// from, and that text with any password in a URL replaced by `***`.
+fn policy(shared: &Shared) -> Response<Vec<u8>> {
+    let policy = shared.policy.load();
+    let digest = ring::digest::digest(&ring::digest::SHA256, policy.source.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    json_response(
+        200,
+        json!({
+            "generation": policy.generation,
+            "digest": format!("sha256:{hex}"),
+            "policy": redact(&policy.source),
+        }),
+    )
+}
+
+/// `scheme://user:password@host` → `scheme://user:***@host`.
+fn redact(text: &str) -> String {
+    static URL_PASSWORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"([a-z][a-z0-9+.-]*://[^:@/\s"']*):[^@/\s"']+@"#).expect("valid regex")
+    });
+    URL_PASSWORD.replace_all(text, "$1:***@").into_owned()
+}
+
+/// Compares in time that depends on the length only, not on where the
+/// first difference is.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn json_response(status: u16, body: Value) -> Response<Vec<u8>> {
+    let body = body.to_string().into_bytes();
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_LENGTH, body.len())
+        .header(http::header::CACHE_CONTROL, "no-store")
+        .body(body)
+        .expect("valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_in_urls_are_redacted() {
+        let text = "sentinels: [\"redis://:s3cret@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nurl: redis://app:pw@h/0";
+        assert_eq!(
+            super::redact(text),
+            "sentinels: [\"redis://:***@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nurl: redis://app:***@h/0"
+        );
+    }
+}

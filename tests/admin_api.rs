@@ -1,0 +1,235 @@
+//! The admin listener's `/v1/` API against a real Redis: a tenant's buckets
+//! read without spending, the numbers equal to what requests' headers say,
+//! a reset that lets the next request through, the policy in force; and
+//! every request without the bearer token refused, the token never logged.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const ADMIN_TOKEN: &str = "admin-token-for-the-test-0123456789";
+
+async fn gateway(redis: &Redis, echo: &Upstream, token_env: bool) -> Gateway {
+    let admin = if token_env {
+        r#"admin: {listen: "$ADMIN", token_env: FAIRGATE_TEST_ADMIN}"#
+    } else {
+        r#"admin: {listen: "$ADMIN"}"#
+    };
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+{admin}
+store: {{kind: redis, url: "{}"}}
+{AUTH_HS256}
+upstreams: {{api: {{targets: ["{}"]}}}}
+limits:
+  api: {{scope: tenant, default: {{capacity: 5, rate: 1/h}}, plans: {{pro: {{capacity: 8, rate: 2/h}}}}}}
+  per_user: {{scope: tenant_user, default: {{capacity: 50, rate: 1/h}}}}
+default_limits: none
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api, per_user]}}
+"#,
+        redis.url(),
+        echo.addr
+    );
+    let mut options = GatewayOptions::default();
+    options
+        .env
+        .push(("FAIRGATE_TEST_ADMIN".into(), ADMIN_TOKEN.into()));
+    Gateway::start_hs256(&yaml, options).await
+}
+
+async fn admin(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, Value) {
+    let mut req = client().request(method, gw.admin_url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+fn api_limit(body: &Value) -> (u64, u64) {
+    let limits = body["limits"].as_array().expect("limits");
+    assert_eq!(limits.len(), 1, "only tenant-keyed limits: {body}");
+    assert_eq!(limits[0]["limit"], "api");
+    (
+        limits[0]["remaining"].as_u64().unwrap(),
+        limits[0]["reset_seconds"].as_u64().unwrap(),
+    )
+}
+
+/// `RateLimit: "api";r=R;t=T` as (R, T), for the route's `api` bucket.
+fn header_state(r: &reqwest::Response) -> (u16, String) {
+    let value = r.headers()["ratelimit"].to_str().unwrap().to_string();
+    (r.status().as_u16(), value)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_quota_api_reads_and_resets_what_requests_spend() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let gw = gateway(&redis, &echo, true).await;
+    let get = reqwest::Method::GET;
+    let limits = "/v1/tenants/acme/limits";
+    // Without the token, or with another: 401, and nothing read.
+    let (status, _) = admin(&gw, get.clone(), limits, None).await;
+    assert_eq!(status, 401);
+    let (status, _) = admin(&gw, get.clone(), limits, Some("wrong")).await;
+    assert_eq!(status, 401);
+    // A fresh tenant: a full bucket, read without spending (twice the same).
+    let (status, body) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["plan"], "free");
+    assert_eq!(body["limits"][0]["capacity"], 5);
+    assert_eq!(api_limit(&body), (5, 0));
+    let (_, again) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
+    assert_eq!(api_limit(&again), (5, 0));
+    // Two requests; the API then reports what the last one's headers said,
+    // and the next request spends from exactly that.
+    let t = token("acme");
+    let send = || {
+        let req = client().get(gw.url("/x")).bearer_auth(&t);
+        async move { req.send().await.unwrap() }
+    };
+    send().await;
+    let last = send().await;
+    assert_eq!(header_state(&last), (200, r#""api";r=3;t=7200"#.into()));
+    let (_, body) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
+    assert_eq!(api_limit(&body), (3, 7200));
+    assert_eq!(
+        header_state(&send().await),
+        (200, r#""api";r=2;t=10800"#.into())
+    );
+    // Another plan's sizing, on request.
+    let (_, pro) = admin(
+        &gw,
+        get.clone(),
+        &format!("{limits}?plan=pro"),
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(pro["plan"], "pro");
+    assert_eq!(pro["limits"][0]["capacity"], 8);
+    // Spent out: refused; a reset lets the next request through.
+    send().await;
+    send().await;
+    assert_eq!(send().await.status(), 429);
+    assert_eq!(
+        send().await.status(),
+        429,
+        "refused again (from the denial cache)"
+    );
+    let (status, body) = admin(
+        &gw,
+        reqwest::Method::DELETE,
+        &format!("{limits}/api"),
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        header_state(&send().await),
+        (200, r#""api";r=4;t=3600"#.into())
+    );
+    let (_, body) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
+    assert_eq!(api_limit(&body), (4, 3600));
+    // Not a tenant-keyed limit, not a tenant id, not an endpoint.
+    let (status, _) = admin(
+        &gw,
+        reqwest::Method::DELETE,
+        &format!("{limits}/per_user"),
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = admin(
+        &gw,
+        get.clone(),
+        "/v1/tenants/a%20b/limits",
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, _) = admin(&gw, get.clone(), "/v1/nothing", Some(ADMIN_TOKEN)).await;
+    assert_eq!(status, 404);
+    // The reset is audited; the token never reaches the log.
+    let logs = gw.logs();
+    let resets: Vec<Value> = gw
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["message"] == "admin.limit_reset")
+        .collect();
+    assert_eq!(resets.len(), 1, "{logs}");
+    assert_eq!(
+        (resets[0]["tenant"].as_str(), resets[0]["limit"].as_str()),
+        (Some("acme"), Some("api"))
+    );
+    assert!(!logs.contains(ADMIN_TOKEN));
+    // The open endpoints stay open.
+    assert_eq!(
+        client()
+            .get(gw.admin_url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_policy_in_force_is_shown_with_its_digest() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let gw = gateway(&redis, &echo, true).await;
+    let (status, body) = admin(&gw, reqwest::Method::GET, "/v1/policy", Some(ADMIN_TOKEN)).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["generation"], 1);
+    let text = std::fs::read_to_string(gw.config_path()).unwrap();
+    assert_eq!(body["policy"], text);
+    let digest = body["digest"].as_str().unwrap();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 7 + 64,
+        "{digest}"
+    );
+    // A reload shows the new file and a new digest.
+    gw.write_config(
+        &text.replace("capacity: 5,", "capacity: 6,"),
+        Write::InPlace,
+    );
+    let reloaded = eventually(std::time::Duration::from_secs(5), || async {
+        admin(&gw, reqwest::Method::GET, "/v1/policy", Some(ADMIN_TOKEN))
+            .await
+            .1["generation"]
+            == 2
+    })
+    .await;
+    assert!(reloaded);
+    let (_, body) = admin(&gw, reqwest::Method::GET, "/v1/policy", Some(ADMIN_TOKEN)).await;
+    assert!(body["policy"].as_str().unwrap().contains("capacity: 6,"));
+    assert_ne!(body["digest"].as_str().unwrap(), digest);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_token_configured_the_api_refuses_everything() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let gw = gateway(&redis, &echo, false).await;
+    for path in ["/v1/policy", "/v1/tenants/acme/limits"] {
+        let (status, body) = admin(&gw, reqwest::Method::GET, path, Some(ADMIN_TOKEN)).await;
+        assert_eq!(status, 403, "{path}: {body}");
+    }
+    assert_eq!(
+        client()
+            .get(gw.admin_url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
