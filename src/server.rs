@@ -163,7 +163,7 @@ fn tls_settings(
     tls: &crate::config::ServerTls,
 ) -> Result<TlsSettings, String> {
     pingora::tls::install_default_crypto_provider();
-    let mut settings = TlsSettings::with_callbacks(Box::new(crate::tls::SubjectOfClient))
+    let mut settings = TlsSettings::with_callbacks(Box::new(crate::tls::ConnectionFacts))
         .map_err(|e| format!("server.tls: {e}"))?;
     let policies = shared.clone();
     settings.set_cert_resolver(Arc::new(crate::tls::BySni(move || {

@@ -275,18 +275,33 @@ pub fn client_verifier(
         .map_err(|e| format!("{}: {e}", ca.display()))
 }
 
-/// Keeps the subject of a verified client certificate with the connection
-/// (Pingora's `SslDigest` extension), for scopes and identity headers.
-pub struct SubjectOfClient;
+/// Keeps what a handshake learnt with the connection (Pingora's
+/// `SslDigest` extension): the subject of a verified client certificate,
+/// for scopes and identity headers, and the SNI, for the access log.
+pub struct ConnectionFacts;
+
+/// What [`ConnectionFacts`] keeps of one handshake.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFacts {
+    pub subject: Option<ClientSubject>,
+    /// The server name the client asked for, as sent (at most 255 bytes).
+    pub sni: Option<String>,
+}
 
 #[async_trait::async_trait]
-impl pingora::listeners::TlsAccept for SubjectOfClient {
+impl pingora::listeners::TlsAccept for ConnectionFacts {
     async fn handshake_complete_callback(
         &self,
         tls: &pingora::protocols::tls::TlsRef,
     ) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        let subject = ClientSubject::of(tls.peer_certificate_der()?)?;
-        Some(Arc::new(subject))
+        let facts = TlsFacts {
+            subject: tls.peer_certificate_der().and_then(ClientSubject::of),
+            sni: tls
+                .server_name()
+                .filter(|s| s.len() <= 255)
+                .map(str::to_string),
+        };
+        Some(Arc::new(facts))
     }
 }
 

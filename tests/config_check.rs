@@ -273,6 +273,12 @@ bad_configs! {
         r#"config/bad/one_problem_per_mistake.yaml:11:34: limits.rate_invalid: limits.hooks.default.rate "1/999999999999999999d": period must be at most a year"#,
         r#"config/bad/one_problem_per_mistake.yaml:13:29: routes.match_invalid: routes[0].match.path "/a/{x}/{x}": capture {x} appears twice"#,
     ],
+    log_field_unknown: "config/bad/log.field_unknown.yaml" => [
+        r#"config/bad/log.field_unknown.yaml:12:29: log.field_unknown: log.access.fields[2] "query": not an access log field; one of route, method, path, upstream, upstream_path, status, duration_ms, tenant, decision, client, request_id, error, request_bytes, response_bytes, user_agent, host, upstream_addr, upstream_status, upstream_ms, gateway_ms, tls_version, sni, trace_id"#,
+    ],
+    log_sample_invalid: "config/bad/log.sample_invalid.yaml" => [
+        r#"config/bad/log.sample_invalid.yaml:12:13: log.sample_invalid: log.access.sample "10%": must be a number from 0 to 1"#,
+    ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
         "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",

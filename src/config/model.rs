@@ -36,6 +36,63 @@ pub struct Config {
     pub identity_headers: IdentityHeaders,
     pub routes: Vec<Route>,
     pub acknowledge: BTreeSet<String>,
+    pub access_log: AccessLog,
+}
+
+/// The fields an access line can have, in the order they are written;
+/// `log.access.fields` picks among them by these names.
+pub const ACCESS_FIELDS: [&str; 23] = [
+    "route",
+    "method",
+    "path",
+    "upstream",
+    "upstream_path",
+    "status",
+    "duration_ms",
+    "tenant",
+    "decision",
+    "client",
+    "request_id",
+    "error",
+    "request_bytes",
+    "response_bytes",
+    "user_agent",
+    "host",
+    "upstream_addr",
+    "upstream_status",
+    "upstream_ms",
+    "gateway_ms",
+    "tls_version",
+    "sni",
+    "trace_id",
+];
+
+/// `log.access`: which fields each access line has, and which share of
+/// successful requests is logged (errors and refusals always are).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccessLog {
+    /// Bit i set: field `ACCESS_FIELDS[i]` is written.
+    pub fields: u32,
+    pub sample: f64,
+}
+
+impl Default for AccessLog {
+    fn default() -> Self {
+        AccessLog {
+            fields: (1 << ACCESS_FIELDS.len()) - 1,
+            sample: 1.0,
+        }
+    }
+}
+
+impl AccessLog {
+    /// Whether the field named `name` (one of `ACCESS_FIELDS`) is written.
+    pub fn has(&self, name: &str) -> bool {
+        ACCESS_FIELDS
+            .iter()
+            .position(|f| *f == name)
+            .is_some_and(|i| self.fields & (1 << i) != 0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

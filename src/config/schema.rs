@@ -16,7 +16,10 @@ pub const TOP: &[&str] = &[
     "identity_headers",
     "routes",
     "acknowledge",
+    "log",
 ];
+pub const LOG: &[&str] = &["access"];
+pub const LOG_ACCESS: &[&str] = &["fields", "sample"];
 pub const SERVER: &[&str] = &[
     "listen",
     "tls",
@@ -180,6 +183,8 @@ pub fn paths() -> Vec<String> {
     under("server.tls.certificates[]", SERVER_TLS_CERT);
     under("server.http2", SERVER_HTTP2);
     under("admin", ADMIN);
+    under("log", LOG);
+    under("log.access", LOG_ACCESS);
     under("store", STORE);
     under("auth", AUTH);
     under("auth.claims", AUTH_CLAIMS);

@@ -42,6 +42,8 @@ pub struct Ctx {
     pub attempts: u32,
     /// The latest answer is to be retried (`retries.on` a status).
     pub status_retry: bool,
+    /// The status the upstream answered (the latest attempt's).
+    pub upstream_status: Option<u16>,
     /// This request counted in flight at its target (`least_requests`).
     pub busy: Option<crate::upstream::Busy>,
     _in_flight: InFlight,
@@ -70,6 +72,7 @@ impl Ctx {
             target: None,
             attempts: 0,
             status_retry: false,
+            upstream_status: None,
             busy: None,
             _in_flight: InFlight::new(),
         }

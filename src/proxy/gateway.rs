@@ -281,6 +281,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         let status = response.status.as_u16();
+        ctx.upstream_status = Some(status);
         if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
             // A gateway-ish failure, not the application's word on a request.
             pool.record(addr, !matches!(status, 502..=504));
@@ -360,23 +361,92 @@ impl ProxyHttp for Gateway {
         if let Some(t) = ctx.upstream_started {
             series.upstream.observe(t.elapsed().as_secs_f64());
         }
-        let req = session.req_header();
-        tracing::info!(
-            target: "access",
-            route = ctx.route_label(),
-            method = %req.method,
-            path = req.uri.path(),
-            upstream = ctx.pool.as_deref().unwrap_or(""),
-            upstream_path = ctx.forwarded_path.as_deref().unwrap_or(""),
-            status,
-            duration_ms = elapsed.as_secs_f64() * 1000.0,
-            tenant = ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str()),
-            decision = ctx.decision,
-            client = %ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default(),
-            request_id = %ctx.request_id,
-            error = error.map(|e| e.etype().as_str()).unwrap_or(""),
-        );
+        access_line(session, ctx, status, error);
     }
+}
+
+/// The access line: the fields `log.access.fields` names (an unset field is
+/// left out), for every error and refusal and for `log.access.sample` of
+/// the rest. Never a query string, a token or a key.
+fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>) {
+    let log = &ctx.policy.config.access_log;
+    let failed = status == 0 || status >= 400 || error.is_some() || ctx.refused.is_some();
+    if !failed && !sampled(log.sample, &ctx.request_id) {
+        return;
+    }
+    let on = |name: &str| log.has(name);
+    let req = session.req_header();
+    let header = |name: http::HeaderName| {
+        req.headers.get(name).map(|v| {
+            String::from_utf8_lossy(v.as_bytes())
+                .chars()
+                .take(256)
+                .collect::<String>()
+        })
+    };
+    let elapsed = ctx.started.elapsed().as_secs_f64() * 1000.0;
+    let upstream_ms = ctx
+        .upstream_started
+        .map(|t| t.elapsed().as_secs_f64() * 1000.0);
+    let tls = session.digest().and_then(|d| d.ssl_digest.as_ref());
+    tracing::info!(
+        target: "access",
+        route = on("route").then(|| ctx.route_label()),
+        method = on("method").then(|| tracing::field::display(&req.method)),
+        path = on("path").then(|| req.uri.path()),
+        upstream = on("upstream").then(|| ctx.pool.as_deref().unwrap_or("")),
+        upstream_path = on("upstream_path").then(|| ctx.forwarded_path.as_deref().unwrap_or("")),
+        status = on("status").then_some(status),
+        duration_ms = on("duration_ms").then_some(elapsed),
+        tenant = on("tenant").then(|| ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str())),
+        decision = on("decision").then_some(ctx.decision),
+        client = on("client").then(|| ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default()),
+        request_id = on("request_id").then_some(ctx.request_id.as_str()),
+        error = on("error").then(|| error.map(|e| e.etype().as_str()).unwrap_or("")),
+        request_bytes = on("request_bytes").then_some(ctx.request_body_bytes),
+        response_bytes = on("response_bytes").then(|| session.as_ref().body_bytes_sent() as u64),
+        user_agent = on("user_agent").then(|| header(http::header::USER_AGENT)).flatten(),
+        host = on("host")
+            .then(|| header(http::header::HOST).or_else(|| req.uri.authority().map(|a| a.to_string())))
+            .flatten(),
+        upstream_addr = on("upstream_addr").then(|| ctx.target.map(|a| a.to_string())).flatten(),
+        upstream_status = on("upstream_status").then_some(ctx.upstream_status).flatten(),
+        upstream_ms = on("upstream_ms").then_some(upstream_ms).flatten(),
+        gateway_ms = on("gateway_ms").then(|| elapsed - upstream_ms.unwrap_or(0.0)),
+        tls_version = on("tls_version").then(|| tls.map(|t| t.version.as_ref())).flatten(),
+        sni = on("sni").then(|| headers::tls_facts(session).and_then(|f| f.sni.as_deref())).flatten(),
+        trace_id = on("trace_id").then(|| trace_id(req)).flatten(),
+    );
+}
+
+/// Whether a successful request is logged: `sample` of them, chosen by a
+/// hash of the request id (so a request id either is in the log or is not).
+fn sampled(sample: f64, request_id: &str) -> bool {
+    use std::hash::{Hash, Hasher};
+    if sample >= 1.0 {
+        return true;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    request_id.hash(&mut h);
+    (h.finish() as f64 / u64::MAX as f64) < sample
+}
+
+/// The trace id of a valid W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`,
+/// not all zeros); anything else is no trace id.
+fn trace_id(req: &RequestHeader) -> Option<&str> {
+    let value = req.headers.get("traceparent")?.to_str().ok()?;
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    let valid = parts.len() >= 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && parts[1].bytes().any(|b| b != b'0')
+        && hex(parts[2], 16)
+        && hex(parts[3], 2);
+    valid.then_some(parts[1])
 }
 
 /// The CORS headers of the route, for this request's origin.

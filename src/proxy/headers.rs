@@ -198,8 +198,13 @@ fn dropped(name: &str, ctx: &Ctx) -> bool {
 
 /// The subject of the client's verified TLS certificate, if it sent one.
 pub fn client_subject(session: &Session) -> Option<&crate::tls::ClientSubject> {
+    tls_facts(session)?.subject.as_ref()
+}
+
+/// What the TLS handshake of this request's connection learnt.
+pub fn tls_facts(session: &Session) -> Option<&crate::tls::TlsFacts> {
     let tls = session.digest()?.ssl_digest.as_ref()?;
-    tls.extension.get::<crate::tls::ClientSubject>()
+    tls.extension.get::<crate::tls::TlsFacts>()
 }
 
 /// What the upstream is told: identity headers from the token (client

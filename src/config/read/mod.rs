@@ -98,6 +98,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     let quota_headers = quota_headers(r, top.get("quota_headers"));
     let identity_headers = identity_headers(r, top.get("identity_headers"));
     let acknowledge = acknowledge(r, top.get("acknowledge"));
+    let access_log = access_log(r, top.get("log"));
     let mut config = Config {
         server,
         admin,
@@ -112,6 +113,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
         identity_headers,
         routes: Vec::new(),
         acknowledge,
+        access_log,
     };
     config.routes = routes(r, top.get("routes"), &config, &declared);
     client_cert_needs_ca(r, &config, top.get("limits"));
@@ -154,6 +156,52 @@ fn quota_headers(r: &mut Reader<'_>, at: Option<At<'_>>) -> QuotaHeaders {
         }
         None => QuotaHeaders::Both,
     }
+}
+
+/// `log.access.fields` (names from `ACCESS_FIELDS`) and `log.access.sample`.
+fn access_log(r: &mut Reader<'_>, at: Option<At<'_>>) -> AccessLog {
+    let mut out = AccessLog::default();
+    let Some(access) = at
+        .and_then(|at| r.mapping(&at, schema::LOG))
+        .and_then(|f| f.get("access"))
+    else {
+        return out;
+    };
+    let Some(f) = r.mapping(&access, schema::LOG_ACCESS) else {
+        return out;
+    };
+    if let Some(fields_at) = f.get("fields") {
+        out.fields = 0;
+        for (i, node) in r.sequence(&fields_at).into_iter().enumerate() {
+            let item = fields_at.item(i, node);
+            let Some(name) = r.string(&item) else {
+                continue;
+            };
+            match ACCESS_FIELDS.iter().position(|f| *f == name) {
+                Some(bit) => out.fields |= 1 << bit,
+                None => r.error_value(
+                    &item,
+                    "log.field_unknown",
+                    format!(
+                        "not an access log field; one of {}",
+                        ACCESS_FIELDS.join(", ")
+                    ),
+                ),
+            }
+        }
+    }
+    if let Some(sample_at) = f.get("sample") {
+        let text = sample_at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+        match text.parse::<f64>() {
+            Ok(s) if (0.0..=1.0).contains(&s) => out.sample = s,
+            _ => r.error_value(
+                &sample_at,
+                "log.sample_invalid",
+                "must be a number from 0 to 1",
+            ),
+        }
+    }
+    out
 }
 
 fn acknowledge(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeSet<String> {
