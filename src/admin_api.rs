@@ -18,7 +18,7 @@ pub async fn answer(
     token: Option<&str>,
     head: &pingora::http::RequestHeader,
 ) -> Response<Vec<u8>> {
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
+    let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
         return json_response(
             403,
             json!({"error": "the admin API is off: set admin.token_env to an environment variable holding its token"}),
@@ -28,9 +28,10 @@ pub async fn answer(
         .headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if !same(given.as_bytes(), token.as_bytes()) {
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t.trim());
+    if !same(given.as_bytes(), token.trim().as_bytes()) {
         let mut r = json_response(401, json!({"error": "a valid bearer token is needed"}));
         r.headers_mut().insert(
             http::header::WWW_AUTHENTICATE,
@@ -178,18 +179,53 @@ fn policy(shared: &Shared) -> Response<Vec<u8>> {
     )
 }
 
-/// `scheme://user:password@host` → `scheme://user:***@host`.
+/// The policy text with what may be a secret shown as `***`: a URL's
+/// userinfo and query, and the value of any key naming an authorization,
+/// cookie, token, secret, password, API key or credential (a fixed
+/// `Authorization` in `request_headers`, say). Over-redacting is fine.
 fn redact(text: &str) -> String {
-    static URL_PASSWORD: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r#"([a-z][a-z0-9+.-]*://[^:@/\s"']*):[^@/\s"']+@"#).expect("valid regex")
+    use std::sync::LazyLock;
+    static USERINFO: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"([a-z][a-z0-9+.-]*://)[^/\s]*@").expect("valid regex")
     });
-    URL_PASSWORD.replace_all(text, "$1:***@").into_owned()
+    static QUERY: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r#"([a-z][a-z0-9+.-]*://[^\s"'?#]*)\?[^\s"'#,}\]]*"#)
+            .expect("valid regex")
+    });
+    static SENSITIVE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)([A-Za-z0-9_-]*(?:authorization|cookie|token|secret|password|passwd|api[-_]?key|credential)[A-Za-z0-9_-]*["']?\s*:\s*)("[^"]*"|'[^']*'|[^,}\s#][^,}#\n]*)"#,
+        )
+        .expect("valid regex")
+    });
+    let text = USERINFO.replace_all(text, "$1***@");
+    let text = QUERY.replace_all(&text, "$1?***");
+    // `*_env` keys name environment variables: the names are not secrets.
+    SENSITIVE
+        .replace_all(&text, |c: &regex::Captures<'_>| {
+            let key = c[1].trim_end_matches(|ch: char| {
+                ch == ':' || ch == '"' || ch == '\'' || ch.is_whitespace()
+            });
+            match key.to_ascii_lowercase().ends_with("_env") {
+                true => c[0].to_string(),
+                false => format!("{}\"***\"", &c[1]),
+            }
+        })
+        .into_owned()
 }
 
-/// Compares in time that depends on the length only, not on where the
-/// first difference is.
+/// Compares the SHA-256 of both in constant time: the time says neither
+/// where they differ nor how long the token is.
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let (a, b) = (
+        ring::digest::digest(&ring::digest::SHA256, a),
+        ring::digest::digest(&ring::digest::SHA256, b),
+    );
+    a.as_ref()
+        .iter()
+        .zip(b.as_ref())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 fn json_response(status: u16, body: Value) -> Response<Vec<u8>> {
@@ -206,11 +242,21 @@ fn json_response(status: u16, body: Value) -> Response<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn passwords_in_urls_are_redacted() {
-        let text = "sentinels: [\"redis://:s3cret@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nurl: redis://app:pw@h/0";
+    fn what_may_be_a_secret_is_redacted() {
+        let text = "sentinels: [\"redis://:s3cret@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\n\
+                    url: redis://:p@ss@h:6379/0\n\
+                    - {jwks_url: \"https://idp/keys?api_key=abc\", refresh: 5m}\n\
+                    set: {Authorization: \"Bearer xyz\", X-Api-Key: k1, Accept: text/csv}\n\
+                    token_env: FAIRGATE_ADMIN_TOKEN\n\
+                    session_token: abc";
         assert_eq!(
             super::redact(text),
-            "sentinels: [\"redis://:***@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\nurl: redis://app:***@h/0"
+            "sentinels: [\"redis://***@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\n\
+             url: redis://***@h:6379/0\n\
+             - {jwks_url: \"https://idp/keys?***\", refresh: 5m}\n\
+             set: {Authorization: \"***\", X-Api-Key: \"***\", Accept: text/csv}\n\
+             token_env: FAIRGATE_ADMIN_TOKEN\n\
+             session_token: \"***\""
         );
     }
 }

@@ -197,6 +197,14 @@ async fn the_policy_in_force_is_shown_with_its_digest() {
         digest.starts_with("sha256:") && digest.len() == 7 + 64,
         "{digest}"
     );
+    // The scheme is case-insensitive, as RFC 9110 has it.
+    let lower = client()
+        .get(gw.admin_url("/v1/policy"))
+        .header("authorization", format!("bearer  {ADMIN_TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), 200);
     // A reload shows the new file and a new digest.
     gw.write_config(
         &text.replace("capacity: 5,", "capacity: 6,"),

@@ -121,6 +121,91 @@ fn a_server_wide_access_rule_that_does_not_parse_withholds_every_ingress() {
     assert_eq!(report.matches("paths: not supported (not imported: the ConfigMap's whitelist-source-range did not carry over)").count(), 4, "{report}");
 }
 
+/// An Ingress of one path, with `annotations` (YAML flow mapping entries).
+fn ingress(name: &str, host: &str, annotations: &str) -> String {
+    format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}, namespace: t, annotations: {{{annotations}}}}}\n\
+         spec:\n  rules:\n  - host: {host}\n    http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: s, port: {{number: 80}}}}}}}}]}}\n"
+    )
+}
+
+#[test]
+fn rules_that_do_not_carry_over_withhold_what_they_guarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = "nginx.ingress.kubernetes.io";
+    let manifests = [
+        // A list of only separators: "every address" to fairgate.
+        ingress(
+            "commas",
+            "a.example.com",
+            &format!("{p}/whitelist-source-range: \" , \""),
+        ),
+        // An access rule inside a block.
+        ingress(
+            "blocked",
+            "b.example.com",
+            &format!("{p}/configuration-snippet: \"if ($remote_addr !~ 10) {{ return 403; }}\""),
+        ),
+        ingress("open", "c.example.com", ""),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("ingresses.yaml"), &manifests).unwrap();
+    let input = dir.path().to_str().unwrap();
+    let (policy, report, code) = import_with(&["--replicas", "1", input]);
+    assert_eq!(code, 2);
+    assert!(
+        report.contains("t/commas: paths: not supported (not imported:"),
+        "{report}"
+    );
+    assert!(
+        report.contains("t/blocked: paths: not supported (not imported:"),
+        "{report}"
+    );
+    assert!(
+        !policy.contains("a.example.com") && !policy.contains("b.example.com"),
+        "{policy}"
+    );
+    assert!(policy.contains("c.example.com"), "{policy}");
+    // A rule of the controller for every Ingress withholds them all; a
+    // ConfigMap named but not given is said.
+    let cm = "kind: ConfigMap\nmetadata: {name: ingress-nginx-controller, namespace: x}\ndata: {global-auth-url: \"https://auth/check\"}\n";
+    std::fs::write(dir.path().join("configmap.yaml"), cm).unwrap();
+    let (policy, report, _) = import_with(&["--replicas", "1", input]);
+    assert!(policy.contains("routes: []"), "{policy}");
+    assert!(
+        report.contains("global-auth-url: not supported"),
+        "{report}"
+    );
+    let (_, report, code) = import_with(&["--configmap", "x/other", "tests/ingress-nginx/rewrite"]);
+    assert_eq!(code, 2);
+    assert!(
+        report.contains(
+            "controller: configmap: not supported (ConfigMap x/other is not among the inputs"
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_default_backend_serves_its_own_hosts_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_rules = "kind: Ingress\nmetadata: {name: shop, namespace: t}\nspec:\n  defaultBackend: {service: {name: fallback, port: {number: 80}}}\n  rules:\n  - host: shop.example.com\n    http: {paths: [{path: /api, pathType: Prefix, backend: {service: {name: api, port: {number: 80}}}}]}\n";
+    std::fs::write(dir.path().join("a.yaml"), with_rules).unwrap();
+    let (policy, _, _) = import_with(&["--replicas", "1", dir.path().to_str().unwrap()]);
+    assert!(
+        policy.contains("match: {host: shop.example.com}\n    upstream: t_fallback-80"),
+        "{policy}"
+    );
+    assert!(!policy.contains("match: {}"), "no catch-all: {policy}");
+    let without_rules = "kind: Ingress\nmetadata: {name: all, namespace: t}\nspec: {defaultBackend: {service: {name: fallback, port: {number: 80}}}}\n";
+    std::fs::write(dir.path().join("a.yaml"), without_rules).unwrap();
+    let (policy, _, _) = import_with(&["--replicas", "1", dir.path().to_str().unwrap()]);
+    assert!(
+        policy.contains("match: {}, upstream: t_fallback-80"),
+        "{policy}"
+    );
+}
+
 /// Writes a certificate for every `cert_file` of `policy` under `dir` (the
 /// Secrets as they would be mounted), signed by one test CA.
 fn mount_secrets(policy: &str, dir: &Path) -> Pki {

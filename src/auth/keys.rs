@@ -206,10 +206,15 @@ impl RemoteJwks {
 
 /// The client a JWKS endpoint is fetched with: the system's roots (the
 /// compiled-in Mozilla set where the system has none) and `ca_file`'s.
-pub fn jwks_client(ca_file: Option<&std::path::Path>) -> Result<reqwest::Client, String> {
+pub fn jwks_client(
+    url: &str,
+    ca_file: Option<&std::path::Path>,
+) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
-        .redirect(reqwest::redirect::Policy::limited(3));
+        .redirect(reqwest::redirect::Policy::limited(3))
+        // An https endpoint is never followed to plain http.
+        .https_only(url.starts_with("https://"));
     let system = rustls_native_certs::load_native_certs().unwrap_or_default();
     builder = builder.tls_built_in_root_certs(system.is_empty());
     let private = match ca_file {
@@ -227,7 +232,9 @@ pub fn jwks_client(ca_file: Option<&std::path::Path>) -> Result<reqwest::Client,
 }
 
 async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<Vec<VerifyKey>, String> {
-    let mut response = client.get(url).send().await.map_err(|e| e.to_string())?;
+    // Errors without their URL: it may carry credentials or a query.
+    let plain = |e: reqwest::Error| e.without_url().to_string();
+    let mut response = client.get(url).send().await.map_err(plain)?;
     if !response.status().is_success() {
         return Err(format!("HTTP {}", response.status().as_u16()));
     }
@@ -239,7 +246,7 @@ async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<Vec<VerifyKey
         return Err(too_big());
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = response.chunk().await.map_err(plain)? {
         if body.len() + chunk.len() > MAX_JWKS_BYTES {
             return Err(too_big());
         }

@@ -156,7 +156,7 @@ impl Verifier {
                     refresh,
                     ca_file,
                 } => {
-                    let client = keys::jwks_client(ca_file.as_deref())?;
+                    let client = keys::jwks_client(url, ca_file.as_deref())?;
                     remote.push(Arc::new(RemoteJwks::new(url.clone(), *refresh, client)));
                     // A JWKS may hold any asymmetric key; its keys bind their own alg.
                     allowed.extend([

@@ -163,7 +163,7 @@ pub fn plan(imp: &mut Import<'_>, ing: &Object) -> Plan {
             plan.keys.insert("max_body", Node::str(size.clone()));
         }
     }
-    withhold(&ann, &lines, &mut plan);
+    withhold(&lines, &mut plan);
     lines.sort_by(|a, b| a.0.cmp(&b.0));
     let prefix = imp.options.annotation_prefix.clone();
     for (key, verdict) in lines {
@@ -173,21 +173,14 @@ pub fn plan(imp: &mut Import<'_>, ing: &Object) -> Plan {
 }
 
 /// Access rules that did not carry over (authentication, a source range
-/// that did not parse, a snippet with allow/deny/auth) withhold the
-/// Ingress: serving its paths without them would open what was closed.
-fn withhold(ann: &BTreeMap<String, String>, lines: &[(String, Verdict)], plan: &mut Plan) {
+/// that did not parse, a snippet not fully translated) and a backend
+/// protocol fairgate does not speak withhold the Ingress: serving its paths
+/// without them would open what was closed, or break it.
+fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
+    // A snippet not fully translated may hold an access rule in any form
+    // (`if (...) { return 403; }`, `limit_except`, `deny`): withheld too.
     let access = |key: &str| {
-        key.starts_with("auth-")
-            || key.ends_with("source-range")
-            || (key.ends_with("snippet")
-                && ann.get(key).is_some_and(|s| {
-                    statements(s).iter().any(|st| {
-                        let word = words(st).into_iter().next().unwrap_or_default();
-                        matches!(word.as_str(), "allow" | "deny" | "satisfy" | "return")
-                            || word.starts_with("auth_")
-                    }) || s.contains("deny ")
-                        || s.contains("allow ")
-                }))
+        key.starts_with("auth-") || key.ends_with("source-range") || key.ends_with("snippet")
     };
     let lost: Vec<&str> = lines
         .iter()
@@ -1214,7 +1207,8 @@ fn duration(s: u64) -> String {
 
 /// A comma-separated list of CIDRs or addresses.
 pub fn cidrs(text: &str) -> Result<Vec<String>, String> {
-    text.split(',')
+    let list: Vec<String> = text
+        .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
@@ -1222,7 +1216,13 @@ pub fn cidrs(text: &str) -> Result<Vec<String>, String> {
             ok.then(|| s.to_string())
                 .ok_or_else(|| format!("{s:?} is not a CIDR or address"))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    // An empty list means "every address" to fairgate: never from a rule
+    // that meant to restrict.
+    if list.is_empty() {
+        return Err(format!("{text:?} names no address"));
+    }
+    Ok(list)
 }
 
 #[cfg(test)]

@@ -197,6 +197,17 @@ impl<'a> Import<'a> {
             .filter(|o| o.kind == "ConfigMap")
             .find(named)
         else {
+            let verdict = match &self.options.configmap {
+                Some(id) => Verdict::Unsupported(format!(
+                    "ConfigMap {id} is not among the inputs; its settings are not known"
+                )),
+                None => Verdict::Approximated(
+                    "no controller ConfigMap among the inputs: ingress-nginx's defaults assumed \
+                     (give it, or name it with --configmap NS/NAME)"
+                        .into(),
+                ),
+            };
+            self.line("controller", "configmap", verdict);
             return;
         };
         let subject = format!("configmap {}", cm.id());
@@ -268,6 +279,14 @@ impl<'a> Import<'a> {
                         Verdict::Unsupported(why)
                     }
                 }
+            }
+            "global-auth-url" | "block-cidrs" | "block-user-agents" | "block-referers" => {
+                self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
+                Verdict::Unsupported("a rule for every Ingress that fairgate cannot carry over".into())
+            }
+            k if k.ends_with("-snippet") => {
+                self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
+                Verdict::Unsupported("nginx configuration for every Ingress; never translated".into())
             }
             "use-proxy-protocol" if value == "true" => Verdict::Unsupported(
                 "set server.proxy_protocol: true and list the load balancer in server.trusted_proxies \
@@ -630,8 +649,22 @@ fn paths(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
             }
         }
     }
+    // An Ingress's defaultBackend serves the unmatched paths of its own
+    // hosts; only an Ingress without rules (or a rule without a host)
+    // makes it a catch-all.
     if let Some(backend) = ing.value.pointer("/spec/defaultBackend") {
-        out.push((None, String::new(), "Default".into(), backend.clone()));
+        let mut hosts: Vec<Option<String>> = Vec::new();
+        for (host, ..) in &out {
+            if !hosts.contains(host) {
+                hosts.push(host.clone());
+            }
+        }
+        if hosts.is_empty() {
+            hosts.push(None);
+        }
+        for host in hosts {
+            out.push((host, String::new(), "Default".into(), backend.clone()));
+        }
     }
     out
 }

@@ -407,7 +407,12 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
         response_bytes = on("response_bytes").then(|| session.as_ref().body_bytes_sent() as u64),
         user_agent = on("user_agent").then(|| header(http::header::USER_AGENT)).flatten(),
         host = on("host")
-            .then(|| header(http::header::HOST).or_else(|| req.uri.authority().map(|a| a.to_string())))
+            .then(|| {
+                header(http::header::HOST).or_else(|| {
+                    let a = req.uri.authority()?;
+                    Some(a.port().map_or(a.host().to_string(), |p| format!("{}:{p}", a.host())))
+                })
+            })
             .flatten(),
         upstream_addr = on("upstream_addr").then(|| ctx.target.map(|a| a.to_string())).flatten(),
         upstream_status = on("upstream_status").then_some(ctx.upstream_status).flatten(),
@@ -422,13 +427,15 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
 /// Whether a successful request is logged: `sample` of them, chosen by a
 /// hash of the request id (so a request id either is in the log or is not).
 fn sampled(sample: f64, request_id: &str) -> bool {
-    use std::hash::{Hash, Hasher};
+    use std::hash::BuildHasher;
+    // Keyed afresh per process, so a client choosing its X-Request-Id
+    // cannot choose whether it is logged.
+    static KEY: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+        std::sync::LazyLock::new(Default::default);
     if sample >= 1.0 {
         return true;
     }
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    request_id.hash(&mut h);
-    (h.finish() as f64 / u64::MAX as f64) < sample
+    (KEY.hash_one(request_id) as f64 / u64::MAX as f64) < sample
 }
 
 /// The trace id of a valid W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`,
