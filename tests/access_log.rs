@@ -12,11 +12,21 @@ use serde_json::Value;
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
-fn access_lines(gw: &Gateway) -> Vec<Value> {
+fn access_lines_now(gw: &Gateway) -> Vec<Value> {
     gw.log_lines()
         .into_iter()
         .filter(|l| l["target"] == "access")
         .collect()
+}
+
+/// The access lines once there are `n` (a line is written after its
+/// response is sent, so it may trail the client by a moment).
+async fn access_lines(gw: &Gateway, n: usize) -> Vec<Value> {
+    eventually(std::time::Duration::from_secs(5), || async {
+        access_lines_now(gw).len() >= n
+    })
+    .await;
+    access_lines_now(gw)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -62,7 +72,7 @@ acknowledge: [store.process_local, server.tls_host_uncovered]
         .unwrap();
     assert_eq!(r.status(), 200);
     let body = r.bytes().await.unwrap();
-    let lines = access_lines(&gw);
+    let lines = access_lines(&gw, 1).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     let l = &lines[0];
     assert_eq!(l["path"], "/v1/items");
@@ -90,7 +100,7 @@ acknowledge: [store.process_local, server.tls_host_uncovered]
     send("00-00000000000000000000000000000000-00f067aa0ba902b7-01")
         .await
         .unwrap();
-    let lines = access_lines(&gw);
+    let lines = access_lines(&gw, 2).await;
     assert_eq!(lines.len(), 2);
     assert!(lines[1].get("trace_id").is_none(), "{}", lines[1]);
     let logs = gw.logs();
@@ -124,7 +134,7 @@ acknowledge: [store.process_local]
     assert_eq!(statuses, [200, 200, 404, 200, 429]);
     // Sample 0: no 200 is logged; the 404 and the 429 are, with exactly
     // the two fields chosen.
-    let lines = access_lines(&gw);
+    let lines = access_lines(&gw, 2).await;
     let seen: Vec<(Value, Value)> = lines
         .iter()
         .map(|l| (l["route"].clone(), l["status"].clone()))
