@@ -9,8 +9,11 @@
 use http::{Method, Response};
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use crate::auth::{Identity, TenantId};
-use crate::state::Shared;
+use crate::limit::Planned;
+use crate::state::{Policy, Shared};
 
 /// Answers one `/v1/` request; `token` is the configured bearer token.
 pub async fn answer(
@@ -51,10 +54,18 @@ pub async fn answer(
     }
 }
 
-/// The identity whose buckets are read: the tenant, its plan (the tenant's
-/// override, else `?plan=`, else `auth.default_plan`).
-fn identity(shared: &Shared, tenant: &str, plan: Option<&str>) -> Option<Identity> {
-    let policy = shared.policy.load();
+/// A tenant's buckets as the policy in force sizes them.
+struct Tenant {
+    policy: Arc<Policy>,
+    /// The tenant and its plan: the tenant's override, else `?plan=`, else
+    /// `auth.default_plan`.
+    identity: Identity,
+    buckets: Vec<Planned>,
+}
+
+/// `None` for a string that is not a tenant id.
+fn tenant_buckets(shared: &Shared, tenant: &str, plan: Option<&str>) -> Option<Tenant> {
+    let policy = shared.policy.load_full();
     let config = &policy.config;
     let plan = config
         .tenants
@@ -63,12 +74,32 @@ fn identity(shared: &Shared, tenant: &str, plan: Option<&str>) -> Option<Identit
         .or(plan.map(str::to_string))
         .or(config.auth.as_ref().map(|a| a.default_plan.clone()))
         .unwrap_or_else(|| "free".into());
-    Some(Identity {
+    let identity = Identity {
         tenant: TenantId::new(tenant)?,
         user: None,
         plan,
         token: None,
+    };
+    let buckets = crate::limit::tenant_buckets(config, &identity);
+    Some(Tenant {
+        policy,
+        identity,
+        buckets,
     })
+}
+
+fn not_a_tenant() -> Response<Vec<u8>> {
+    json_response(
+        400,
+        json!({"error": "not a tenant id ([A-Za-z0-9._@-]{1,128})"}),
+    )
+}
+
+fn unavailable(e: crate::limit::store::StoreError) -> Response<Vec<u8>> {
+    json_response(
+        503,
+        json!({"error": "the store is unavailable", "reason": e.reason()}),
+    )
 }
 
 async fn limits(
@@ -82,23 +113,18 @@ async fn limits(
         .unwrap_or("")
         .split('&')
         .find_map(|kv| kv.strip_prefix("plan="));
-    let Some(identity) = identity(shared, tenant, plan) else {
-        return json_response(
-            400,
-            json!({"error": "not a tenant id ([A-Za-z0-9._@-]{1,128})"}),
-        );
+    let Some(Tenant {
+        policy,
+        identity,
+        buckets: planned,
+    }) = tenant_buckets(shared, tenant, plan)
+    else {
+        return not_a_tenant();
     };
-    let policy = shared.policy.load();
-    let planned = crate::limit::tenant_buckets(&policy.config, &identity);
     let spends: Vec<_> = planned.iter().map(|p| p.spend.clone()).collect();
     let states = match shared.limiter.peek(&spends).await {
         Ok(states) => states,
-        Err(e) => {
-            return json_response(
-                503,
-                json!({"error": "the store is unavailable", "reason": e.reason()}),
-            )
-        }
+        Err(e) => return unavailable(e),
     };
     let limits: Vec<Value> = planned
         .iter()
@@ -126,14 +152,14 @@ async fn limits(
 }
 
 async fn reset(shared: &Shared, tenant: &str, limit: &str) -> Response<Vec<u8>> {
-    let Some(identity) = identity(shared, tenant, None) else {
-        return json_response(
-            400,
-            json!({"error": "not a tenant id ([A-Za-z0-9._@-]{1,128})"}),
-        );
+    let Some(Tenant {
+        identity,
+        buckets: planned,
+        ..
+    }) = tenant_buckets(shared, tenant, None)
+    else {
+        return not_a_tenant();
     };
-    let policy = shared.policy.load();
-    let planned = crate::limit::tenant_buckets(&policy.config, &identity);
     let Some(bucket) = planned.iter().find(|p| p.limit == limit) else {
         return json_response(
             404,
@@ -156,10 +182,7 @@ async fn reset(shared: &Shared, tenant: &str, limit: &str) -> Response<Vec<u8>> 
                 json!({"tenant": identity.tenant.as_str(), "limit": limit, "reset": true}),
             )
         }
-        Err(e) => json_response(
-            503,
-            json!({"error": "the store is unavailable", "reason": e.reason()}),
-        ),
+        Err(e) => unavailable(e),
     }
 }
 

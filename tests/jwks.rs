@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -79,53 +79,33 @@ async fn status(gw: &Gateway, token: &str) -> u16 {
 /// An identity provider serving `jwks.json` over HTTPS with a certificate
 /// for `localhost` from a CA of its own.
 struct PrivateIdp {
-    child: std::process::Child,
     port: u16,
     ca: std::path::PathBuf,
+    _peer: Peer,
     _dir: tempfile::TempDir,
 }
 
 impl PrivateIdp {
     fn start(jwks: &str) -> PrivateIdp {
-        use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
         let pki = Pki::new(dir.path(), "idp");
         let (cert, key) = pki.leaf("idp", "localhost", &["localhost"], "0a");
         let docs = dir.path().join("docs");
         std::fs::create_dir(&docs).unwrap();
         std::fs::write(docs.join("jwks.json"), jwks).unwrap();
-        let mut child = Command::new("python3")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/peers/https_files.py"
-            ))
-            .args([&docs, &cert, &key])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 is needed: apt-get install python3");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("https_files.py printed {line:?}"));
+        let mut cmd = Command::new("python3");
+        cmd.arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/peers/https_files.py"
+        ))
+        .args([&docs, &cert, &key]);
+        let peer = Peer::spawn(&mut cmd, "python3 is needed: apt-get install python3");
         PrivateIdp {
-            child,
-            port,
+            port: peer.listening_port(),
             ca: pki.ca(),
+            _peer: peer,
             _dir: dir,
         }
-    }
-}
-
-impl Drop for PrivateIdp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -221,14 +201,20 @@ impl Endpoint {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_jwks_over_a_mebibyte_is_refused_and_the_last_good_set_kept() {
+/// An endpoint serving k1, and a gateway (with its upstream) fetching from it.
+async fn served_by_endpoint() -> (Endpoint, Upstream, Gateway) {
     let (jwks, echo) = (
         Endpoint::start(jwks_of("k1")).await,
         Upstream::start().await,
     );
     let url = format!("http://{}/jwks.json", jwks.addr);
     let gw = gateway(&format!(r#"{{jwks_url: "{url}"}}"#), &echo).await;
+    (jwks, echo, gw)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jwks_over_a_mebibyte_is_refused_and_the_last_good_set_kept() {
+    let (jwks, _echo, gw) = served_by_endpoint().await;
     assert_eq!(status(&gw, &token("k1")).await, 200);
     // The next set is 2 MiB: it would hold k2, but is never read.
     let mut big: serde_json::Value = serde_json::from_str(&jwks_of("k2")).unwrap();
@@ -249,12 +235,7 @@ async fn a_jwks_over_a_mebibyte_is_refused_and_the_last_good_set_kept() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_kid_waits_at_most_jwks_timeout_for_a_slow_provider() {
-    let (jwks, echo) = (
-        Endpoint::start(jwks_of("k1")).await,
-        Upstream::start().await,
-    );
-    let url = format!("http://{}/jwks.json", jwks.addr);
-    let gw = gateway(&format!(r#"{{jwks_url: "{url}"}}"#), &echo).await;
+    let (jwks, _echo, gw) = served_by_endpoint().await;
     assert_eq!(status(&gw, &token("k1")).await, 200);
     // The provider now holds every request; it has k2 ready for when it answers.
     // All the permits: this waits for a fetch still in flight to finish.

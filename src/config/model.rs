@@ -86,13 +86,38 @@ impl Default for AccessLog {
 }
 
 impl AccessLog {
-    /// Whether the field named `name` (one of `ACCESS_FIELDS`) is written.
-    pub fn has(&self, name: &str) -> bool {
-        ACCESS_FIELDS
-            .iter()
-            .position(|f| *f == name)
-            .is_some_and(|i| self.fields & (1 << i) != 0)
+    /// The bit of the field named `name`; in a `const` block a name that is
+    /// not one of `ACCESS_FIELDS` fails the build.
+    pub const fn bit(name: &str) -> u32 {
+        let mut i = 0;
+        while i < ACCESS_FIELDS.len() {
+            if same_str(ACCESS_FIELDS[i], name) {
+                return 1 << i;
+            }
+            i += 1;
+        }
+        panic!("not an access log field")
     }
+
+    /// Whether the field with this bit (from `bit`) is written.
+    pub fn has(&self, bit: u32) -> bool {
+        self.fields & bit != 0
+    }
+}
+
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -374,7 +374,12 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
     if !failed && !sampled(log.sample, &ctx.request_id) {
         return;
     }
-    let on = |name: &str| log.has(name);
+    // Each field's bit is found at build time: nothing is looked up here.
+    macro_rules! on {
+        ($name:literal) => {
+            log.has(const { crate::config::AccessLog::bit($name) })
+        };
+    }
     let req = session.req_header();
     let header = |name: http::HeaderName| {
         req.headers.get(name).map(|v| {
@@ -391,22 +396,22 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
     let tls = session.digest().and_then(|d| d.ssl_digest.as_ref());
     tracing::info!(
         target: "access",
-        route = on("route").then(|| ctx.route_label()),
-        method = on("method").then(|| tracing::field::display(&req.method)),
-        path = on("path").then(|| req.uri.path()),
-        upstream = on("upstream").then(|| ctx.pool.as_deref().unwrap_or("")),
-        upstream_path = on("upstream_path").then(|| ctx.forwarded_path.as_deref().unwrap_or("")),
-        status = on("status").then_some(status),
-        duration_ms = on("duration_ms").then_some(elapsed),
-        tenant = on("tenant").then(|| ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str())),
-        decision = on("decision").then_some(ctx.decision),
-        client = on("client").then(|| ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default()),
-        request_id = on("request_id").then_some(ctx.request_id.as_str()),
-        error = on("error").then(|| error.map(|e| e.etype().as_str()).unwrap_or("")),
-        request_bytes = on("request_bytes").then_some(ctx.request_body_bytes),
-        response_bytes = on("response_bytes").then(|| session.as_ref().body_bytes_sent() as u64),
-        user_agent = on("user_agent").then(|| header(http::header::USER_AGENT)).flatten(),
-        host = on("host")
+        route = on!("route").then(|| ctx.route_label()),
+        method = on!("method").then(|| tracing::field::display(&req.method)),
+        path = on!("path").then(|| req.uri.path()),
+        upstream = on!("upstream").then(|| ctx.pool.as_deref().unwrap_or("")),
+        upstream_path = on!("upstream_path").then(|| ctx.forwarded_path.as_deref().unwrap_or("")),
+        status = on!("status").then_some(status),
+        duration_ms = on!("duration_ms").then_some(elapsed),
+        tenant = on!("tenant").then(|| ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str())),
+        decision = on!("decision").then_some(ctx.decision),
+        client = on!("client").then(|| ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default()),
+        request_id = on!("request_id").then_some(ctx.request_id.as_str()),
+        error = on!("error").then(|| error.map(|e| e.etype().as_str()).unwrap_or("")),
+        request_bytes = on!("request_bytes").then_some(ctx.request_body_bytes),
+        response_bytes = on!("response_bytes").then(|| session.as_ref().body_bytes_sent() as u64),
+        user_agent = on!("user_agent").then(|| header(http::header::USER_AGENT)).flatten(),
+        host = on!("host")
             .then(|| {
                 header(http::header::HOST).or_else(|| {
                     let a = req.uri.authority()?;
@@ -414,13 +419,13 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
                 })
             })
             .flatten(),
-        upstream_addr = on("upstream_addr").then(|| ctx.target.map(|a| a.to_string())).flatten(),
-        upstream_status = on("upstream_status").then_some(ctx.upstream_status).flatten(),
-        upstream_ms = on("upstream_ms").then_some(upstream_ms).flatten(),
-        gateway_ms = on("gateway_ms").then(|| elapsed - upstream_ms.unwrap_or(0.0)),
-        tls_version = on("tls_version").then(|| tls.map(|t| t.version.as_ref())).flatten(),
-        sni = on("sni").then(|| headers::tls_facts(session).and_then(|f| f.sni.as_deref())).flatten(),
-        trace_id = on("trace_id").then(|| trace_id(req)).flatten(),
+        upstream_addr = on!("upstream_addr").then(|| ctx.target.map(|a| a.to_string())).flatten(),
+        upstream_status = on!("upstream_status").then_some(ctx.upstream_status).flatten(),
+        upstream_ms = on!("upstream_ms").then_some(upstream_ms).flatten(),
+        gateway_ms = on!("gateway_ms").then(|| elapsed - upstream_ms.unwrap_or(0.0)),
+        tls_version = on!("tls_version").then(|| tls.map(|t| t.version.as_ref())).flatten(),
+        sni = on!("sni").then(|| headers::tls_facts(session).and_then(|f| f.sni.as_deref())).flatten(),
+        trace_id = on!("trace_id").then(|| trace_id(req)).flatten(),
     );
 }
 

@@ -202,16 +202,16 @@ impl Refusal {
             format!("all {slots} \"{policy}\" slots are in use; retry shortly"),
         )
         .header(http::header::RETRY_AFTER, "1");
-        let unit = sfv::BareItem::String("concurrent-requests".into());
+        let unit = sfv::RefBareItem::String("concurrent-requests");
         let quota = [
             (
                 "ratelimit-policy",
-                sf_item(policy, [("q", int(slots)), ("qu", unit)]),
+                sf_list([(policy, [("q", int(slots)), ("qu", unit)])]),
             ),
-            ("ratelimit", sf_item(policy, [("r", int(0))])),
+            ("ratelimit", sf_list([(policy, [("r", int(0))])])),
         ];
-        for (name, item) in quota {
-            if let Some(value) = sf_list(vec![item]) {
+        for (name, value) in quota {
+            if let Some(value) = value {
                 r = r.header(HeaderName::from_static(name), value);
             }
         }
@@ -547,19 +547,13 @@ pub fn quota_headers(
     let reset = reset_after_ms.div_ceil(1000);
     let mut out = Vec::new();
     if matches!(mode, QuotaHeaders::Ietf | QuotaHeaders::Both) {
-        let policy = policies
-            .iter()
-            .map(|(name, b)| {
-                let window = (b.capacity.get() * b.rate.interval_us()).div_ceil(1_000_000);
-                sf_item(
-                    name,
-                    [("q", b.capacity.get()), ("w", window)].map(|(k, v)| (k, int(v))),
-                )
-            })
-            .collect();
-        let state = vec![sf_item(limit, [("r", int(remaining)), ("t", int(reset))])];
-        out.extend(sf_list(policy).map(|v| (HeaderName::from_static("ratelimit-policy"), v)));
-        out.extend(sf_list(state).map(|v| (HeaderName::from_static("ratelimit"), v)));
+        let policy = sf_list(policies.iter().map(|(name, b)| {
+            let window = (b.capacity.get() * b.rate.interval_us()).div_ceil(1_000_000);
+            (*name, [("q", int(b.capacity.get())), ("w", int(window))])
+        }));
+        let state = sf_list([(limit, [("r", int(remaining)), ("t", int(reset))])]);
+        out.extend(policy.map(|v| (HeaderName::from_static("ratelimit-policy"), v)));
+        out.extend(state.map(|v| (HeaderName::from_static("ratelimit"), v)));
     }
     if matches!(mode, QuotaHeaders::Legacy | QuotaHeaders::Both) {
         out.push((
@@ -578,26 +572,29 @@ pub fn quota_headers(
     out
 }
 
-fn int(n: u64) -> sfv::BareItem {
-    sfv::BareItem::Integer(
+fn int(n: u64) -> sfv::RefBareItem<'static> {
+    sfv::RefBareItem::Integer(
         i64::try_from(n)
             .unwrap_or(i64::MAX)
             .min(999_999_999_999_999),
     )
 }
 
-/// A policy as a structured-field list member: its name and parameters.
-fn sf_item<const N: usize>(name: &str, params: [(&str, sfv::BareItem); N]) -> sfv::ListEntry {
-    let params = params
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    sfv::Item::with_params(sfv::BareItem::String(name.to_string()), params).into()
-}
-
-fn sf_list(list: sfv::List) -> Option<String> {
-    use sfv::SerializeValue;
-    list.serialize_value().ok()
+/// Policies as a structured-field List (`"api";q=100;w=60, ...`), written
+/// straight into the text: this runs on every limited response.
+fn sf_list<'a, const N: usize>(
+    members: impl IntoIterator<Item = (&'a str, [(&'a str, sfv::RefBareItem<'a>); N])>,
+) -> Option<String> {
+    let mut out = String::new();
+    for (name, params) in members {
+        let mut member = sfv::RefListSerializer::new(&mut out)
+            .bare_item(&sfv::RefBareItem::String(name))
+            .ok()?;
+        for (key, value) in &params {
+            member = member.parameter(key, value).ok()?;
+        }
+    }
+    Some(out)
 }
 
 /// Whether `name` is one of the draft's two List fields, which an
@@ -629,7 +626,7 @@ pub fn merge_quota<'a>(theirs: impl Iterator<Item = &'a [u8]>, ours: &str) -> St
         _ => Vec::new(),
     };
     merged.extend(ours_list);
-    sf_list(merged).unwrap_or_else(|| ours.to_string())
+    sfv::SerializeValue::serialize_value(&merged).unwrap_or_else(|_| ours.to_string())
 }
 
 #[cfg(test)]

@@ -25,32 +25,64 @@ impl Upstream {
     }
 }
 
+/// A peer process the test started, serving until dropped (then ended by
+/// PID), and the first line it printed (its address, as each says it).
+pub struct Peer {
+    child: Child,
+    pub first_line: String,
+}
+
+impl Peer {
+    /// Spawns `cmd` and waits for its first line on stdout.
+    pub fn spawn(cmd: &mut Command, install_hint: &str) -> Peer {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}: {install_hint}"));
+        let mut first_line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first_line)
+            .expect("read the peer's first line");
+        Peer { child, first_line }
+    }
+
+    /// The port of a first line `listening on [ADDR:]PORT`.
+    pub fn listening_port(&self) -> u16 {
+        self.first_line
+            .trim()
+            .strip_prefix("listening on ")
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("the peer printed {:?}", self.first_line))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The echo upstream as a process of its own (`fairgate echo`), as the pods
-/// behind a Service are: counted by asking it, ended by PID when dropped.
+/// behind a Service are: counted by asking it.
 pub struct EchoProcess {
     pub addr: SocketAddr,
-    child: Child,
+    _peer: Peer,
 }
 
 impl EchoProcess {
     pub fn start() -> EchoProcess {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fairgate"))
-            .args(["echo", "--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn `fairgate echo`");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read the echo's address");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("`fairgate echo` printed {line:?}"));
-        EchoProcess { addr, child }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairgate"));
+        cmd.args(["echo", "--listen", "127.0.0.1:0"]);
+        let peer = Peer::spawn(&mut cmd, "the fairgate binary");
+        EchoProcess {
+            addr: SocketAddr::from(([127, 0, 0, 1], peer.listening_port())),
+            _peer: peer,
+        }
     }
 
     /// Requests this process has answered (`/__echo/stats` is not counted).
@@ -67,61 +99,39 @@ impl EchoProcess {
     }
 }
 
-impl Drop for EchoProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The files of a directory served over plain HTTP by Python's
-/// `http.server` (a JWKS endpoint, say); ended by PID when dropped.
+/// `http.server` (a JWKS endpoint, say).
 pub struct StaticFiles {
     pub addr: SocketAddr,
-    child: Child,
+    _peer: Peer,
 }
 
 impl StaticFiles {
     pub fn start(dir: &Path) -> StaticFiles {
-        use std::io::BufRead;
-        let mut child = Command::new("python3")
-            .args([
-                "-u",
-                "-m",
-                "http.server",
-                "0",
-                "--bind",
-                "127.0.0.1",
-                "--directory",
-            ])
-            .arg(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 is needed: apt-get install python3");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read http.server's first line");
+        let mut cmd = Command::new("python3");
+        cmd.args([
+            "-u",
+            "-m",
+            "http.server",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(dir);
+        let peer = Peer::spawn(&mut cmd, "python3 is needed: apt-get install python3");
         // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
-        let port: u16 = line
+        let port: u16 = peer
+            .first_line
             .split(" port ")
             .nth(1)
             .and_then(|rest| rest.split(' ').next())
             .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("http.server printed {line:?}"));
+            .unwrap_or_else(|| panic!("http.server printed {:?}", peer.first_line));
         StaticFiles {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            child,
+            _peer: peer,
         }
-    }
-}
-
-impl Drop for StaticFiles {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
