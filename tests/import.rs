@@ -504,3 +504,98 @@ async fn tls_hosts_redirect_plain_http_unless_told_not_to() {
     assert_eq!(r.status(), 200, "ssl-redirect: false");
     assert_eq!(echo.requests(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn header_snippets_and_custom_headers_reach_both_sides_and_withheld_hosts_are_not_served() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let services = [("app.app.svc.cluster.local:80", echo.addr)];
+    let gw = Gateway::start(&runnable("snippets", &services, &redis, None)).await;
+    let r = send(&gw, "app.example.com", "/x", &[]).await;
+    assert_eq!(r.status(), 200);
+    // Response headers from custom-headers and more_set_headers.
+    assert_eq!(header(&r, "x-frame-options"), "DENY");
+    assert_eq!(header(&r, "x-content-type-options"), "nosniff");
+    assert_eq!(header(&r, "request-id"), header(&r, "x-request-id"));
+    // proxy_set_header X-Client-Host $host, as the upstream got it.
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["headers"]["x-client-host"][0], "app.example.com");
+    // The Ingress with auth-url was withheld: nothing serves its host.
+    assert_eq!(
+        send(&gw, "legacy.example.com", "/", &[]).await.status(),
+        404
+    );
+    assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_v1beta1_backend_is_served_and_an_ajp_one_is_not() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let services = [("catalogue.store.svc.cluster.local:8080", echo.addr)];
+    let gw = Gateway::start(&runnable("legacy", &services, &redis, None)).await;
+    let r = send(&gw, "shop.example.com", "/catalogue/items", &[]).await;
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["path"], "/catalogue/items");
+    assert_eq!(
+        send(&gw, "shop.example.com", "/legacy-app", &[])
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpc_backend_is_called_over_tls_through_the_imported_policy() {
+    let redis = Redis::start().await;
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/grpc_peer.py"),
+        "serve",
+        "--port",
+        "0",
+    ]);
+    let peer = Peer::spawn(&mut cmd, "python3 with grpcio is needed: scripts/deps");
+    let port: u16 = peer
+        .first_line
+        .trim()
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("grpc_peer.py printed {:?}", peer.first_line));
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, _, _) = import("grpc");
+    let pki = mount_secrets(&policy, dir.path());
+    let tls = free_addr();
+    let grpc_server = SocketAddr::from(([127, 0, 0, 1], port));
+    let services = [
+        ("fortune-teller.grpc.svc.cluster.local:50051", grpc_server),
+        ("secure-teller.grpc.svc.cluster.local:443", free_addr()),
+    ];
+    let _gw = Gateway::start(&runnable(
+        "grpc",
+        &services,
+        &redis,
+        Some((dir.path(), tls)),
+    ))
+    .await;
+    let ca = pki.ca().display().to_string();
+    let out = Command::new("python3")
+        .args([
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/grpc_peer.py"),
+            "call",
+        ])
+        .args([
+            "--target",
+            &tls.to_string(),
+            "--method",
+            "/fairgate.test.Echo/Unary",
+        ])
+        .args(["--ca", &ca, "--authority", "grpctest.dev.mydomain.com"])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    // backend-protocol GRPC: h2c to the peer, its answer and trailers back.
+    assert_eq!(r["code"], "OK", "{r}");
+    assert_eq!(r["responses"], serde_json::json!(["echo:hi"]));
+}
