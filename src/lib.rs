@@ -18,5 +18,6 @@ pub mod proxy;
 pub mod routing;
 pub mod server;
 pub mod state;
+pub mod telemetry;
 pub mod tls;
 pub mod upstream;

@@ -72,6 +72,8 @@ pub struct Metrics {
     /// When each JWKS endpoint last answered a usable key set, Unix time,
     /// by its host and path (never its query).
     pub jwks_last_success: IntGaugeVec,
+    /// Spans handed to the OTLP exporter, by `exported` or `failed`.
+    pub trace_spans: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -287,6 +289,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_jwks_last_success_timestamp_seconds",
             "When each JWKS endpoint last answered a usable key set, Unix time, by host and path.",
             &["source"],
+        ),
+        trace_spans: counter(
+            &r,
+            "fairgate_trace_spans_total",
+            "Spans sent to the OTLP endpoint, by result (exported, failed).",
+            &["result"],
         ),
         registry: r,
     }

@@ -92,13 +92,23 @@ fn shared_state(config: Config, source: String) -> Result<Arc<Shared>, String> {
         }
     }
     let limiter = crate::limit::Limiter::new(&policy.config)?;
+    let telemetry = match &policy.config.telemetry.otlp {
+        Some(otlp) => Some(crate::telemetry::Telemetry::start(otlp)?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
+        telemetry,
         limiter,
         auth_failures: Default::default(),
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
     });
     crate::state::init_series(&shared.policy.load().config);
+    if shared.telemetry.is_some() {
+        for result in ["exported", "failed"] {
+            METRICS.trace_spans.with_label_values(&[result]);
+        }
+    }
     crate::state::log_new_certificates(None, shared.policy.load().certs.as_deref());
     METRICS.config_reloads.with_label_values(&["ok"]).inc();
     METRICS.config_generation.set(1);
@@ -262,6 +272,14 @@ impl Supervisor {
         if released > 0 {
             tracing::info!(released, "slots.released_at_shutdown");
         }
+        let shared = self.shared.clone();
+        // The last requests' spans; the SDK's flush blocks its caller.
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(t) = &shared.telemetry {
+                t.flush();
+            }
+        })
+        .await;
         tracing::info!(abandoned = METRICS.in_flight.get(), "fairgate.stopped");
         std::process::exit(0);
     }

@@ -168,6 +168,8 @@ pub struct Shared {
     pub auth_failures: crate::auth::failures::Failures,
     /// Listeners are up and the process is not shutting down.
     pub ready: AtomicBool,
+    /// Traces, when `telemetry.otlp` is set (a restart applies a change).
+    pub telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 /// Creates every series the config implies at zero, so dashboards and

@@ -279,6 +279,12 @@ bad_configs! {
     log_sample_invalid: "config/bad/log.sample_invalid.yaml" => [
         r#"config/bad/log.sample_invalid.yaml:12:13: log.sample_invalid: log.access.sample "10%": must be a number from 0 to 1"#,
     ],
+    telemetry_endpoint_invalid: "config/bad/telemetry.endpoint_invalid.yaml" => [
+        r#"config/bad/telemetry.endpoint_invalid.yaml:12:15: telemetry.endpoint_invalid: telemetry.otlp.endpoint "grpc://collector:4317": expected an http:// or https:// URL"#,
+    ],
+    telemetry_ratio_invalid: "config/bad/telemetry.ratio_invalid.yaml" => [
+        r#"config/bad/telemetry.ratio_invalid.yaml:12:21: telemetry.ratio_invalid: telemetry.sampling.ratio "1.5": must be a number from 0 to 1"#,
+    ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
         "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",

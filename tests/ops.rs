@@ -1,6 +1,6 @@
 //! The operations kit against the real gateway: every metric the Grafana
 //! dashboard and the Prometheus alerts name exists in `/metrics` after
-//! traffic.
+//! traffic (with a JWKS endpoint and an OTLP collector to feed theirs).
 
 mod common;
 
@@ -38,6 +38,8 @@ async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
     let jwks = serde_json::json!({ "keys": [jwk] }).to_string();
     std::fs::write(jwks_dir.path().join("jwks.json"), jwks).unwrap();
     let jwks = StaticFiles::start(jwks_dir.path());
+    // A collector, for fairgate_trace_spans_total.
+    let otlp = OtlpReceiver::start(200).await;
     let yaml = format!(
         r#"
 server:
@@ -57,11 +59,13 @@ concurrency:
 routes:
   - {{name: uploads, match: {{path_prefix: /v1/attachments}}, upstream: api, concurrency: uploads, limits: []}}
   - {{name: api, match: {{path_prefix: /v1}}, upstream: api, limits: [api]}}
+telemetry: {{otlp: {{endpoint: "{}"}}}}
 "#,
         free_addr(),
         redis.url(),
         jwks.addr,
-        up.addr
+        up.addr,
+        otlp.endpoint()
     );
     let gw = Gateway::start_with(
         &yaml,

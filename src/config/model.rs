@@ -37,6 +37,27 @@ pub struct Config {
     pub routes: Vec<Route>,
     pub acknowledge: BTreeSet<String>,
     pub access_log: AccessLog,
+    pub telemetry: Telemetry,
+}
+
+/// `telemetry`: traces over OTLP. Off (no `otlp`) by default, and then
+/// nothing of it runs per request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Telemetry {
+    pub otlp: Option<Otlp>,
+    /// Whether request spans carry the tenant id (`fairgate.tenant`).
+    pub tenant_attribute: bool,
+}
+
+/// Where and how spans are exported; a change needs a restart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Otlp {
+    /// The traces URL (`/v1/traces` added to a URL without a path).
+    pub endpoint: String,
+    pub timeout: Duration,
+    /// Share of new traces recorded; a request with a parent follows it.
+    pub ratio: f64,
+    pub service_name: String,
 }
 
 /// The fields an access line can have, in the order they are written;

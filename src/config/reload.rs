@@ -73,6 +73,11 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
         ("store.timeout", o.timeout != n.timeout),
         ("store.on_unavailable", o.on_unavailable != n.on_unavailable),
         ("store.local_divisor", o.local_divisor != n.local_divisor),
+        // The exporter and its sampler live as long as the process.
+        (
+            "telemetry (otlp, sampling, service_name)",
+            old.telemetry.otlp != new.telemetry.otlp,
+        ),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))

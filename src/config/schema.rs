@@ -17,8 +17,12 @@ pub const TOP: &[&str] = &[
     "routes",
     "acknowledge",
     "log",
+    "telemetry",
 ];
 pub const LOG: &[&str] = &["access"];
+pub const TELEMETRY: &[&str] = &["otlp", "sampling", "service_name", "tenant_attribute"];
+pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout"];
+pub const TELEMETRY_SAMPLING: &[&str] = &["ratio"];
 pub const LOG_ACCESS: &[&str] = &["fields", "sample"];
 pub const SERVER: &[&str] = &[
     "listen",
@@ -185,6 +189,9 @@ pub fn paths() -> Vec<String> {
     under("admin", ADMIN);
     under("log", LOG);
     under("log.access", LOG_ACCESS);
+    under("telemetry", TELEMETRY);
+    under("telemetry.otlp", TELEMETRY_OTLP);
+    under("telemetry.sampling", TELEMETRY_SAMPLING);
     under("store", STORE);
     under("auth", AUTH);
     under("auth.claims", AUTH_CLAIMS);

@@ -249,6 +249,10 @@ pub struct Decision {
     pub allowed: bool,
     pub buckets: Vec<(Planned, BucketState)>,
     pub source: Source,
+    /// What answered, for traces: the store's kind (`redis`, `memory`, ...),
+    /// `cache` (a refusal remembered), `local` (the store failed) or
+    /// `breaker` (the store was not asked).
+    pub via: &'static str,
 }
 
 /// The limiter a gateway process holds for its whole life (store settings
@@ -374,9 +378,18 @@ impl Limiter {
                         }
                     }
                 }
-                decision(planned, states, Source::Store)
+                let mut d = decision(planned, states, Source::Store);
+                d.via = self.store.kind();
+                d
             }
-            Err(_) => self.fallback(planned, cost),
+            Err(why) => {
+                let mut d = self.fallback(planned, cost);
+                d.via = match why {
+                    Fallback::BreakerOpen => "breaker",
+                    Fallback::Store => "local",
+                };
+                d
+            }
         }
     }
 
@@ -429,6 +442,7 @@ impl Limiter {
             allowed: false,
             buckets: vec![(planned[index].clone(), state)],
             source: Source::Store,
+            via: "cache",
         })
     }
 
@@ -438,11 +452,13 @@ impl Limiter {
                 allowed: true,
                 buckets: Vec::new(),
                 source: Source::Allowed,
+                via: "local",
             },
             OnUnavailable::Deny => Decision {
                 allowed: false,
                 buckets: Vec::new(),
                 source: Source::Denied,
+                via: "local",
             },
             OnUnavailable::Local => {
                 // Each of N replicas gets 1/N of the capacity and rate.
@@ -577,6 +593,7 @@ fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> 
         allowed,
         buckets: planned.into_iter().zip(states).collect(),
         source,
+        via: "local",
     }
 }
 

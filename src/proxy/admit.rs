@@ -209,10 +209,15 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
     if planned.is_empty() {
         return Ok(());
     }
+    let span = ctx.trace.as_ref().map(|t| t.store_span("store spend"));
     let decision = shared
         .limiter
         .decide(planned, route.cost.get(), policy.generation)
         .await;
+    ctx.store_source = Some(decision.via);
+    if let Some(span) = span {
+        crate::telemetry::end_store_span(span, decision.via, decision.label());
+    }
     let series = &policy.route_metrics(ctx.route).decisions;
     for ((p, state), counters) in decision.buckets.iter().zip(series) {
         counters[limit::outcome(state.allowed, p.spend.shadow)].inc();

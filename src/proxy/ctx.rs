@@ -46,6 +46,10 @@ pub struct Ctx {
     pub upstream_status: Option<u16>,
     /// This request counted in flight at its target (`least_requests`).
     pub busy: Option<crate::upstream::Busy>,
+    /// The request's spans, when traces are on.
+    pub trace: Option<Box<crate::telemetry::RequestTrace>>,
+    /// What answered the limit decision (`Decision::via`), for the span.
+    pub store_source: Option<&'static str>,
     _in_flight: InFlight,
 }
 
@@ -74,6 +78,8 @@ impl Ctx {
             status_retry: false,
             upstream_status: None,
             busy: None,
+            trace: None,
+            store_source: None,
             _in_flight: InFlight::new(),
         }
     }

@@ -50,6 +50,9 @@ impl ProxyHttp for Gateway {
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
         ctx.take_request_id(&session.req_header().headers);
+        if let Some(t) = &self.shared.telemetry {
+            ctx.trace = Some(Box::new(t.start_request(session.req_header())));
+        }
         headers::client_ip(session, ctx);
         // A body that stops arriving ends the exchange (and frees its slot).
         session.set_read_timeout(Some(ctx.policy.config.server.body_idle_timeout));
@@ -150,6 +153,9 @@ impl ProxyHttp for Gateway {
         ctx.target = peer.address().as_inet().copied();
         ctx.busy = ctx.target.map(|addr| pool.busy(addr));
         ctx.attempts += 1;
+        if let Some(trace) = ctx.trace.as_mut() {
+            trace.upstream_attempt(&session.req_header().method, &peer.address().to_string());
+        }
         Ok(Box::new(peer))
     }
 
@@ -160,6 +166,9 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         headers::upstream(session, upstream, ctx)?;
+        if let Some(trace) = &ctx.trace {
+            trace.propagate(upstream)?;
+        }
         let policy = ctx.policy.clone();
         let Some(route) = ctx.route.map(|i| &policy.config.routes[i]) else {
             return Ok(());
@@ -282,6 +291,9 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         let status = response.status.as_u16();
         ctx.upstream_status = Some(status);
+        if let Some(trace) = ctx.trace.as_mut() {
+            trace.upstream_status(status);
+        }
         if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
             // A gateway-ish failure, not the application's word on a request.
             pool.record(addr, !matches!(status, 502..=504));
@@ -362,6 +374,25 @@ impl ProxyHttp for Gateway {
             series.upstream.observe(t.elapsed().as_secs_f64());
         }
         access_line(session, ctx, status, error);
+        if let Some(trace) = ctx.trace.take() {
+            let tenant_attribute = ctx.policy.config.telemetry.tenant_attribute;
+            trace.end(crate::telemetry::Outcome {
+                method: &session.req_header().method,
+                route: ctx.route_label(),
+                request_id: &ctx.request_id,
+                status,
+                decision: ctx.decision,
+                store: ctx.store_source,
+                tenant: ctx
+                    .identity
+                    .as_ref()
+                    .filter(|_| tenant_attribute)
+                    .map(|i| i.tenant.as_str()),
+                upstream_addr: ctx.target,
+                upstream_status: ctx.upstream_status,
+                error: error.map(|e| e.etype().as_str()),
+            });
+        }
     }
 }
 
@@ -425,7 +456,17 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
         gateway_ms = on!("gateway_ms").then(|| elapsed - upstream_ms.unwrap_or(0.0)),
         tls_version = on!("tls_version").then(|| tls.map(|t| t.version.as_ref())).flatten(),
         sni = on!("sni").then(|| headers::tls_facts(session).and_then(|f| f.sni.as_deref())).flatten(),
-        trace_id = on!("trace_id").then(|| trace_id(req)).flatten(),
+        trace_id = on!("trace_id")
+            .then(|| match &ctx.trace {
+                Some(trace) => Some(trace.trace_id()),
+                None => req
+                    .headers
+                    .get("traceparent")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(crate::telemetry::trace_id)
+                    .map(str::to_string),
+            })
+            .flatten(),
     );
 }
 
@@ -441,24 +482,6 @@ fn sampled(sample: f64, request_id: &str) -> bool {
         return true;
     }
     (KEY.hash_one(request_id) as f64 / u64::MAX as f64) < sample
-}
-
-/// The trace id of a valid W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`,
-/// not all zeros); anything else is no trace id.
-fn trace_id(req: &RequestHeader) -> Option<&str> {
-    let value = req.headers.get("traceparent")?.to_str().ok()?;
-    let parts: Vec<&str> = value.split('-').collect();
-    let hex = |s: &str, n: usize| {
-        s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    };
-    let valid = parts.len() >= 4
-        && hex(parts[0], 2)
-        && parts[0] != "ff"
-        && hex(parts[1], 32)
-        && parts[1].bytes().any(|b| b != b'0')
-        && hex(parts[2], 16)
-        && hex(parts[3], 2);
-    valid.then_some(parts[1])
 }
 
 /// The CORS headers of the route, for this request's origin.

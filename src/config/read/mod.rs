@@ -99,6 +99,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     let identity_headers = identity_headers(r, top.get("identity_headers"));
     let acknowledge = acknowledge(r, top.get("acknowledge"));
     let access_log = access_log(r, top.get("log"));
+    let telemetry = telemetry(r, top.get("telemetry"));
     let mut config = Config {
         server,
         admin,
@@ -114,6 +115,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
         routes: Vec::new(),
         acknowledge,
         access_log,
+        telemetry,
     };
     config.routes = routes(r, top.get("routes"), &config, &declared);
     client_cert_needs_ca(r, &config, top.get("limits"));
@@ -202,6 +204,91 @@ fn access_log(r: &mut Reader<'_>, at: Option<At<'_>>) -> AccessLog {
         }
     }
     out
+}
+
+/// `telemetry`: the OTLP endpoint (spans are exported only with one), the
+/// sampling ratio and what request spans carry.
+fn telemetry(r: &mut Reader<'_>, at: Option<At<'_>>) -> Telemetry {
+    let mut out = Telemetry::default();
+    let Some(f) = at.and_then(|at| r.mapping(&at, schema::TELEMETRY)) else {
+        return out;
+    };
+    if let Some(at) = f.get("tenant_attribute") {
+        out.tenant_attribute = r.bool(&at).unwrap_or(false);
+    }
+    let service_name = f
+        .get("service_name")
+        .and_then(|at| r.string(&at))
+        .unwrap_or_else(|| "fairgate".to_string());
+    let mut ratio = 1.0;
+    if let Some(at) = f
+        .get("sampling")
+        .and_then(|at| r.mapping(&at, schema::TELEMETRY_SAMPLING))
+        .and_then(|s| s.get("ratio"))
+    {
+        let text = at.node.as_scalar().map(|s| s.as_str()).unwrap_or("");
+        match text.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => ratio = x,
+            _ => r.error_value(
+                &at,
+                "telemetry.ratio_invalid",
+                "must be a number from 0 to 1",
+            ),
+        }
+    }
+    let Some(otlp) = f
+        .get("otlp")
+        .and_then(|at| r.mapping(&at, schema::TELEMETRY_OTLP))
+    else {
+        return out;
+    };
+    let timeout = otlp
+        .get("timeout")
+        .and_then(|at| r.positive_duration(&at))
+        .unwrap_or(Duration::from_secs(5));
+    let Some(at) = otlp.get("endpoint") else {
+        r.error(
+            &otlp.at,
+            "telemetry.endpoint_invalid",
+            "telemetry.otlp needs an endpoint",
+        );
+        return out;
+    };
+    let Some(endpoint) = r.string(&at) else {
+        return out;
+    };
+    match otlp_endpoint(&endpoint) {
+        Ok(endpoint) => {
+            out.otlp = Some(Otlp {
+                endpoint,
+                timeout,
+                ratio,
+                service_name,
+            })
+        }
+        Err(why) => r.error_value(&at, "telemetry.endpoint_invalid", why),
+    }
+    out
+}
+
+/// An OTLP/HTTP traces URL: `/v1/traces` is added to one without a path,
+/// as the OpenTelemetry exporters do with a collector's base URL.
+fn otlp_endpoint(text: &str) -> Result<String, &'static str> {
+    let uri: http::Uri = text
+        .parse()
+        .map_err(|_| "expected an http:// or https:// URL")?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err("expected an http:// or https:// URL");
+    }
+    if uri.query().is_some() || uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(
+            "no query or user info: collector credentials go in OTEL_EXPORTER_OTLP_HEADERS",
+        );
+    }
+    Ok(match uri.path() {
+        "" | "/" => format!("{}/v1/traces", text.trim_end_matches('/')),
+        _ => text.to_string(),
+    })
 }
 
 fn acknowledge(r: &mut Reader<'_>, at: Option<At<'_>>) -> BTreeSet<String> {

@@ -1,0 +1,174 @@
+//! An OTLP/HTTP traces receiver: takes `POST /v1/traces` bodies, decodes
+//! them as `ExportTraceServiceRequest` protobuf (the `opentelemetry-proto`
+//! types) and keeps every span, as a collector would receive it.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use prost::Message;
+
+use super::*;
+
+/// One received span, ids as lowercase hex.
+#[derive(Debug, Clone)]
+pub struct ReceivedSpan {
+    pub name: String,
+    pub trace_id: String,
+    pub span_id: String,
+    pub parent_span_id: String,
+    /// 1 internal, 2 server, 3 client (OTLP's `SpanKind`).
+    pub kind: i32,
+    /// 0 unset, 1 ok, 2 error (OTLP's `Status.code`).
+    pub status: i32,
+    pub attributes: BTreeMap<String, String>,
+    /// The resource's `service.name`.
+    pub service: String,
+}
+
+impl ReceivedSpan {
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).map(String::as_str)
+    }
+}
+
+pub struct OtlpReceiver {
+    pub addr: SocketAddr,
+    spans: Arc<Mutex<Vec<ReceivedSpan>>>,
+    /// Requests it answered, by path and content type, in order.
+    pub posts: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl OtlpReceiver {
+    /// Answers every export with `status` (200 takes the spans; another
+    /// status refuses them, as a collector that is down or overloaded).
+    pub async fn start(status: u16) -> OtlpReceiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let spans: Arc<Mutex<Vec<ReceivedSpan>>> = Arc::default();
+        let posts: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+        let (kept, seen) = (spans.clone(), posts.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (kept, seen) = (kept.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (kept, seen) = (kept.clone(), seen.clone());
+                            async move {
+                                let path = req.uri().path().to_string();
+                                let ctype = req
+                                    .headers()
+                                    .get("content-type")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("")
+                                    .to_string();
+                                let body = req.into_body().collect().await?.to_bytes();
+                                seen.lock().unwrap().push((path, ctype));
+                                if status == 200 {
+                                    let request = ExportTraceServiceRequest::decode(body)
+                                        .expect("an ExportTraceServiceRequest");
+                                    kept.lock().unwrap().extend(flatten(request));
+                                }
+                                let reply = ExportTraceServiceResponse::default().encode_to_vec();
+                                Ok::<_, hyper::Error>(
+                                    hyper::Response::builder()
+                                        .status(status)
+                                        .header("content-type", "application/x-protobuf")
+                                        .body(Full::new(bytes::Bytes::from(reply)))
+                                        .unwrap(),
+                                )
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        OtlpReceiver { addr, spans, posts }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn spans(&self) -> Vec<ReceivedSpan> {
+        self.spans.lock().unwrap().clone()
+    }
+
+    /// The spans of `trace_id` once one of them is named `name` (spans
+    /// arrive in batches, after their requests end).
+    pub async fn trace_with(&self, trace_id: &str, name: &str) -> Vec<ReceivedSpan> {
+        let arrived = eventually(Duration::from_secs(15), || async {
+            self.spans()
+                .iter()
+                .any(|s| s.trace_id == trace_id && s.name == name)
+        })
+        .await;
+        let spans = self.spans();
+        assert!(
+            arrived,
+            "no span {name:?} of trace {trace_id} arrived; got {spans:#?}"
+        );
+        spans
+            .into_iter()
+            .filter(|s| s.trace_id == trace_id)
+            .collect()
+    }
+}
+
+fn flatten(request: ExportTraceServiceRequest) -> Vec<ReceivedSpan> {
+    let mut out = Vec::new();
+    for rs in request.resource_spans {
+        let service = rs
+            .resource
+            .iter()
+            .flat_map(|r| &r.attributes)
+            .find(|kv| kv.key == "service.name")
+            .map(|kv| value(kv.value.as_ref()))
+            .unwrap_or_default();
+        for ss in rs.scope_spans {
+            for span in ss.spans {
+                out.push(ReceivedSpan {
+                    name: span.name,
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent_span_id: hex(&span.parent_span_id),
+                    kind: span.kind,
+                    status: span.status.map_or(0, |s| s.code),
+                    attributes: span
+                        .attributes
+                        .iter()
+                        .map(|kv| (kv.key.clone(), value(kv.value.as_ref())))
+                        .collect(),
+                    service: service.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn value(v: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(Any::StringValue(s)) => s.clone(),
+        Some(Any::IntValue(i)) => i.to_string(),
+        Some(Any::BoolValue(b)) => b.to_string(),
+        Some(Any::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

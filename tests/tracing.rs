@@ -1,0 +1,356 @@
+//! Traces, received by a real OTLP/HTTP receiver (`common::otlp`): the
+//! request span with its attributes and its store and upstream children;
+//! `traceparent` continued from the client or started, and what the
+//! upstream received; parent-based ratio sampling; a collector that refuses
+//! costs spans, not requests; with telemetry off, headers pass untouched.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// An authenticated route whose tenant bucket holds `capacity` requests.
+fn config(echo: SocketAddr, capacity: u32, telemetry: &str) -> String {
+    format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+{AUTH_HS256}
+upstreams: {{api: {{targets: ["{echo}"]}}}}
+limits:
+  api: {{scope: tenant, default: {{capacity: {capacity}, rate: 1/h}}}}
+routes:
+  - {{name: items, match: {{path_prefix: /v1/items}}, upstream: api, limits: [api]}}
+acknowledge: [store.process_local]
+{telemetry}
+"#
+    )
+}
+
+/// A `traceparent` as W3C Trace Context defines it: its trace id, parent
+/// id and flags, or `None` for anything else.
+fn parse_traceparent(v: &str) -> Option<(String, String, String)> {
+    let parts: Vec<&str> = v.split('-').collect();
+    let hex = |s: &str, n| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
+    (parts.len() == 4
+        && parts[0] == "00"
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2))
+    .then(|| (parts[1].into(), parts[2].into(), parts[3].into()))
+}
+
+/// What the echo upstream says it received under `name` (one value).
+fn received(echo: &Value, name: &str) -> Option<String> {
+    let values = echo["headers"][name].as_array()?;
+    assert_eq!(values.len(), 1, "{name}: {values:?}");
+    values[0].as_str().map(String::from)
+}
+
+async fn send(gw: &Gateway, headers: &[(&str, &str)]) -> (u16, Value) {
+    let mut req = client()
+        .get(gw.url("/v1/items/7"))
+        .bearer_auth(token("acme"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let body = r.text().await.unwrap();
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continues_the_trace() {
+    let otlp = OtlpReceiver::start(200).await;
+    let echo = Upstream::start().await;
+    let telemetry = format!(
+        "telemetry: {{otlp: {{endpoint: \"{}\"}}, service_name: edge-test, tenant_attribute: true}}",
+        otlp.endpoint()
+    );
+    let gw =
+        Gateway::start_hs256(&config(echo.addr, 2, &telemetry), GatewayOptions::default()).await;
+
+    // 1. Continued from the client's trace, its vendor state kept.
+    let parent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let (status, body) = send(
+        &gw,
+        &[("traceparent", &parent), ("tracestate", "vendor=abc")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let forwarded = received(&body, "traceparent").expect("traceparent reached the upstream");
+    let (trace, upstream_parent, flags) = parse_traceparent(&forwarded).expect("valid");
+    assert_eq!(trace, CLIENT_TRACE);
+    assert_eq!(flags, "01");
+    assert_ne!(
+        upstream_parent, CLIENT_SPAN,
+        "the gateway's own span is the upstream's parent"
+    );
+    assert_eq!(received(&body, "tracestate").as_deref(), Some("vendor=abc"));
+
+    let spans = otlp.trace_with(CLIENT_TRACE, "GET items").await;
+    let server = spans.iter().find(|s| s.name == "GET items").unwrap();
+    assert_eq!(server.kind, 2, "server span");
+    assert_eq!(server.parent_span_id, CLIENT_SPAN);
+    assert_eq!(server.service, "edge-test");
+    for (key, value) in [
+        ("fairgate.route", "items"),
+        ("http.request.method", "GET"),
+        ("http.response.status_code", "200"),
+        ("fairgate.tenant", "acme"),
+        ("fairgate.limit.decision", "allowed"),
+        ("fairgate.store.source", "memory"),
+        ("fairgate.upstream.address", echo.addr.to_string().as_str()),
+        ("fairgate.upstream.status_code", "200"),
+    ] {
+        assert_eq!(server.attr(key), Some(value), "{key} of {server:#?}");
+    }
+    // The children: one store call, one upstream exchange, whose span id
+    // is the parent the upstream received.
+    let store = spans
+        .iter()
+        .find(|s| s.name == "store spend")
+        .expect("store span");
+    assert_eq!(store.parent_span_id, server.span_id);
+    assert_eq!(store.attr("fairgate.store.source"), Some("memory"));
+    assert_eq!(store.attr("fairgate.limit.decision"), Some("allowed"));
+    let up = spans
+        .iter()
+        .find(|s| s.name == "GET upstream")
+        .expect("upstream span");
+    assert_eq!(up.kind, 3, "client span");
+    assert_eq!(up.parent_span_id, server.span_id);
+    assert_eq!(up.span_id, upstream_parent);
+    assert_eq!(
+        up.attr("server.address"),
+        Some(echo.addr.to_string().as_str())
+    );
+    assert_eq!(up.attr("http.response.status_code"), Some("200"));
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+
+    // 2. No traceparent: a trace is started and the upstream is in it.
+    let (status, body) = send(&gw, &[]).await;
+    assert_eq!(status, 200);
+    let (started, _, flags) =
+        parse_traceparent(&received(&body, "traceparent").expect("started")).expect("valid");
+    assert_ne!(started, CLIENT_TRACE);
+    assert_eq!(flags, "01");
+    assert_eq!(received(&body, "tracestate"), None);
+    let spans = otlp.trace_with(&started, "GET items").await;
+    let server = spans.iter().find(|s| s.name == "GET items").unwrap();
+    assert_eq!(server.parent_span_id, "", "a root span");
+
+    // 3. Refused by its bucket (capacity 2): the span says so, with the
+    // store's word and no upstream child.
+    let refused_trace = "0af7651916cd43dd8448eb211c80319c";
+    let parent = format!("00-{refused_trace}-b7ad6b7169203331-01");
+    let (status, _) = send(&gw, &[("traceparent", &parent)]).await;
+    assert_eq!(status, 429);
+    let spans = otlp.trace_with(refused_trace, "GET items").await;
+    let server = spans.iter().find(|s| s.name == "GET items").unwrap();
+    assert_eq!(server.attr("http.response.status_code"), Some("429"));
+    assert_eq!(server.attr("fairgate.limit.decision"), Some("limited"));
+    assert_eq!(server.attr("fairgate.upstream.address"), None);
+    assert_eq!(
+        server.status, 0,
+        "a 4xx is the client's, not a server error"
+    );
+    assert!(spans.iter().all(|s| s.name != "GET upstream"), "{spans:#?}");
+
+    // The access log carries the same trace ids, started one included.
+    let logged: Vec<String> = gw
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["target"] == "access")
+        .filter_map(|l| l["trace_id"].as_str().map(String::from))
+        .collect();
+    assert_eq!(logged, [CLIENT_TRACE, started.as_str(), refused_trace]);
+    // Exports go to the traces path as protobuf.
+    let posts = otlp.posts.lock().unwrap().clone();
+    assert!(
+        posts
+            .iter()
+            .all(|(p, c)| p == "/v1/traces" && c == "application/x-protobuf"),
+        "{posts:?}"
+    );
+    // Nothing secret rides along: no token in any attribute.
+    let tok = token("acme");
+    for s in otlp.spans() {
+        assert!(s.attributes.values().all(|v| !v.contains(&tok)), "{s:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_or_repeated_traceparent_starts_a_new_trace() {
+    let otlp = OtlpReceiver::start(200).await;
+    let echo = RawUpstream::start().await;
+    let telemetry = format!("telemetry: {{otlp: {{endpoint: \"{}\"}}}}", otlp.endpoint());
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: []}}
+acknowledge: [store.process_local]
+{telemetry}
+"#,
+        echo.addr
+    );
+    let gw = Gateway::start(&yaml).await;
+    let bad = [
+        // All-zero trace id, version ff, upper case, too short, junk.
+        "traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01\r\n".to_string(),
+        format!("traceparent: ff-{CLIENT_TRACE}-{CLIENT_SPAN}-01\r\n"),
+        format!("traceparent: 00-{}-{CLIENT_SPAN}-01\r\n", CLIENT_TRACE.to_uppercase()),
+        format!("traceparent: 00-{CLIENT_TRACE}-00f067aa-01\r\n"),
+        "traceparent: hello\r\ntracestate: vendor=abc\r\n".to_string(),
+        // Two traceparent lines: which one holds? Neither.
+        format!(
+            "traceparent: 00-{CLIENT_TRACE}-{CLIENT_SPAN}-01\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-{CLIENT_SPAN}-01\r\n"
+        ),
+    ];
+    for (i, head) in bad.iter().enumerate() {
+        let request =
+            format!("GET /bad/{i} HTTP/1.1\r\nHost: api.test\r\n{head}Connection: close\r\n\r\n");
+        let response = raw_http(gw.listen, &request).await;
+        assert_eq!(status_of(&response), 200, "{head}: {response}");
+    }
+    let heads = echo.received.lock().unwrap().clone();
+    assert_eq!(heads.len(), bad.len());
+    let mut traces = std::collections::BTreeSet::new();
+    for (received, sent) in heads.iter().zip(&bad) {
+        let lines: Vec<&str> = received
+            .head
+            .lines()
+            .filter(|l| {
+                l.to_ascii_lowercase().starts_with("traceparent:")
+                    || l.to_ascii_lowercase().starts_with("tracestate:")
+            })
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "one traceparent, no tracestate for {sent:?}: {lines:?}"
+        );
+        let value = lines[0].split_once(':').unwrap().1.trim();
+        let (trace, _, flags) = parse_traceparent(value).unwrap_or_else(|| panic!("{value}"));
+        assert_eq!(flags, "01", "a new trace, sampled at ratio 1");
+        assert!(
+            trace != CLIENT_TRACE && !trace.starts_with("0000"),
+            "{sent:?} gave {trace}"
+        );
+        traces.insert(trace);
+    }
+    assert_eq!(traces.len(), bad.len(), "a new trace each time");
+    // Each new trace is a root span at the receiver.
+    for trace in &traces {
+        let spans = otlp.trace_with(trace, "GET open").await;
+        let root = spans.iter().find(|s| s.name == "GET open").unwrap();
+        assert_eq!(root.parent_span_id, "");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sampling_follows_the_parent_then_the_ratio() {
+    let otlp = OtlpReceiver::start(200).await;
+    let echo = Upstream::start().await;
+    let telemetry = format!(
+        "telemetry: {{otlp: {{endpoint: \"{}\"}}, sampling: {{ratio: 0}}}}",
+        otlp.endpoint()
+    );
+    let gw = Gateway::start_hs256(
+        &config(echo.addr, 10, &telemetry),
+        GatewayOptions::default(),
+    )
+    .await;
+    // Ratio 0: a new trace is propagated but not recorded.
+    let (status, body) = send(&gw, &[]).await;
+    assert_eq!(status, 200);
+    let (unsampled, _, flags) =
+        parse_traceparent(&received(&body, "traceparent").unwrap()).unwrap();
+    assert_eq!(flags, "00");
+    // A parent that was not sampled is followed: not recorded.
+    let quiet = "11111111111111111111111111111111";
+    let (_, body) = send(
+        &gw,
+        &[("traceparent", &format!("00-{quiet}-{CLIENT_SPAN}-00"))],
+    )
+    .await;
+    let (trace, _, flags) = parse_traceparent(&received(&body, "traceparent").unwrap()).unwrap();
+    assert_eq!((trace.as_str(), flags.as_str()), (quiet, "00"));
+    // A sampled parent is followed: recorded, whatever the ratio.
+    let parent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let (_, body) = send(&gw, &[("traceparent", &parent)]).await;
+    let (_, _, flags) = parse_traceparent(&received(&body, "traceparent").unwrap()).unwrap();
+    assert_eq!(flags, "01");
+    otlp.trace_with(CLIENT_TRACE, "GET items").await;
+    // Spans leave in the order they end: the sampled request came last, so
+    // anything of the two before it would have arrived by now.
+    let traces: std::collections::BTreeSet<String> =
+        otlp.spans().into_iter().map(|s| s.trace_id).collect();
+    assert_eq!(traces.into_iter().collect::<Vec<_>>(), [CLIENT_TRACE]);
+    assert!(!unsampled.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_that_refuses_costs_spans_not_requests() {
+    let otlp = OtlpReceiver::start(503).await;
+    let echo = Upstream::start().await;
+    let telemetry = format!(
+        "telemetry: {{otlp: {{endpoint: \"{}\", timeout: 1s}}}}",
+        otlp.endpoint()
+    );
+    let gw = Gateway::start_hs256(
+        &config(echo.addr, 10, &telemetry),
+        GatewayOptions::default(),
+    )
+    .await;
+    for _ in 0..2 {
+        assert_eq!(send(&gw, &[]).await.0, 200);
+    }
+    let failed = eventually(Duration::from_secs(15), || async {
+        metric(
+            &gw.metrics().await,
+            "fairgate_trace_spans_total{result=\"failed\"}",
+        )
+        .is_some_and(|n| n >= 6.0)
+    })
+    .await;
+    let text = gw.metrics().await;
+    assert!(failed, "two requests' six spans counted failed:\n{text}");
+    assert_eq!(
+        metric(&text, "fairgate_trace_spans_total{result=\"exported\"}").unwrap_or(0.0),
+        0.0
+    );
+    assert!(!otlp.posts.lock().unwrap().is_empty());
+    assert!(gw.logs().contains("telemetry.export_failed"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_telemetry_off_trace_headers_pass_untouched() {
+    let echo = Upstream::start().await;
+    let gw = Gateway::start_hs256(&config(echo.addr, 10, ""), GatewayOptions::default()).await;
+    let parent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let (status, body) = send(
+        &gw,
+        &[("traceparent", &parent), ("tracestate", "vendor=abc")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(received(&body, "traceparent"), Some(parent));
+    assert_eq!(received(&body, "tracestate").as_deref(), Some("vendor=abc"));
+    let (_, body) = send(&gw, &[]).await;
+    assert_eq!(received(&body, "traceparent"), None, "none is started");
+    assert!(!gw.metrics().await.contains("fairgate_trace_spans_total{"));
+}
