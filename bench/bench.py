@@ -194,7 +194,7 @@ backend be
 
 
 def fairgate(port, up, store, limits=True, capacity=1_000_000_000, rate="1000000/s",
-             binary=FAIRGATE, env=None):
+             binary=FAIRGATE, env=None, extra=""):
     conf = write(f"fairgate-{port}.yaml", f"""
 server: {{listen: ["127.0.0.1:{port}"], threads: 1, shutdown_grace: 1s}}
 {store}
@@ -204,6 +204,7 @@ limits:
   api: {{scope: {{header: X-Tenant}}, default: {{capacity: {capacity}, rate: {rate}}}}}
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [{"api" if limits else ""}], client_ip_exempt: true}}
+{extra}
 """)
     return start([str(binary), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn", **(env or {})},
                  name=f"fairgate-{port}")
@@ -299,6 +300,26 @@ def openresty(port, up, redis_port, sha):
     return start(["nginx", "-c", str(conf)], 1, name=f"nginx-{port}")
 
 
+def otlp_sink(port):
+    """A collector stand-in on CPU 0: reads every OTLP/HTTP export and
+    answers 200, so a traced target pays for making and sending spans."""
+    code = """
+import http.server, sys
+class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink).serve_forever()
+"""
+    return start([sys.executable, "-c", code, str(port)], 0, name="otlp-sink")
+
+
 def bare_pingora(port, up):
     return start([str(BARE_PINGORA), f"127.0.0.1:{port}", f"127.0.0.1:{up}"], 1,
                  name=f"bare-{port}")
@@ -367,6 +388,12 @@ def main():
             break
         time.sleep(0.1)
 
+    otlp_port = free_port()
+    otlp_sink(otlp_port)
+    wait_port(otlp_port)
+    traced = f'telemetry: {{otlp: {{endpoint: "http://127.0.0.1:{otlp_port}"}}}}'
+    sampled = f'telemetry: {{otlp: {{endpoint: "http://127.0.0.1:{otlp_port}"}}, sampling: {{ratio: 0.01}}}}'
+
     memory = MEMORY_STORE
     redis = redis_store(redis_port)
     sha = redis_cli(redis_port, "SCRIPT", "LOAD", (ROOT / "lua" / "token_bucket.lua").read_text()).strip()
@@ -382,6 +409,10 @@ def main():
         ("fairgate, memory store", lambda p: fairgate(p, up_port, memory), []),
         ("fairgate, Redis", lambda p: fairgate(p, up_port, redis), [redis_port]),
         ("fairgate, Redis Cluster", lambda p: fairgate(p, up_port, cluster), cluster_ports),
+        ("fairgate, Redis, every request traced",
+         lambda p: fairgate(p, up_port, redis, extra=traced), [redis_port]),
+        ("fairgate, Redis, 1% of traces sampled",
+         lambda p: fairgate(p, up_port, redis, extra=sampled), [redis_port]),
         (LUA_BASELINE, lambda p: openresty(p, up_port, redis_port, sha), [redis_port]),
     ]
     for alg in ALGORITHMS:

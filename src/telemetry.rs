@@ -11,7 +11,7 @@ use opentelemetry::trace::{
     Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{
@@ -34,8 +34,22 @@ impl Telemetry {
     /// Starts the batch exporter. Nothing is sent until a span ends; an
     /// endpoint that is down costs failed exports, never a request.
     pub fn start(otlp: &Otlp) -> Result<Telemetry, String> {
+        // Never redirected: a redirect would carry the collector's
+        // credentials (OTEL_EXPORTER_OTLP_HEADERS) to another host. The
+        // blocking client is made off any runtime, as the exporter does.
+        let timeout = otlp.timeout;
+        let client = std::thread::spawn(move || {
+            reqwest::blocking::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(timeout)
+                .build()
+        })
+        .join()
+        .map_err(|_| "telemetry.otlp: the HTTP client could not be made".to_string())?
+        .map_err(|e| format!("telemetry.otlp: {e}"))?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(client)
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(otlp.endpoint.as_str())
             .with_timeout(otlp.timeout)
@@ -62,16 +76,17 @@ impl Telemetry {
             )
             .build();
         let tracer = provider.tracer("fairgate");
+        warn_plain_credentials(&otlp.endpoint);
         Ok(Telemetry { provider, tracer })
     }
 
     /// The request's span: a child of the client's valid `traceparent`
     /// (with its `tracestate`), else the root of a new trace.
     pub fn start_request(&self, req: &RequestHeader) -> RequestTrace {
-        let parent = TraceContextPropagator::new().extract(&Headers(&req.headers));
+        let parent = TraceContextPropagator::new().extract(&Headers::new(&req.headers));
         let span = self
             .tracer
-            .span_builder(req.method.to_string())
+            .span_builder(method_name(&req.method))
             .with_kind(SpanKind::Server)
             .start_with_context(&self.tracer, &parent);
         RequestTrace {
@@ -98,32 +113,34 @@ pub struct RequestTrace {
 }
 
 impl RequestTrace {
-    /// A child of the request span for one call to the store.
-    pub fn store_span(&self, name: &'static str) -> Span {
-        self.tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Client)
-            .start_with_context(&self.tracer, &self.cx)
+    /// Whether the request's trace is recorded. Children of a request that
+    /// is not are never made: it costs span ids and sampler calls, and the
+    /// upstream can have the request span as its parent.
+    fn recording(&self) -> bool {
+        self.cx.span().is_recording()
     }
 
-    /// The upstream exchange's span, from the first attempt to the end of
-    /// the response; the attempts' targets are its attributes.
-    pub fn upstream_attempt(&mut self, method: &http::Method, target: &str) {
-        let span = self.upstream.get_or_insert_with(|| {
+    /// A child of the request span for one call to the store.
+    pub fn store_span(&self, name: &'static str) -> Option<Span> {
+        self.recording().then(|| {
             self.tracer
-                .span_builder(format!("{method} upstream"))
+                .span_builder(name)
                 .with_kind(SpanKind::Client)
                 .start_with_context(&self.tracer, &self.cx)
-        });
-        if span.is_recording() {
-            span.set_attribute(KeyValue::new("server.address", target.to_string()));
-        }
+        })
     }
 
-    /// The upstream's answer to the latest attempt.
-    pub fn upstream_status(&mut self, status: u16) {
-        if let Some(span) = self.upstream.as_mut().filter(|s| s.is_recording()) {
-            span.set_attribute(KeyValue::new("http.response.status_code", status as i64));
+    /// Opens the upstream exchange's span at the first attempt; it lasts to
+    /// the end of the response, and the last attempt's target and answer
+    /// are written when it ends.
+    pub fn upstream_attempt(&mut self, method: &http::Method) {
+        if self.upstream.is_none() && self.recording() {
+            let span = self
+                .tracer
+                .span_builder(format!("{} upstream", method_name(method)))
+                .with_kind(SpanKind::Client)
+                .start_with_context(&self.tracer, &self.cx);
+            self.upstream = Some(span);
         }
     }
 
@@ -154,8 +171,18 @@ impl RequestTrace {
     /// Ends the request's spans with what the request came to.
     pub fn end(mut self, outcome: Outcome<'_>) {
         if let Some(mut span) = self.upstream.take() {
-            if outcome.upstream_status.is_none() && span.is_recording() {
-                span.set_status(Status::error("no answer from the upstream"));
+            if let Some(addr) = outcome.upstream_addr {
+                span.set_attribute(KeyValue::new("server.address", addr.to_string()));
+            }
+            span.set_attribute(KeyValue::new(
+                "fairgate.upstream.attempts",
+                outcome.attempts as i64,
+            ));
+            match outcome.upstream_status {
+                Some(status) => {
+                    span.set_attribute(KeyValue::new("http.response.status_code", status as i64))
+                }
+                None => span.set_status(Status::error("no answer from the upstream")),
             }
             span.end();
         }
@@ -164,9 +191,10 @@ impl RequestTrace {
             span.end();
             return;
         }
-        span.update_name(format!("{} {}", outcome.method, outcome.route));
+        let method = method_name(outcome.method);
+        span.update_name(format!("{method} {}", outcome.route));
         let mut attributes = vec![
-            KeyValue::new("http.request.method", outcome.method.to_string()),
+            KeyValue::new("http.request.method", method),
             KeyValue::new("fairgate.route", outcome.route.to_string()),
             KeyValue::new("fairgate.request_id", outcome.request_id.to_string()),
             KeyValue::new("fairgate.limit.decision", outcome.decision),
@@ -204,6 +232,26 @@ impl RequestTrace {
     }
 }
 
+/// Collector credentials sent in plain text off this host deserve a line.
+fn warn_plain_credentials(endpoint: &str) {
+    let credentials = [
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    ]
+    .iter()
+    .any(|k| std::env::var_os(k).is_some());
+    let host = endpoint.parse::<http::Uri>().ok();
+    let host = host.as_ref().and_then(|u| u.host()).unwrap_or("");
+    let loopback = host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if credentials && endpoint.starts_with("http://") && !loopback {
+        tracing::warn!(host, "telemetry.credentials_in_plain_text");
+    }
+}
+
 /// What the request span records when the request ends.
 pub struct Outcome<'a> {
     pub method: &'a http::Method,
@@ -215,43 +263,96 @@ pub struct Outcome<'a> {
     pub tenant: Option<&'a str>,
     pub upstream_addr: Option<std::net::SocketAddr>,
     pub upstream_status: Option<u16>,
+    pub attempts: u32,
     pub error: Option<&'static str>,
+}
+
+/// The method as spans name it: one of HTTP's own, else `_OTHER` (as the
+/// OpenTelemetry conventions say), so a client cannot mint span names.
+fn method_name(method: &http::Method) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|m| *m == method.as_str())
+        .unwrap_or("_OTHER")
 }
 
 /// Ends a store span with what the store call decided.
 pub fn end_store_span(mut span: Span, source: &'static str, decision: &'static str) {
-    if span.is_recording() {
-        span.set_attributes([
-            KeyValue::new("fairgate.store.source", source),
-            KeyValue::new("fairgate.limit.decision", decision),
-        ]);
-    }
+    span.set_attributes([
+        KeyValue::new("fairgate.store.source", source),
+        KeyValue::new("fairgate.limit.decision", decision),
+    ]);
     span.end();
 }
 
-/// The request's headers as the propagator reads them. Two `traceparent`
-/// headers are no valid parent (W3C Trace Context §3.2); `tracestate`
-/// lines are one list.
-struct Headers<'a>(&'a http::HeaderMap);
+/// The request's trace headers as the propagator reads them, checked
+/// first: the SDK's parser takes short ids and a `+` sign, and refuses the
+/// flags of W3C Trace Context Level 2 (`03`).
+struct Headers {
+    /// A valid `traceparent` rewritten as version 00 with only the sampled
+    /// flag; two lines are no valid parent.
+    traceparent: Option<String>,
+    /// The `tracestate` lines joined, if within W3C's bounds (32 members,
+    /// 512 characters); a larger one is dropped, not truncated.
+    tracestate: Option<String>,
+}
 
-impl Extractor for Headers<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        let mut values = self.0.get_all(key).iter();
-        let first = values.next()?.to_str().ok()?;
-        // A split `tracestate` is dropped rather than joined: the trace
-        // goes on, only the vendors' state is lost.
-        if values.next().is_some() {
-            return None;
+impl Headers {
+    fn new(headers: &http::HeaderMap) -> Self {
+        let mut parents = headers.get_all("traceparent").iter();
+        let traceparent = match (parents.next(), parents.next()) {
+            (Some(v), None) => v.to_str().ok().and_then(|v| {
+                let trace = trace_id(v)?;
+                let sampled = u8::from_str_radix(&v[53..55], 16).ok()? & 1;
+                Some(format!("00-{trace}-{}-0{sampled}", &v[36..52]))
+            }),
+            _ => None,
+        };
+        let mut tracestate = String::new();
+        for line in headers.get_all("tracestate") {
+            let Ok(line) = line.to_str() else {
+                return Headers {
+                    traceparent,
+                    tracestate: None,
+                };
+            };
+            if !tracestate.is_empty() {
+                tracestate.push(',');
+            }
+            tracestate.push_str(line);
+            if tracestate.len() > 512 {
+                return Headers {
+                    traceparent,
+                    tracestate: None,
+                };
+            }
         }
-        // The SDK's parser takes short ids and a `+` sign; this one does not.
+        let within = tracestate
+            .split(',')
+            .filter(|m| !m.trim().is_empty())
+            .count()
+            <= 32;
+        Headers {
+            traceparent,
+            tracestate: (within && !tracestate.is_empty()).then_some(tracestate),
+        }
+    }
+}
+
+impl Extractor for Headers {
+    fn get(&self, key: &str) -> Option<&str> {
         match key {
-            "traceparent" => trace_id(first).map(|_| first),
-            _ => Some(first),
+            "traceparent" => self.traceparent.as_deref(),
+            "tracestate" => self.tracestate.as_deref(),
+            _ => None,
         }
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
+        vec!["traceparent", "tracestate"]
     }
 }
 
@@ -293,7 +394,9 @@ impl SpanExporter for Counted {
             .with_label_values(&[label])
             .inc_by(spans);
         if let Err(e) = &result {
-            tracing::warn!(spans, error = %e, "telemetry.export_failed");
+            // The error may quote the collector's answer: its start is enough.
+            let error: String = e.to_string().chars().take(300).collect();
+            tracing::warn!(spans, error, "telemetry.export_failed");
         }
         result
     }

@@ -58,7 +58,7 @@ fn received(echo: &Value, name: &str) -> Option<String> {
 
 async fn send(gw: &Gateway, headers: &[(&str, &str)]) -> (u16, Value) {
     let mut req = client()
-        .get(gw.url("/v1/items/7"))
+        .get(gw.url("/v1/items/7?api_key=QUERY-SECRET"))
         .bearer_auth(token("acme"));
     for (k, v) in headers {
         req = req.header(*k, *v);
@@ -136,6 +136,7 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
         Some(echo.addr.to_string().as_str())
     );
     assert_eq!(up.attr("http.response.status_code"), Some("200"));
+    assert_eq!(up.attr("fairgate.upstream.attempts"), Some("1"));
     assert_eq!(spans.len(), 3, "{spans:#?}");
 
     // 2. No traceparent: a trace is started and the upstream is in it.
@@ -180,13 +181,17 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
     assert!(
         posts
             .iter()
-            .all(|(p, c)| p == "/v1/traces" && c == "application/x-protobuf"),
+            .all(|(p, h)| p == "/v1/traces" && h["content-type"] == "application/x-protobuf"),
         "{posts:?}"
     );
-    // Nothing secret rides along: no token in any attribute.
+    // Nothing secret rides along: no token or query in any name or attribute.
     let tok = token("acme");
     for s in otlp.spans() {
-        assert!(s.attributes.values().all(|v| !v.contains(&tok)), "{s:#?}");
+        let text = format!("{} {:?}", s.name, s.attributes);
+        assert!(
+            !text.contains(&tok) && !text.contains("QUERY-SECRET"),
+            "{s:#?}"
+        );
     }
 }
 
@@ -311,11 +316,15 @@ async fn a_collector_that_refuses_costs_spans_not_requests() {
         "telemetry: {{otlp: {{endpoint: \"{}\", timeout: 1s}}}}",
         otlp.endpoint()
     );
-    let gw = Gateway::start_hs256(
-        &config(echo.addr, 10, &telemetry),
-        GatewayOptions::default(),
-    )
-    .await;
+    // The collector's credentials, from the standard variable: sent, never logged.
+    let options = GatewayOptions {
+        env: vec![(
+            "OTEL_EXPORTER_OTLP_HEADERS".into(),
+            "x-collector-key=COLLECTOR-SECRET".into(),
+        )],
+        ..Default::default()
+    };
+    let gw = Gateway::start_hs256(&config(echo.addr, 10, &telemetry), options).await;
     for _ in 0..2 {
         assert_eq!(send(&gw, &[]).await.0, 200);
     }
@@ -333,8 +342,14 @@ async fn a_collector_that_refuses_costs_spans_not_requests() {
         metric(&text, "fairgate_trace_spans_total{result=\"exported\"}").unwrap_or(0.0),
         0.0
     );
-    assert!(!otlp.posts.lock().unwrap().is_empty());
-    assert!(gw.logs().contains("telemetry.export_failed"));
+    let posts = otlp.posts.lock().unwrap().clone();
+    assert!(!posts.is_empty());
+    assert!(posts
+        .iter()
+        .all(|(_, h)| h["x-collector-key"] == "COLLECTOR-SECRET"));
+    let logs = gw.logs();
+    assert!(logs.contains("telemetry.export_failed"));
+    assert!(!logs.contains("COLLECTOR-SECRET"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -353,4 +368,153 @@ async fn with_telemetry_off_trace_headers_pass_untouched() {
     let (_, body) = send(&gw, &[]).await;
     assert_eq!(received(&body, "traceparent"), None, "none is started");
     assert!(!gw.metrics().await.contains("fairgate_trace_spans_total{"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tenant_attribute_reloads_and_the_exporter_needs_a_restart() {
+    let otlp = OtlpReceiver::start(200).await;
+    let echo = Upstream::start().await;
+    let telemetry = |endpoint: &str, tenant: bool| {
+        config(
+            echo.addr,
+            10,
+            &format!(
+                "telemetry: {{otlp: {{endpoint: \"{endpoint}\"}}, tenant_attribute: {tenant}}}"
+            ),
+        )
+    };
+    let gw = Gateway::start_hs256(
+        &telemetry(&otlp.endpoint(), false),
+        GatewayOptions::default(),
+    )
+    .await;
+    assert_eq!(
+        tenant_of(&gw, &otlp, "11111111111111111111111111111111").await,
+        None,
+        "off by default"
+    );
+
+    // The file is watched: a write reloads it.
+    gw.write_config(&telemetry(&otlp.endpoint(), true), Write::InPlace);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&gw.metrics().await, "fairgate_config_generation") == Some(2.0)
+        })
+        .await
+    );
+    assert_eq!(
+        tenant_of(&gw, &otlp, "22222222222222222222222222222222")
+            .await
+            .as_deref(),
+        Some("acme")
+    );
+
+    // Another endpoint is refused as a whole: the old policy and exporter go on.
+    gw.write_config(&telemetry("http://127.0.0.1:9", false), Write::InPlace);
+    let refused = eventually(Duration::from_secs(5), || async {
+        gw.logs()
+            .contains("reload.restart_required: telemetry (otlp, sampling, service_name): changed")
+    })
+    .await;
+    assert!(refused, "{}", gw.logs());
+    assert_eq!(
+        tenant_of(&gw, &otlp, "33333333333333333333333333333333")
+            .await
+            .as_deref(),
+        Some("acme")
+    );
+    assert_eq!(
+        metric(&gw.metrics().await, "fairgate_config_generation"),
+        Some(2.0)
+    );
+}
+
+/// The `fairgate.tenant` of a traced request's span.
+async fn tenant_of(gw: &Gateway, otlp: &OtlpReceiver, trace: &str) -> Option<String> {
+    let parent = format!("00-{trace}-{CLIENT_SPAN}-01");
+    assert_eq!(send(gw, &[("traceparent", &parent)]).await.0, 200);
+    let spans = otlp.trace_with(trace, "GET items").await;
+    let server = spans.into_iter().find(|s| s.name == "GET items").unwrap();
+    server.attr("fairgate.tenant").map(String::from)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unusual_but_valid_trace_headers_continue_the_trace() {
+    let otlp = OtlpReceiver::start(200).await;
+    let echo = RawUpstream::start().await;
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: []}}
+acknowledge: [store.process_local]
+telemetry: {{otlp: {{endpoint: "{}"}}}}
+"#,
+        echo.addr,
+        otlp.endpoint()
+    );
+    let gw = Gateway::start(&yaml).await;
+    let big = (0..40)
+        .map(|i| format!("v{i}=x"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let ok = format!("traceparent: 00-{CLIENT_TRACE}-{CLIENT_SPAN}");
+    // Extra head lines; the flags and tracestate the upstream must get.
+    let cases: [(String, &str, Option<&str>); 4] = [
+        // W3C Level 2's random flag: still this trace, sampled.
+        (format!("{ok}-03\r\n"), "01", None),
+        // A later version with more fields: read as version 00.
+        (
+            format!("traceparent: 01-{CLIENT_TRACE}-{CLIENT_SPAN}-01-later\r\n"),
+            "01",
+            None,
+        ),
+        // Two tracestate lines are one list.
+        (
+            format!("{ok}-01\r\ntracestate: a=1\r\ntracestate: b=2\r\n"),
+            "01",
+            Some("a=1,b=2"),
+        ),
+        // Over 32 members: the state is dropped, the trace kept.
+        (format!("{ok}-00\r\ntracestate: {big}\r\n"), "00", None),
+    ];
+    for (i, (head, _, _)) in cases.iter().enumerate() {
+        let request =
+            format!("GET /ok/{i} HTTP/1.1\r\nHost: api.test\r\n{head}Connection: close\r\n\r\n");
+        let response = raw_http(gw.listen, &request).await;
+        assert_eq!(status_of(&response), 200, "{head}: {response}");
+    }
+    let heads = echo.received.lock().unwrap().clone();
+    assert_eq!(heads.len(), cases.len());
+    for (received, (sent, flags, state)) in heads.iter().zip(&cases) {
+        let values = |name: &str| -> Vec<String> {
+            received
+                .head
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim().to_string())
+                .collect()
+        };
+        let parents = values("traceparent");
+        assert_eq!(parents.len(), 1, "{sent:?}");
+        let (trace, parent, got) = parse_traceparent(&parents[0]).unwrap();
+        assert_eq!(
+            (trace.as_str(), got.as_str()),
+            (CLIENT_TRACE, *flags),
+            "{sent:?}"
+        );
+        assert_ne!(parent, CLIENT_SPAN);
+        let expected: Vec<String> = state.iter().map(|s| s.to_string()).collect();
+        assert_eq!(values("tracestate"), expected, "{sent:?}");
+    }
+    // The sampled ones are spans of the client's trace, under its span.
+    let spans = otlp.trace_with(CLIENT_TRACE, "GET open").await;
+    let roots: Vec<_> = spans.iter().filter(|s| s.name == "GET open").collect();
+    assert!(
+        roots.iter().all(|s| s.parent_span_id == CLIENT_SPAN),
+        "{roots:#?}"
+    );
 }

@@ -209,7 +209,7 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
     if planned.is_empty() {
         return Ok(());
     }
-    let span = ctx.trace.as_ref().map(|t| t.store_span("store spend"));
+    let span = ctx.trace.as_ref().and_then(|t| t.store_span("store spend"));
     let decision = shared
         .limiter
         .decide(planned, route.cost.get(), policy.generation)

@@ -154,7 +154,7 @@ impl ProxyHttp for Gateway {
         ctx.busy = ctx.target.map(|addr| pool.busy(addr));
         ctx.attempts += 1;
         if let Some(trace) = ctx.trace.as_mut() {
-            trace.upstream_attempt(&session.req_header().method, &peer.address().to_string());
+            trace.upstream_attempt(&session.req_header().method);
         }
         Ok(Box::new(peer))
     }
@@ -291,9 +291,6 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         let status = response.status.as_u16();
         ctx.upstream_status = Some(status);
-        if let Some(trace) = ctx.trace.as_mut() {
-            trace.upstream_status(status);
-        }
         if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
             // A gateway-ish failure, not the application's word on a request.
             pool.record(addr, !matches!(status, 502..=504));
@@ -390,6 +387,7 @@ impl ProxyHttp for Gateway {
                     .map(|i| i.tenant.as_str()),
                 upstream_addr: ctx.target,
                 upstream_status: ctx.upstream_status,
+                attempts: ctx.attempts,
                 error: error.map(|e| e.etype().as_str()),
             });
         }

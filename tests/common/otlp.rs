@@ -40,8 +40,8 @@ impl ReceivedSpan {
 pub struct OtlpReceiver {
     pub addr: SocketAddr,
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
-    /// Requests it answered, by path and content type, in order.
-    pub posts: Arc<Mutex<Vec<(String, String)>>>,
+    /// Requests it answered, by path and headers, in order.
+    pub posts: Arc<Mutex<Vec<(String, ::http::HeaderMap)>>>,
 }
 
 impl OtlpReceiver {
@@ -51,7 +51,7 @@ impl OtlpReceiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let spans: Arc<Mutex<Vec<ReceivedSpan>>> = Arc::default();
-        let posts: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+        let posts: Arc<Mutex<Vec<(String, ::http::HeaderMap)>>> = Arc::default();
         let (kept, seen) = (spans.clone(), posts.clone());
         tokio::spawn(async move {
             loop {
@@ -65,14 +65,9 @@ impl OtlpReceiver {
                             let (kept, seen) = (kept.clone(), seen.clone());
                             async move {
                                 let path = req.uri().path().to_string();
-                                let ctype = req
-                                    .headers()
-                                    .get("content-type")
-                                    .and_then(|v| v.to_str().ok())
-                                    .unwrap_or("")
-                                    .to_string();
+                                let headers = req.headers().clone();
                                 let body = req.into_body().collect().await?.to_bytes();
-                                seen.lock().unwrap().push((path, ctype));
+                                seen.lock().unwrap().push((path, headers));
                                 if status == 200 {
                                     let request = ExportTraceServiceRequest::decode(body)
                                         .expect("an ExportTraceServiceRequest");

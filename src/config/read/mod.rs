@@ -280,6 +280,9 @@ fn otlp_endpoint(text: &str) -> Result<String, &'static str> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         return Err("expected an http:// or https:// URL");
     }
+    if text.contains('#') {
+        return Err("no fragment: it would hide the path the spans are posted to");
+    }
     if uri.query().is_some() || uri.authority().is_some_and(|a| a.as_str().contains('@')) {
         return Err(
             "no query or user info: collector credentials go in OTEL_EXPORTER_OTLP_HEADERS",
