@@ -198,21 +198,6 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
 #[tokio::test(flavor = "multi_thread")]
 async fn an_invalid_or_repeated_traceparent_starts_a_new_trace() {
     let otlp = OtlpReceiver::start(200).await;
-    let echo = RawUpstream::start().await;
-    let telemetry = format!("telemetry: {{otlp: {{endpoint: \"{}\"}}}}", otlp.endpoint());
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: []}}
-acknowledge: [store.process_local]
-{telemetry}
-"#,
-        echo.addr
-    );
-    let gw = Gateway::start(&yaml).await;
     let bad = [
         // All-zero trace id, version ff, upper case, too short, junk.
         "traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01\r\n".to_string(),
@@ -225,30 +210,12 @@ acknowledge: [store.process_local]
             "traceparent: 00-{CLIENT_TRACE}-{CLIENT_SPAN}-01\r\ntraceparent: 00-0af7651916cd43dd8448eb211c80319c-{CLIENT_SPAN}-01\r\n"
         ),
     ];
-    for (i, head) in bad.iter().enumerate() {
-        let request =
-            format!("GET /bad/{i} HTTP/1.1\r\nHost: api.test\r\n{head}Connection: close\r\n\r\n");
-        let response = raw_http(gw.listen, &request).await;
-        assert_eq!(status_of(&response), 200, "{head}: {response}");
-    }
-    let heads = echo.received.lock().unwrap().clone();
-    assert_eq!(heads.len(), bad.len());
+    let (_gw, received) = forwarded_trace_headers(&otlp, &bad).await;
     let mut traces = std::collections::BTreeSet::new();
-    for (received, sent) in heads.iter().zip(&bad) {
-        let lines: Vec<&str> = received
-            .head
-            .lines()
-            .filter(|l| {
-                l.to_ascii_lowercase().starts_with("traceparent:")
-                    || l.to_ascii_lowercase().starts_with("tracestate:")
-            })
-            .collect();
-        assert_eq!(
-            lines.len(),
-            1,
-            "one traceparent, no tracestate for {sent:?}: {lines:?}"
-        );
-        let value = lines[0].split_once(':').unwrap().1.trim();
+    for ((parents, states), sent) in received.iter().zip(&bad) {
+        assert_eq!(parents.len(), 1, "{sent:?}");
+        assert!(states.is_empty(), "no tracestate for {sent:?}: {states:?}");
+        let value = &parents[0];
         let (trace, _, flags) = parse_traceparent(value).unwrap_or_else(|| panic!("{value}"));
         assert_eq!(flags, "01", "a new trace, sampled at ratio 1");
         assert!(
@@ -441,21 +408,6 @@ async fn tenant_of(gw: &Gateway, otlp: &OtlpReceiver, trace: &str) -> Option<Str
 #[tokio::test(flavor = "multi_thread")]
 async fn unusual_but_valid_trace_headers_continue_the_trace() {
     let otlp = OtlpReceiver::start(200).await;
-    let echo = RawUpstream::start().await;
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: []}}
-acknowledge: [store.process_local]
-telemetry: {{otlp: {{endpoint: "{}"}}}}
-"#,
-        echo.addr,
-        otlp.endpoint()
-    );
-    let gw = Gateway::start(&yaml).await;
     let big = (0..40)
         .map(|i| format!("v{i}=x"))
         .collect::<Vec<_>>()
@@ -480,25 +432,9 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
         // Over 32 members: the state is dropped, the trace kept.
         (format!("{ok}-00\r\ntracestate: {big}\r\n"), "00", None),
     ];
-    for (i, (head, _, _)) in cases.iter().enumerate() {
-        let request =
-            format!("GET /ok/{i} HTTP/1.1\r\nHost: api.test\r\n{head}Connection: close\r\n\r\n");
-        let response = raw_http(gw.listen, &request).await;
-        assert_eq!(status_of(&response), 200, "{head}: {response}");
-    }
-    let heads = echo.received.lock().unwrap().clone();
-    assert_eq!(heads.len(), cases.len());
-    for (received, (sent, flags, state)) in heads.iter().zip(&cases) {
-        let values = |name: &str| -> Vec<String> {
-            received
-                .head
-                .lines()
-                .filter_map(|l| l.split_once(':'))
-                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_string())
-                .collect()
-        };
-        let parents = values("traceparent");
+    let heads: Vec<String> = cases.iter().map(|c| c.0.clone()).collect();
+    let (_gw, received) = forwarded_trace_headers(&otlp, &heads).await;
+    for ((parents, states), (sent, flags, state)) in received.iter().zip(&cases) {
         assert_eq!(parents.len(), 1, "{sent:?}");
         let (trace, parent, got) = parse_traceparent(&parents[0]).unwrap();
         assert_eq!(
@@ -508,7 +444,7 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
         );
         assert_ne!(parent, CLIENT_SPAN);
         let expected: Vec<String> = state.iter().map(|s| s.to_string()).collect();
-        assert_eq!(values("tracestate"), expected, "{sent:?}");
+        assert_eq!(states, &expected, "{sent:?}");
     }
     // The sampled ones are spans of the client's trace, under its span.
     let spans = otlp.trace_with(CLIENT_TRACE, "GET open").await;
@@ -517,4 +453,54 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
         roots.iter().all(|s| s.parent_span_id == CLIENT_SPAN),
         "{roots:#?}"
     );
+}
+
+/// Sends one raw request per item of `heads` (extra head lines) through a
+/// gateway on an open route with traces on, and returns what a raw upstream
+/// received of each: its `traceparent` and its `tracestate` lines. The
+/// gateway is returned too: its spans leave after the requests.
+async fn forwarded_trace_headers(
+    otlp: &OtlpReceiver,
+    heads: &[String],
+) -> (Gateway, Vec<(Vec<String>, Vec<String>)>) {
+    let echo = RawUpstream::start().await;
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: []}}
+acknowledge: [store.process_local]
+telemetry: {{otlp: {{endpoint: "{}"}}}}
+"#,
+        echo.addr,
+        otlp.endpoint()
+    );
+    let gw = Gateway::start(&yaml).await;
+    for (i, head) in heads.iter().enumerate() {
+        let request =
+            format!("GET /t/{i} HTTP/1.1\r\nHost: api.test\r\n{head}Connection: close\r\n\r\n");
+        let response = raw_http(gw.listen, &request).await;
+        assert_eq!(status_of(&response), 200, "{head}: {response}");
+    }
+    let received = echo.received.lock().unwrap().clone();
+    assert_eq!(received.len(), heads.len());
+    let values = |head: &str, name: &str| -> Vec<String> {
+        head.lines()
+            .filter_map(|l| l.split_once(':'))
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+            .collect()
+    };
+    let received = received
+        .iter()
+        .map(|r| {
+            (
+                values(&r.head, "traceparent"),
+                values(&r.head, "tracestate"),
+            )
+        })
+        .collect();
+    (gw, received)
 }
