@@ -504,3 +504,61 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
         .collect();
     (gw, received)
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_request_has_one_upstream_span_with_the_last_attempt() {
+    let otlp = OtlpReceiver::start(200).await;
+    let echo = Upstream::start().await;
+    let (busy, busy_count) = unavailable().await;
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{busy}", "{}"]}}}}
+routes:
+  - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [], retries: {{attempts: 2, on: [503]}}}}
+acknowledge: [store.process_local]
+telemetry: {{otlp: {{endpoint: "{}"}}}}
+"#,
+        echo.addr,
+        otlp.endpoint()
+    );
+    let gw = Gateway::start(&yaml).await;
+    // Round robin over two targets: half the requests meet the 503 first.
+    let traces: Vec<String> = (0..4)
+        .map(|i| format!("{i:032x}").replace('0', "a"))
+        .collect();
+    for trace in &traces {
+        let parent = format!("00-{trace}-{CLIENT_SPAN}-01");
+        let r = client()
+            .get(gw.url("/"))
+            .header("traceparent", parent)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let retried = busy_count.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(retried >= 1, "no request met the busy target");
+    let mut attempts = Vec::new();
+    for trace in &traces {
+        let spans = otlp.trace_with(trace, "GET open").await;
+        let ups: Vec<_> = spans.iter().filter(|s| s.name == "GET upstream").collect();
+        assert_eq!(ups.len(), 1, "one upstream span: {spans:#?}");
+        // The last attempt's target and answer, once each (checked by
+        // `trace_with`: no key twice).
+        assert_eq!(
+            ups[0].attr("server.address"),
+            Some(echo.addr.to_string().as_str())
+        );
+        assert_eq!(ups[0].attr("http.response.status_code"), Some("200"));
+        attempts.push(
+            ups[0]
+                .attr("fairgate.upstream.attempts")
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let twice = attempts.iter().filter(|a| *a == "2").count() as u64;
+    assert_eq!(twice, retried, "{attempts:?}");
+}

@@ -27,6 +27,8 @@ pub struct ReceivedSpan {
     /// 0 unset, 1 ok, 2 error (OTLP's `Status.code`).
     pub status: i32,
     pub attributes: BTreeMap<String, String>,
+    /// Every attribute key as sent, repeats included (OTLP wants none).
+    pub keys: Vec<String>,
     /// The resource's `service.name`.
     pub service: String,
 }
@@ -115,10 +117,14 @@ impl OtlpReceiver {
             arrived,
             "no span {name:?} of trace {trace_id} arrived; got {spans:#?}"
         );
-        spans
+        let spans: Vec<ReceivedSpan> = spans
             .into_iter()
             .filter(|s| s.trace_id == trace_id)
-            .collect()
+            .collect();
+        for s in &spans {
+            assert_eq!(s.keys.len(), s.attributes.len(), "repeated keys: {s:#?}");
+        }
+        spans
     }
 }
 
@@ -146,6 +152,7 @@ fn flatten(request: ExportTraceServiceRequest) -> Vec<ReceivedSpan> {
                         .iter()
                         .map(|kv| (kv.key.clone(), value(kv.value.as_ref())))
                         .collect(),
+                    keys: span.attributes.iter().map(|kv| kv.key.clone()).collect(),
                     service: service.clone(),
                 });
             }

@@ -284,3 +284,29 @@ impl RawUpstream {
         self.received.lock().unwrap().len()
     }
 }
+
+/// A target that answers every request 503, and how many it answered.
+pub async fn unavailable() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let answer =
+                        b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\nbusy";
+                    if s.write_all(answer).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, count)
+}
