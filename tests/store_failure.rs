@@ -399,23 +399,39 @@ async fn a_rejected_password_is_retried_once_it_becomes_valid() {
     assert!(recovered, "{}", gw.logs());
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sentinel_failover_mid_stream_loses_no_request() {
-    let mut group = SentinelGroup::start("fairgate-main").await;
-    let (old, new) = (group.master.port, group.replica.port);
-    let up = Upstream::start().await;
+/// A gateway on `group` (store timeout 50 ms) with 4 clients streaming
+/// through it until `stop`; and whether decisions reached the master.
+async fn stream_through_sentinels(
+    group: &SentinelGroup,
+    up: &Upstream,
+) -> (
+    Gateway,
+    Arc<AtomicBool>,
+    tokio::task::JoinHandle<Vec<(u16, Duration)>>,
+    bool,
+) {
     let store = format!(
         r#"{{kind: redis_sentinel, sentinels: {:?}, master_name: "{}", timeout: 50ms}}"#,
         group.sentinel_urls(),
         group.name
     );
-    let gw = gateway(&config_with_store(&store, &up, 1_000_000), vec![]).await;
+    let gw = gateway(&config_with_store(&store, up, 1_000_000), vec![]).await;
     let stop = Arc::new(AtomicBool::new(false));
     let run = stream(&gw, 4, stop.clone());
+    let port = group.master.port;
     let on_master = eventually(Duration::from_secs(5), || async {
-        command_calls(old, "evalsha") > 100
+        command_calls(port, "evalsha") > 100
     })
     .await;
+    (gw, stop, run, on_master)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sentinel_failover_mid_stream_loses_no_request() {
+    let mut group = SentinelGroup::start("fairgate-main").await;
+    let new = group.replica.port;
+    let up = Upstream::start().await;
+    let (gw, stop, run, on_master) = stream_through_sentinels(&group, &up).await;
     assert!(
         on_master,
         "decisions never reached the master\n{}",
@@ -495,18 +511,7 @@ async fn a_planned_failover_moves_decisions_before_the_old_master_is_demoted() {
     let group = SentinelGroup::start("fairgate-switch").await;
     let (old, new) = (group.master.port, group.replica.port);
     let up = Upstream::start().await;
-    let store = format!(
-        r#"{{kind: redis_sentinel, sentinels: {:?}, master_name: "{}", timeout: 50ms}}"#,
-        group.sentinel_urls(),
-        group.name
-    );
-    let gw = gateway(&config_with_store(&store, &up, 1_000_000), vec![]).await;
-    let stop = Arc::new(AtomicBool::new(false));
-    let run = stream(&gw, 4, stop.clone());
-    let on_master = eventually(Duration::from_secs(5), || async {
-        command_calls(old, "evalsha") > 100
-    })
-    .await;
+    let (gw, stop, run, on_master) = stream_through_sentinels(&group, &up).await;
     assert!(on_master, "{}", gw.logs());
     let out = redis_cli(
         group.sentinels[0].port,

@@ -32,6 +32,28 @@ acknowledge: [store.process_local]
     )
 }
 
+/// A collector answering `status`, the echo upstream, and a gateway on
+/// `config(echo, capacity, ..)` exporting to that collector: `otlp_keys`
+/// follow its endpoint, `more` follows `otlp` (each starting with `, `).
+async fn traced(
+    status: u16,
+    capacity: u32,
+    otlp_keys: &str,
+    more: &str,
+    env: Vec<(String, String)>,
+) -> (OtlpReceiver, Upstream, Gateway) {
+    let otlp = OtlpReceiver::start(status).await;
+    let echo = Upstream::start().await;
+    let endpoint = otlp.endpoint();
+    let telemetry = format!("telemetry: {{otlp: {{endpoint: \"{endpoint}\"{otlp_keys}}}{more}}}");
+    let options = GatewayOptions {
+        env,
+        ..Default::default()
+    };
+    let gw = Gateway::start_hs256(&config(echo.addr, capacity, &telemetry), options).await;
+    (otlp, echo, gw)
+}
+
 /// A `traceparent` as W3C Trace Context defines it: its trace id, parent
 /// id and flags, or `None` for anything else.
 fn parse_traceparent(v: &str) -> Option<(String, String, String)> {
@@ -71,14 +93,8 @@ async fn send(gw: &Gateway, headers: &[(&str, &str)]) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continues_the_trace() {
-    let otlp = OtlpReceiver::start(200).await;
-    let echo = Upstream::start().await;
-    let telemetry = format!(
-        "telemetry: {{otlp: {{endpoint: \"{}\"}}, service_name: edge-test, tenant_attribute: true}}",
-        otlp.endpoint()
-    );
-    let gw =
-        Gateway::start_hs256(&config(echo.addr, 2, &telemetry), GatewayOptions::default()).await;
+    let more = ", service_name: edge-test, tenant_attribute: true";
+    let (otlp, echo, gw) = traced(200, 2, "", more, vec![]).await;
 
     // 1. Continued from the client's trace, its vendor state kept.
     let parent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
@@ -235,17 +251,7 @@ async fn an_invalid_or_repeated_traceparent_starts_a_new_trace() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sampling_follows_the_parent_then_the_ratio() {
-    let otlp = OtlpReceiver::start(200).await;
-    let echo = Upstream::start().await;
-    let telemetry = format!(
-        "telemetry: {{otlp: {{endpoint: \"{}\"}}, sampling: {{ratio: 0}}}}",
-        otlp.endpoint()
-    );
-    let gw = Gateway::start_hs256(
-        &config(echo.addr, 10, &telemetry),
-        GatewayOptions::default(),
-    )
-    .await;
+    let (otlp, _echo, gw) = traced(200, 10, "", ", sampling: {ratio: 0}", vec![]).await;
     // Ratio 0: a new trace is propagated but not recorded.
     let (status, body) = send(&gw, &[]).await;
     assert_eq!(status, 200);
@@ -277,21 +283,12 @@ async fn sampling_follows_the_parent_then_the_ratio() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_collector_that_refuses_costs_spans_not_requests() {
-    let otlp = OtlpReceiver::start(503).await;
-    let echo = Upstream::start().await;
-    let telemetry = format!(
-        "telemetry: {{otlp: {{endpoint: \"{}\", timeout: 1s}}}}",
-        otlp.endpoint()
-    );
     // The collector's credentials, from the standard variable: sent, never logged.
-    let options = GatewayOptions {
-        env: vec![(
-            "OTEL_EXPORTER_OTLP_HEADERS".into(),
-            "x-collector-key=COLLECTOR-SECRET".into(),
-        )],
-        ..Default::default()
-    };
-    let gw = Gateway::start_hs256(&config(echo.addr, 10, &telemetry), options).await;
+    let env = vec![(
+        "OTEL_EXPORTER_OTLP_HEADERS".into(),
+        "x-collector-key=COLLECTOR-SECRET".into(),
+    )];
+    let (otlp, _echo, gw) = traced(503, 10, ", timeout: 1s", "", env).await;
     for _ in 0..2 {
         assert_eq!(send(&gw, &[]).await.0, 200);
     }

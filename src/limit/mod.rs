@@ -378,18 +378,9 @@ impl Limiter {
                         }
                     }
                 }
-                let mut d = decision(planned, states, Source::Store);
-                d.via = self.store.kind();
-                d
+                decision(planned, states, Source::Store, self.store.kind())
             }
-            Err(why) => {
-                let mut d = self.fallback(planned, cost);
-                d.via = match why {
-                    Fallback::BreakerOpen => "breaker",
-                    Fallback::Store => "local",
-                };
-                d
-            }
+            Err(why) => self.fallback(planned, cost, why),
         }
     }
 
@@ -446,19 +437,23 @@ impl Limiter {
         })
     }
 
-    fn fallback(&self, planned: Vec<Planned>, cost: u64) -> Decision {
+    fn fallback(&self, planned: Vec<Planned>, cost: u64, why: Fallback) -> Decision {
+        let via = match why {
+            Fallback::BreakerOpen => "breaker",
+            Fallback::Store => "local",
+        };
         match self.on_unavailable {
             OnUnavailable::Allow => Decision {
                 allowed: true,
                 buckets: Vec::new(),
                 source: Source::Allowed,
-                via: "local",
+                via,
             },
             OnUnavailable::Deny => Decision {
                 allowed: false,
                 buckets: Vec::new(),
                 source: Source::Denied,
-                via: "local",
+                via,
             },
             OnUnavailable::Local => {
                 // Each of N replicas gets 1/N of the capacity and rate.
@@ -475,7 +470,7 @@ impl Limiter {
                     .collect();
                 let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
                 let states = self.local.spend_now(&spends, cost);
-                decision(planned, states, Source::Local)
+                decision(planned, states, Source::Local, via)
             }
         }
     }
@@ -584,7 +579,12 @@ pub fn slot_key(
     ))
 }
 
-fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> Decision {
+fn decision(
+    planned: Vec<Planned>,
+    states: Vec<BucketState>,
+    source: Source,
+    via: &'static str,
+) -> Decision {
     let allowed = planned
         .iter()
         .zip(&states)
@@ -593,7 +593,7 @@ fn decision(planned: Vec<Planned>, states: Vec<BucketState>, source: Source) -> 
         allowed,
         buckets: planned.into_iter().zip(states).collect(),
         source,
-        via: "local",
+        via,
     }
 }
 
