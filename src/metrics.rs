@@ -58,8 +58,7 @@ pub struct Metrics {
     pub connections_open: IntGauge,
     /// Client connections closed at accept, by reason (`total`, `per_ip`).
     pub connections_refused: IntCounterVec,
-    /// Requests ended by an edge bound, by reason (`header_size`,
-    /// `header_field_size`, `header_timeout`, `body_idle`).
+    /// Requests and connections ended by an edge bound, by `EdgeReason`.
     pub edge_refusals: IntCounterVec,
     /// When each served certificate expires (its first name), Unix time.
     pub tls_expiry: IntGaugeVec,
@@ -319,14 +318,79 @@ impl Metrics {
     }
 }
 
-/// Reasons of `fairgate_edge_refusals_total`.
-pub const EDGE_REASONS: [&str; 5] = [
-    "header_size",
-    "header_field_size",
-    "header_timeout",
-    "body_idle",
-    "h2_resets",
-];
+/// Why the edge ended a connection or a request before the proxy ran: the
+/// label of `fairgate_edge_refusals_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EdgeReason {
+    /// A request head over `max_header_size` (431).
+    HeaderSize,
+    /// A header line over `max_header_field_size` (431).
+    HeaderFieldSize,
+    /// A request head not received within `header_timeout` (408).
+    HeaderTimeout,
+    /// A request body that paused for `body_idle_timeout`.
+    BodyIdle,
+    /// An HTTP/2 connection resetting streams faster than allowed.
+    H2Resets,
+    /// A PROXY protocol header or TLS handshake not done within
+    /// `header_timeout` of accept.
+    HandshakeTimeout,
+    /// A TLS handshake (or PROXY header) that failed.
+    HandshakeFailed,
+}
+
+impl EdgeReason {
+    pub const ALL: [EdgeReason; 7] = [
+        EdgeReason::HeaderSize,
+        EdgeReason::HeaderFieldSize,
+        EdgeReason::HeaderTimeout,
+        EdgeReason::BodyIdle,
+        EdgeReason::H2Resets,
+        EdgeReason::HandshakeTimeout,
+        EdgeReason::HandshakeFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeReason::HeaderSize => "header_size",
+            EdgeReason::HeaderFieldSize => "header_field_size",
+            EdgeReason::HeaderTimeout => "header_timeout",
+            EdgeReason::BodyIdle => "body_idle",
+            EdgeReason::H2Resets => "h2_resets",
+            EdgeReason::HandshakeTimeout => "handshake_timeout",
+            EdgeReason::HandshakeFailed => "handshake_failed",
+        }
+    }
+
+    /// Counts one refusal.
+    pub fn count(self) {
+        METRICS
+            .edge_refusals
+            .with_label_values(&[self.as_str()])
+            .inc();
+    }
+}
+
+/// Which connection cap refused a connection at accept: the label of
+/// `fairgate_connections_refused_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionCap {
+    /// `server.max_connections`.
+    Total,
+    /// `server.max_connections_per_ip`.
+    PerIp,
+}
+
+impl ConnectionCap {
+    pub const ALL: [ConnectionCap; 2] = [ConnectionCap::Total, ConnectionCap::PerIp];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionCap::Total => "total",
+            ConnectionCap::PerIp => "per_ip",
+        }
+    }
+}
 
 pub fn unix_now() -> i64 {
     std::time::SystemTime::now()

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::listeners::tls::TlsSettings;
-use pingora::listeners::Listeners;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -22,7 +21,7 @@ use crate::admin::Admin;
 use crate::config::reload;
 use crate::config::Config;
 use crate::metrics::METRICS;
-use crate::proxy::edge::{Bounds, Edge};
+use crate::proxy::edge::{Bounds, Edge, TlsListener};
 use crate::proxy::gateway::Gateway;
 use crate::state::{Policy, Shared};
 
@@ -144,23 +143,26 @@ fn proxy_service(
         .max_header_list_size(h2.max_header_list_size)
         .max_pending_accept_reset_streams(h2.max_resets_per_second as usize);
     gateway.h2_options = Some(h2_options);
-    let mut listeners = Listeners::new();
-    if server_cfg.proxy_protocol {
-        listeners.set_pre_tls_callback(Arc::new(crate::proxy::proxy_protocol::Expect {
-            trusted: server_cfg.trusted_proxies.clone(),
-        }));
-    }
-    let mut proxy = Service::with_listeners(
+    // The TLS listener is plain TCP to Pingora: the edge admits each
+    // connection, then reads its PROXY header and runs its handshake
+    // within `header_timeout` (Pingora's would hold it 60 s uncounted).
+    let tls = match &server_cfg.tls {
+        Some(tls) => Some(TlsListener {
+            addr: tls.listen,
+            acceptor: tls_settings(shared, tls)?.build(),
+        }),
+        None => None,
+    };
+    let mut proxy = Service::new(
         "fairgate proxy".to_string(),
-        listeners,
-        Edge::new(gateway, Bounds::from_config(server_cfg)),
+        Edge::new(gateway, Bounds::from_config(server_cfg), tls),
     );
     for addr in &server_cfg.listen {
         proxy.add_tcp(&addr.to_string());
         listening.push(*addr);
     }
     if let Some(tls) = &server_cfg.tls {
-        proxy.add_tls_with_settings(&tls.listen.to_string(), None, tls_settings(shared, tls)?);
+        proxy.add_tcp(&tls.listen.to_string());
         listening.push(tls.listen);
     }
     Ok(proxy)

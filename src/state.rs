@@ -12,7 +12,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::{Config, Problems};
-use crate::metrics::{RouteMetrics, EDGE_REASONS, METRICS, OUTCOMES};
+use crate::metrics::{EdgeReason, RouteMetrics, METRICS, OUTCOMES};
 use crate::upstream;
 
 /// Why a validated config could not be put in force.
@@ -182,11 +182,11 @@ pub fn init_series(config: &Config) {
     for result in ["ok", "error"] {
         m.config_reloads.with_label_values(&[result]);
     }
-    for reason in ["total", "per_ip"] {
-        m.connections_refused.with_label_values(&[reason]);
+    for cap in crate::metrics::ConnectionCap::ALL {
+        m.connections_refused.with_label_values(&[cap.as_str()]);
     }
-    for reason in EDGE_REASONS {
-        m.edge_refusals.with_label_values(&[reason]);
+    for reason in EdgeReason::ALL {
+        m.edge_refusals.with_label_values(&[reason.as_str()]);
     }
     for reason in crate::limit::FALLBACK_REASONS {
         m.fallback.with_label_values(&[reason]);

@@ -8,7 +8,7 @@
 //! life of the process.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,19 +18,22 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ipnet::IpNet;
 use pingora::apps::{HttpServerApp, HttpServerOptions, ReusedHttpStream, ServerApp};
+use pingora::listeners::tls::Acceptor;
 use pingora::protocols::http::v2::server::H2Options;
 use pingora::protocols::http::ServerSession;
+use pingora::protocols::l4::stream::Stream as L4Stream;
 use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
     UniqueIDType, ALPN,
 };
 use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::time::{Instant, Sleep};
+use tokio::time::{timeout_at, Instant, Sleep};
 
 use crate::config::Server;
-use crate::metrics::METRICS;
+use crate::metrics::{ConnectionCap, EdgeReason, METRICS};
 use crate::proxy::h2::{opens_with_preface, Resets};
+use crate::proxy::respond::Deny;
 
 /// What one client may make the gateway hold.
 #[derive(Debug, Clone)]
@@ -71,32 +74,113 @@ impl Bounds {
     }
 }
 
-/// The proxy's `ServerApp`: admits a connection, wraps its stream in a
+/// The answers the edge writes itself, rendered once by the one answer
+/// builder (`respond.rs`).
+struct Answers {
+    too_many_connections: Vec<u8>,
+    head_too_large: Vec<u8>,
+    head_timeout: Vec<u8>,
+}
+
+impl Answers {
+    fn new(bounds: &Bounds) -> Self {
+        Answers {
+            too_many_connections: Deny::TooManyConnections.refusal().wire(),
+            head_too_large: Deny::HeadTooLarge {
+                max: bounds.max_header_size,
+            }
+            .refusal()
+            .wire(),
+            head_timeout: Deny::HeadTimeout.refusal().wire(),
+        }
+    }
+}
+
+/// The TLS listener: Pingora sees it as plain TCP, and the edge runs the
+/// handshake itself, after admitting the connection and within
+/// `header_timeout` (Pingora's own listener would hold a handshake for a
+/// fixed 60 s before any cap applies).
+pub struct TlsListener {
+    pub addr: SocketAddr,
+    pub acceptor: Acceptor,
+}
+
+impl TlsListener {
+    fn serves(&self, local: Option<SocketAddr>) -> bool {
+        local.is_some_and(|l| {
+            l.port() == self.addr.port()
+                && (self.addr.ip().is_unspecified() || l.ip() == self.addr.ip())
+        })
+    }
+}
+
+/// Why a connection did not reach the proxy.
+#[derive(Clone, Copy)]
+enum Refused {
+    /// Over a connection cap (answered 503 on a plain listener).
+    Cap(ConnectionCap),
+    /// A PROXY header or TLS handshake that failed.
+    Edge(EdgeReason),
+}
+
+impl Refused {
+    fn count(&self) {
+        match self {
+            Refused::Cap(cap) => METRICS
+                .connections_refused
+                .with_label_values(&[cap.as_str()])
+                .inc(),
+            Refused::Edge(reason) => reason.count(),
+        }
+    }
+}
+
+/// The proxy's `ServerApp`: admits a connection, reads its PROXY header and
+/// runs its TLS handshake within `header_timeout`, wraps its stream in a
 /// `Guarded`, and hands it to `Heads`, which re-arms the head bounds
 /// before each keep-alive request.
 pub struct Edge<A> {
     http: Arc<Heads<A>>,
     bounds: Arc<Bounds>,
+    answers: Arc<Answers>,
+    tls: Option<TlsListener>,
     open: AtomicU64,
     per_ip: Mutex<HashMap<IpAddr, u64>>,
 }
 
 impl<A> Edge<A> {
-    pub fn new(app: A, bounds: Bounds) -> Self {
+    pub fn new(app: A, bounds: Bounds, tls: Option<TlsListener>) -> Self {
         Edge {
             http: Arc::new(Heads { app: Arc::new(app) }),
+            answers: Arc::new(Answers::new(&bounds)),
             bounds: Arc::new(bounds),
+            tls,
             open: AtomicU64::new(0),
             per_ip: Mutex::new(HashMap::new()),
         }
     }
 
     /// Counts a connection in, or says which cap refuses it.
-    fn admit(&self, peer: Option<IpAddr>) -> Result<Option<IpAddr>, &'static str> {
+    fn admit(&self, peer: Option<IpAddr>) -> Result<Option<IpAddr>, ConnectionCap> {
         if self.open.fetch_add(1, Ordering::AcqRel) >= self.bounds.max_connections {
             self.open.fetch_sub(1, Ordering::AcqRel);
-            return Err("total");
+            return Err(ConnectionCap::Total);
         }
+        match self.admit_address(peer) {
+            Ok(capped) => {
+                METRICS.connections_open.inc();
+                Ok(capped)
+            }
+            Err(cap) => {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                Err(cap)
+            }
+        }
+    }
+
+    /// Counts a connection against its address's cap (untrusted peers
+    /// only): the address it was counted under, if any.
+    fn admit_address(&self, peer: Option<IpAddr>) -> Result<Option<IpAddr>, ConnectionCap> {
         let capped = peer
             .filter(|ip| !self.bounds.trusted.iter().any(|n| n.contains(ip)))
             .map(|ip| crate::limit::address_key(ip, self.bounds.ipv6_prefix));
@@ -104,19 +188,20 @@ impl<A> Edge<A> {
             let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
             let n = per_ip.entry(ip).or_insert(0);
             if *n >= self.bounds.max_connections_per_ip {
-                drop(per_ip);
-                self.open.fetch_sub(1, Ordering::AcqRel);
-                return Err("per_ip");
+                return Err(ConnectionCap::PerIp);
             }
             *n += 1;
         }
-        METRICS.connections_open.inc();
         Ok(capped)
     }
 
     fn release(&self, capped: Option<IpAddr>) {
         self.open.fetch_sub(1, Ordering::AcqRel);
         METRICS.connections_open.dec();
+        self.release_address(capped);
+    }
+
+    fn release_address(&self, capped: Option<IpAddr>) {
         if let Some(ip) = capped {
             let mut per_ip = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(n) = per_ip.get_mut(&ip) {
@@ -135,15 +220,145 @@ struct Open<A> {
     capped: Option<IpAddr>,
 }
 
+impl<A> Open<A> {
+    /// A PROXY header named the client: the connection is counted under
+    /// the client's address from now on (a trusted proxy's is not counted).
+    fn client(&mut self, client: IpAddr) -> Result<(), ConnectionCap> {
+        let capped = self.edge.admit_address(Some(client))?;
+        let before = std::mem::replace(&mut self.capped, capped);
+        self.edge.release_address(before);
+        Ok(())
+    }
+}
+
 impl<A> Drop for Open<A> {
     fn drop(&mut self) {
         self.edge.release(self.capped);
     }
 }
 
-const REFUSED_503: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 124\r\n\r\n{\"type\":\"urn:fairgate:problem:too-many-connections\",\"title\":\"Too many connections\",\"status\":503,\"detail\":\"retry shortly\"}";
-const REFUSED_431: &[u8] = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/problem+json\r\nconnection: close\r\ncontent-length: 134\r\n\r\n{\"type\":\"urn:fairgate:problem:header-too-large\",\"title\":\"Request header fields too large\",\"status\":431,\"detail\":\"the head is too large\"}";
-const REFUSED_408: &[u8] = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/problem+json\r\nconnection: close\r\ncontent-length: 128\r\n\r\n{\"type\":\"urn:fairgate:problem:header-timeout\",\"title\":\"Request timeout\",\"status\":408,\"detail\":\"the head did not arrive in time\"}";
+fn peer_ip(stream: &Stream) -> Option<IpAddr> {
+    stream
+        .get_socket_digest()
+        .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()))
+        .map(|ip| ip.to_canonical())
+}
+
+fn local_addr(stream: &Stream) -> Option<SocketAddr> {
+    stream
+        .get_socket_digest()
+        .and_then(|d| d.local_addr().and_then(|a| a.as_inet()).copied())
+}
+
+impl<A> Edge<A>
+where
+    A: HttpServerApp + Send + Sync + 'static,
+{
+    /// Reads the PROXY header, and counts the connection under the client
+    /// it names: any bytes of the first request read with it.
+    async fn proxy_header(
+        &self,
+        stream: &mut Stream,
+        open: &mut Open<A>,
+    ) -> Result<Vec<u8>, Refused> {
+        if !self.bounds.proxy_protocol {
+            return Ok(Vec::new());
+        }
+        let read = crate::proxy::proxy_protocol::read_header(&mut **stream, &self.bounds.trusted);
+        let (client, rest) = read.await.map_err(|e| {
+            tracing::debug!(error = %e, "connection.proxy_protocol_refused");
+            Refused::Edge(EdgeReason::HandshakeFailed)
+        })?;
+        if let Some(client) = client {
+            let fd = stream.id();
+            crate::proxy::proxy_protocol::set_peer(&mut **stream, fd, client);
+            open.client(client.ip()).map_err(Refused::Cap)?;
+        }
+        Ok(rest)
+    }
+
+    /// Runs the TLS handshake, the bytes read with a PROXY header first.
+    async fn tls_handshake(&self, stream: Stream, early: &[u8]) -> Result<Stream, Refused> {
+        let failed = |why: String| {
+            tracing::debug!(error = %why, "connection.tls_handshake_failed");
+            Refused::Edge(EdgeReason::HandshakeFailed)
+        };
+        let Some(listener) = self.tls.as_ref() else {
+            return Err(failed("no TLS listener".into()));
+        };
+        let mut l4 = stream
+            .into_any()
+            .downcast::<L4Stream>()
+            .map_err(|_| failed("not a TCP stream".into()))?;
+        l4.rewind(early);
+        let stream = listener
+            .acceptor
+            .tls_handshake(*l4)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        Ok(Box::new(stream))
+    }
+
+    /// Counts a refusal; a connection over a cap on a plain listener gets
+    /// its 503 (best effort, within a second), nothing before a handshake.
+    async fn refuse(&self, mut stream: Stream, refused: Refused, tls: bool) {
+        refused.count();
+        if let (Refused::Cap(_), false) = (refused, tls) {
+            let answer = async {
+                stream.write_all(&self.answers.too_many_connections).await?;
+                stream.flush().await
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
+        }
+        Shutdown::shutdown(&mut *stream).await;
+    }
+
+    /// Admits, then reads the PROXY header and runs the TLS handshake
+    /// within `header_timeout` of accept; `None` when the connection was
+    /// refused (and counted).
+    async fn accept(
+        self: &Arc<Self>,
+        mut stream: Stream,
+        tls: bool,
+    ) -> Option<(Stream, Vec<u8>, Open<A>)> {
+        let mut open = match self.admit(peer_ip(&stream)) {
+            Ok(capped) => Open {
+                edge: self.clone(),
+                capped,
+            },
+            Err(cap) => {
+                self.refuse(stream, Refused::Cap(cap), tls).await;
+                return None;
+            }
+        };
+        let deadline = Instant::now() + self.bounds.header_timeout;
+        let early = match timeout_at(deadline, self.proxy_header(&mut stream, &mut open)).await {
+            Ok(Ok(early)) => early,
+            Ok(Err(refused)) => {
+                self.refuse(stream, refused, tls).await;
+                return None;
+            }
+            Err(_) => {
+                EdgeReason::HandshakeTimeout.count();
+                return None;
+            }
+        };
+        if !tls {
+            return Some((stream, early, open));
+        }
+        match timeout_at(deadline, self.tls_handshake(stream, &early)).await {
+            Ok(Ok(stream)) => Some((stream, Vec::new(), open)),
+            Ok(Err(refused)) => {
+                refused.count();
+                None
+            }
+            Err(_) => {
+                EdgeReason::HandshakeTimeout.count();
+                None
+            }
+        }
+    }
+}
 
 #[async_trait]
 impl<A> ServerApp for Edge<A>
@@ -152,52 +367,16 @@ where
 {
     async fn process_new(
         self: &Arc<Self>,
-        mut stream: Stream,
+        stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let mut early = Vec::new();
-        if self.bounds.proxy_protocol && stream.get_ssl_digest().is_none() {
-            let read =
-                crate::proxy::proxy_protocol::read_header(&mut *stream, &self.bounds.trusted);
-            match read.await {
-                Ok((client, rest)) => {
-                    if let Some(client) = client {
-                        let fd = stream.id();
-                        crate::proxy::proxy_protocol::set_peer(&mut *stream, fd, client);
-                    }
-                    early = rest;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "connection.proxy_protocol_refused");
-                    return None;
-                }
-            }
-        }
-        let peer = stream
-            .get_socket_digest()
-            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()))
-            .map(|ip| ip.to_canonical());
-        let capped = match self.admit(peer) {
-            Ok(capped) => capped,
-            Err(reason) => {
-                METRICS
-                    .connections_refused
-                    .with_label_values(&[reason])
-                    .inc();
-                let answer = async {
-                    stream.write_all(REFUSED_503).await?;
-                    stream.flush().await
-                };
-                let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
-                Shutdown::shutdown(&mut *stream).await;
-                return None;
-            }
-        };
-        // Counted out however the connection's task ends.
-        let _open = Open {
-            edge: self.clone(),
-            capped,
-        };
+        let tls = self
+            .tls
+            .as_ref()
+            .is_some_and(|l| l.serves(local_addr(&stream)));
+        // Counted from accept, before any PROXY header or handshake, and
+        // counted out however the connection's task ends.
+        let (mut stream, mut early, _open) = self.accept(stream, tls).await?;
         // HTTP/2 frames its own headers (h2's limits apply); only HTTP/1
         // heads are read here, and only HTTP/2 resets are counted.
         let h2 = match stream.selected_alpn_proto() {
@@ -211,7 +390,8 @@ where
             }
             _ => false,
         };
-        let mut guarded = Guarded::new(stream, self.bounds.clone(), !h2);
+        let answers = self.answers.clone();
+        let mut guarded = Guarded::new(stream, self.bounds.clone(), answers, !h2);
         guarded.early = early;
         self.http.process_new(Box::new(guarded), shutdown).await;
         None
@@ -305,6 +485,7 @@ impl HeadEnd {
 pub struct Guarded {
     inner: Stream,
     bounds: Arc<Bounds>,
+    answers: Arc<Answers>,
     /// Reading a request head (HTTP/1 only).
     in_head: bool,
     head_bytes: usize,
@@ -331,7 +512,7 @@ impl std::fmt::Debug for Guarded {
 }
 
 impl Guarded {
-    fn new(inner: Stream, bounds: Arc<Bounds>, h1: bool) -> Self {
+    fn new(inner: Stream, bounds: Arc<Bounds>, answers: Arc<Answers>, h1: bool) -> Self {
         // The first head's clock starts at accept: a connection that sends
         // nothing is closed at the deadline too.
         let deadline = Box::pin(tokio::time::sleep(bounds.header_timeout));
@@ -339,6 +520,7 @@ impl Guarded {
         Guarded {
             inner,
             bounds,
+            answers,
             in_head: h1,
             head_bytes: 0,
             scan: HeadEnd::default(),
@@ -362,12 +544,16 @@ impl Guarded {
     }
 
     /// Best effort: the answer goes out if the socket takes it now.
-    fn refuse(&mut self, cx: &mut Context<'_>, answer: &[u8], reason: &str) -> std::io::Error {
-        METRICS.edge_refusals.with_label_values(&[reason]).inc();
+    fn refuse(&mut self, cx: &mut Context<'_>, reason: EdgeReason) -> std::io::Error {
+        reason.count();
+        let answer = match reason {
+            EdgeReason::HeaderTimeout => &self.answers.head_timeout,
+            _ => &self.answers.head_too_large,
+        };
         let _ = Pin::new(&mut self.inner).poll_write(cx, answer);
         let _ = Pin::new(&mut self.inner).poll_flush(cx);
         self.in_head = false;
-        std::io::Error::other(format!("request head refused: {reason}"))
+        std::io::Error::other(format!("request head refused: {}", reason.as_str()))
     }
 }
 
@@ -382,10 +568,7 @@ impl AsyncRead for Guarded {
         let this = &mut *self;
         let waiting = this.resets.as_ref().is_some_and(|r| !r.seen_request);
         if waiting && std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
-            METRICS
-                .edge_refusals
-                .with_label_values(&["header_timeout"])
-                .inc();
+            EdgeReason::HeaderTimeout.count();
             return Poll::Ready(Err(std::io::Error::other("no HTTP/2 request in time")));
         }
         let start = buf.filled().len();
@@ -394,10 +577,7 @@ impl AsyncRead for Guarded {
             return read;
         };
         if matches!(read, Poll::Ready(Ok(()))) && resets.over(&buf.filled()[start..]) {
-            METRICS
-                .edge_refusals
-                .with_label_values(&["h2_resets"])
-                .inc();
+            EdgeReason::H2Resets.count();
             tracing::info!(limit = resets.limit, "connection.h2_resets_exceeded");
             return Poll::Ready(Err(std::io::Error::other("too many HTTP/2 stream resets")));
         }
@@ -428,7 +608,7 @@ impl Guarded {
                 this.in_head = false;
                 return Poll::Ready(Ok(()));
             }
-            return Poll::Ready(Err(this.refuse(cx, REFUSED_408, "header_timeout")));
+            return Poll::Ready(Err(this.refuse(cx, EdgeReason::HeaderTimeout)));
         }
         // One byte past the bound is enough to know it was crossed.
         let room =
@@ -474,7 +654,7 @@ impl Guarded {
         if ended {
             self.in_head = false;
         } else if self.head_bytes > self.bounds.max_header_size {
-            return Err(self.refuse(cx, REFUSED_431, "header_size"));
+            return Err(self.refuse(cx, EdgeReason::HeaderSize));
         }
         Ok(())
     }
@@ -610,25 +790,25 @@ mod tests {
             h2c: false,
             h2_resets_per_second: 100,
         };
-        let edge = Edge::new((), bounds);
+        let edge = Edge::new((), bounds, None);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let lb: IpAddr = "10.1.2.3".parse().unwrap();
         let held = edge.admit(Some(a)).unwrap();
-        assert_eq!(edge.admit(Some(a)), Err("per_ip"));
+        assert_eq!(edge.admit(Some(a)), Err(ConnectionCap::PerIp));
         assert_eq!(
             edge.admit(Some(lb)),
             Ok(None),
             "trusted peers are not capped"
         );
         assert_eq!(edge.admit(Some(lb)), Ok(None));
-        assert_eq!(edge.admit(Some(lb)), Err("total"));
+        assert_eq!(edge.admit(Some(lb)), Err(ConnectionCap::Total));
         edge.release(held);
         assert!(edge.admit(Some(a)).is_ok());
         // IPv6 peers are capped per /64.
-        let edge = Edge::new((), edge.bounds.as_ref().clone());
+        let edge = Edge::new((), edge.bounds.as_ref().clone(), None);
         let v6 = |s: &str| Some(s.parse::<IpAddr>().unwrap());
         assert!(edge.admit(v6("2001:db8:0:1::1")).is_ok());
-        assert_eq!(edge.admit(v6("2001:db8:0:1::2")), Err("per_ip"));
+        assert_eq!(edge.admit(v6("2001:db8:0:1::2")), Err(ConnectionCap::PerIp));
         assert!(edge.admit(v6("2001:db8:0:2::1")).is_ok());
     }
 }

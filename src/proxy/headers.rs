@@ -11,7 +11,7 @@ use pingora::proxy::Session;
 
 use super::ctx::Ctx;
 use super::respond::Deny;
-use crate::metrics::METRICS;
+use crate::metrics::EdgeReason;
 
 pub const X_REQUEST_ID: &str = "x-request-id";
 
@@ -125,10 +125,7 @@ pub fn clean(req: &mut RequestHeader, ctx: &Ctx) -> Result<(), Deny> {
 /// The request target and every header line within `max_field` bytes.
 fn bounded(req: &RequestHeader, max: usize) -> Result<(), Deny> {
     let refuse = |deny| {
-        METRICS
-            .edge_refusals
-            .with_label_values(&["header_field_size"])
-            .inc();
+        EdgeReason::HeaderFieldSize.count();
         Err(deny)
     };
     if req.raw_path().len() > max {

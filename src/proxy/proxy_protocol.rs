@@ -1,5 +1,5 @@
-//! PROXY protocol v1 and v2 (HAProxy's), read before TLS on listeners that
-//! expect it (`server.proxy_protocol: true`): the address it carries
+//! PROXY protocol v1 and v2 (HAProxy's), read by the edge before TLS on
+//! listeners that expect it (`server.proxy_protocol: true`): the address it carries
 //! becomes the connection's peer, so `client_ip` limits, `X-Forwarded-For`,
 //! the connection caps and the logs see the real client. It is believed
 //! only from `trusted_proxies`; a connection from anyone else, or without a
@@ -7,14 +7,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use async_trait::async_trait;
 use ipnet::IpNet;
-use pingora::listeners::PreTlsProcess;
 use pingora::protocols::l4::socket::SocketAddr as PeerAddr;
-use pingora::protocols::l4::stream::Stream as L4Stream;
 use pingora::protocols::{GetSocketDigest, SocketDigest};
 use pingora::{Error, ErrorType, Result};
-use std::os::unix::io::AsRawFd;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -34,14 +30,22 @@ pub enum Header {
 
 /// Parses a complete header at the start of `buf`: the header and its
 /// length, `Ok(None)` when more bytes are needed, `Err` when it is not one.
+/// An IPv4 client carried as `::ffff:a.b.c.d` is the IPv4 address.
 pub fn parse(buf: &[u8]) -> std::result::Result<Option<(Header, usize)>, &'static str> {
-    if buf.len() >= 12 && &buf[..12] == V2_SIGNATURE {
-        return parse_v2(buf);
-    }
-    if V2_SIGNATURE.starts_with(&buf[..buf.len().min(12)]) && buf.len() < 12 {
-        return Ok(None);
-    }
-    parse_v1(buf)
+    let parsed = if buf.len() >= 12 && &buf[..12] == V2_SIGNATURE {
+        parse_v2(buf)?
+    } else if V2_SIGNATURE.starts_with(&buf[..buf.len().min(12)]) && buf.len() < 12 {
+        None
+    } else {
+        parse_v1(buf)?
+    };
+    Ok(parsed.map(|(header, used)| match header {
+        Header::Client(a) => (
+            Header::Client(SocketAddr::new(a.ip().to_canonical(), a.port())),
+            used,
+        ),
+        local => (local, used),
+    }))
 }
 
 fn parse_v1(buf: &[u8]) -> std::result::Result<Option<(Header, usize)>, &'static str> {
@@ -130,10 +134,10 @@ where
     let mut buf = Vec::with_capacity(128);
     loop {
         let mut chunk = [0u8; 256];
-        let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut chunk));
-        let n = read
+        // The edge bounds the whole header by `header_timeout`.
+        let n = stream
+            .read(&mut chunk)
             .await
-            .map_err(|_| Error::explain(ErrorType::AcceptError, "PROXY header timed out"))?
             .map_err(|e| Error::because(ErrorType::AcceptError, "PROXY header", e))?;
         if n == 0 {
             return drop("closed before a PROXY header");
@@ -161,25 +165,6 @@ pub fn set_peer<S: GetSocketDigest + ?Sized>(stream: &mut S, fd: i32, client: So
     stream.set_socket_digest(digest);
 }
 
-/// The hook of TLS listeners, run before the handshake (Pingora runs it on
-/// TLS listeners only; `Edge` reads the header of plain connections).
-pub struct Expect {
-    pub trusted: Vec<IpNet>,
-}
-
-#[async_trait]
-impl PreTlsProcess for Expect {
-    async fn process(&self, stream: &mut L4Stream) -> Result<()> {
-        let (client, rest) = read_header(stream, &self.trusted).await?;
-        stream.rewind(&rest);
-        if let Some(client) = client {
-            let fd = stream.as_raw_fd();
-            set_peer(stream, fd, client);
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +185,22 @@ mod tests {
         assert!(parse(b"GET / HTTP/1.1\r\n").is_err());
         assert!(parse(b"PROXY TCP4 2001:db8::1 ::1 1 2\r\n").is_err());
         assert!(parse(b"PROXY TCP4 1.2.3.4 5.6.7.8 x 2\r\n").is_err());
+    }
+
+    /// Finding 12 of the third attack: a mapped address reached
+    /// `X-Forwarded-For` and the access log as `::ffff:a.b.c.d`.
+    #[test]
+    fn finding_12_an_ipv4_mapped_client_is_its_ipv4_address() {
+        let v1 = b"PROXY TCP6 ::ffff:203.0.113.7 ::1 5555 443\r\n";
+        let (h, _) = parse(v1).unwrap().unwrap();
+        assert_eq!(h, Header::Client("203.0.113.7:5555".parse().unwrap()));
+        let mut v2 = V2_SIGNATURE.to_vec();
+        v2.extend([0x21, 0x21, 0, 36]);
+        v2.extend(Ipv6Addr::from(Ipv4Addr::new(198, 51, 100, 9).to_ipv6_mapped()).octets());
+        v2.extend([0u8; 16]);
+        v2.extend([0x1f, 0x90, 0x01, 0xbb]);
+        let (h, _) = parse(&v2).unwrap().unwrap();
+        assert_eq!(h, Header::Client("198.51.100.9:8080".parse().unwrap()));
     }
 
     #[test]

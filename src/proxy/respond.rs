@@ -71,6 +71,15 @@ pub enum Deny {
     /// A CORS preflight, answered with these headers.
     Preflight(Vec<(HeaderName, String)>),
     Internal(&'static str),
+    /// The edge: a connection over `max_connections` or
+    /// `max_connections_per_ip`, answered at accept (plain listeners).
+    TooManyConnections,
+    /// The edge: a request head over `max_header_size` bytes.
+    HeadTooLarge {
+        max: usize,
+    },
+    /// The edge: a request head not received within `header_timeout`.
+    HeadTimeout,
 }
 
 impl Deny {
@@ -140,6 +149,28 @@ impl Deny {
             }
             Deny::Preflight(headers) => Refusal::bodyless(204, "preflight", headers),
             Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
+            Deny::TooManyConnections => Refusal::new(
+                503,
+                "too-many-connections",
+                "Too many connections",
+                "retry shortly",
+            )
+            .header(http::header::RETRY_AFTER, "1")
+            .close(),
+            Deny::HeadTooLarge { max } => Refusal::new(
+                431,
+                "header-too-large",
+                "Request header fields too large",
+                format!("the request head is over {max} bytes"),
+            )
+            .close(),
+            Deny::HeadTimeout => Refusal::new(
+                408,
+                "header-timeout",
+                "Request timeout",
+                "the request head did not arrive in time",
+            )
+            .close(),
         }
     }
 
@@ -239,10 +270,7 @@ pub fn for_error(e: &Error, deny: Option<Deny>) -> Option<Refusal> {
         }
         _ if upstream => Refusal::bad_gateway("the upstream refused or reset the connection"),
         ReadTimedout if downstream => {
-            crate::metrics::METRICS
-                .edge_refusals
-                .with_label_values(&["body_idle"])
-                .inc();
+            crate::metrics::EdgeReason::BodyIdle.count();
             Deny::BodyTimeout.refusal()
         }
         ReadError | WriteError | ConnectionClosed => return None,
@@ -401,6 +429,12 @@ impl Refusal {
     }
 
     pub fn body(&self, request_id: &str) -> Bytes {
+        self.problem(Some(request_id))
+    }
+
+    /// The problem+json body; `request_id` is absent from answers written
+    /// before a request exists (the edge's).
+    fn problem(&self, request_id: Option<&str>) -> Bytes {
         let mut obj = Map::new();
         obj.insert(
             "type".into(),
@@ -412,8 +446,37 @@ impl Refusal {
         for (k, v) in &self.extra {
             obj.insert(k.clone(), v.clone());
         }
-        obj.insert("request_id".into(), json!(request_id));
+        if let Some(id) = request_id {
+            obj.insert("request_id".into(), json!(id));
+        }
         Bytes::from(Value::Object(obj).to_string())
+    }
+
+    /// The whole HTTP/1.1 answer as bytes, for the edge, which writes
+    /// before any session exists: rendered once at start, never typed.
+    pub fn wire(&self) -> Vec<u8> {
+        let body = match self.bodyless {
+            true => Bytes::new(),
+            false => self.problem(None),
+        };
+        let reason = http::StatusCode::from_u16(self.status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("");
+        let mut out = format!("HTTP/1.1 {} {reason}\r\n", self.status);
+        if !self.bodyless {
+            out.push_str("content-type: application/problem+json\r\n");
+        }
+        for (name, value) in &self.headers {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if self.close {
+            out.push_str("connection: close\r\n");
+        }
+        out.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+        let mut out = out.into_bytes();
+        out.extend_from_slice(&body);
+        out
     }
 
     /// Writes the whole response to the client: in gRPC form to a gRPC
@@ -668,9 +731,9 @@ mod tests {
         assert_eq!(grpc_message("a \"b\" 100% é"), "a \"b\" 100%25 %C3%A9");
     }
 
-    #[test]
-    fn every_deny_has_its_status() {
-        let table = [
+    /// One of each `Deny`, with its status, slug and whether it closes.
+    fn every_deny() -> Vec<(Deny, (u16, &'static str, bool))> {
+        vec![
             (Deny::BadTarget(BadTarget::Form), (400, "bad-target", false)),
             (Deny::BadRequest("x"), (400, "bad-request", true)),
             (Deny::UriTooLong { max: 8 }, (414, "uri-too-long", false)),
@@ -734,9 +797,97 @@ mod tests {
             (Deny::SlotLost, (503, "slot-lost", false)),
             (Deny::BodyTimeout, (408, "body-timeout", false)),
             (Deny::Internal("x"), (500, "internal", false)),
-        ];
+            (Deny::AddressForbidden, (403, "address-forbidden", false)),
+            (
+                Deny::Redirect {
+                    code: 308,
+                    location: "https://a.example/x".into(),
+                },
+                (308, "redirect", false),
+            ),
+            (
+                Deny::Preflight(vec![(
+                    http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    "https://a.example".into(),
+                )]),
+                (204, "preflight", false),
+            ),
+            (
+                Deny::TooManyConnections,
+                (503, "too-many-connections", true),
+            ),
+            (
+                Deny::HeadTooLarge { max: 32768 },
+                (431, "header-too-large", true),
+            ),
+            (Deny::HeadTimeout, (408, "header-timeout", true)),
+        ]
+    }
+
+    /// A compile error when a `Deny` is added without a row above.
+    fn variant(deny: &Deny) -> usize {
+        match deny {
+            Deny::BadTarget(_) => 0,
+            Deny::BadRequest(_) => 1,
+            Deny::UriTooLong { .. } => 2,
+            Deny::HeaderTooLarge { .. } => 3,
+            Deny::NoRoute => 4,
+            Deny::BodyTooLarge { .. } => 5,
+            Deny::Unauthorized(_) => 6,
+            Deny::AuthThrottled { .. } => 7,
+            Deny::Unkeyable(_) => 8,
+            Deny::RateLimited { .. } => 9,
+            Deny::NoSlot { .. } => 10,
+            Deny::StoreUnavailable => 11,
+            Deny::SlotLost => 12,
+            Deny::BodyTimeout => 13,
+            Deny::AddressForbidden => 14,
+            Deny::Redirect { .. } => 15,
+            Deny::Preflight(_) => 16,
+            Deny::Internal(_) => 17,
+            Deny::TooManyConnections => 18,
+            Deny::HeadTooLarge { .. } => 19,
+            Deny::HeadTimeout => 20,
+        }
+    }
+
+    #[test]
+    fn every_deny_has_its_status() {
+        let table = every_deny();
+        let seen: std::collections::BTreeSet<usize> =
+            table.iter().map(|(d, _)| variant(d)).collect();
+        assert_eq!(seen, (0..=20).collect(), "a Deny without a row");
         for (deny, want) in table {
             assert_eq!(status(deny.clone()), want, "{deny:?}");
+        }
+    }
+
+    /// Finding 4 of the third attack: two edge answers declared a length
+    /// their body did not have. Every answer, parsed as a client would.
+    #[test]
+    fn finding_4_every_answer_parses_and_its_length_is_its_body() {
+        for (deny, (status, _, close)) in every_deny() {
+            let wire = deny.clone().refusal().wire();
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut resp = httparse::Response::new(&mut headers);
+            let head = match resp.parse(&wire) {
+                Ok(httparse::Status::Complete(n)) => n,
+                other => panic!("{deny:?}: {other:?}"),
+            };
+            assert_eq!(resp.code, Some(status), "{deny:?}");
+            let field = |name: &str| {
+                resp.headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case(name))
+                    .map(|h| std::str::from_utf8(h.value).unwrap().to_string())
+            };
+            let length: usize = field("content-length").unwrap().parse().unwrap();
+            assert_eq!(length, wire.len() - head, "{deny:?}: content-length");
+            assert_eq!(field("connection").as_deref() == Some("close"), close);
+            if length > 0 {
+                let body: Value = serde_json::from_slice(&wire[head..]).unwrap();
+                assert_eq!(body["status"], json!(status), "{deny:?}");
+            }
         }
     }
 
