@@ -202,39 +202,81 @@ fn policy(shared: &Shared) -> Response<Vec<u8>> {
     )
 }
 
-/// The policy text with what may be a secret shown as `***`: a URL's
-/// userinfo and query, and the value of any key naming an authorization,
+/// The policy as parsed, re-emitted as YAML, with what may be a secret
+/// shown as `***`: every scalar under a key naming an authorization,
 /// cookie, token, secret, password, API key or credential (a fixed
-/// `Authorization` in `request_headers`, say). Over-redacting is fine.
+/// `Authorization` in `request_headers`, say), and any URL's userinfo and
+/// query. Redacting the parsed tree, not the text, catches every YAML
+/// spelling of a key or value (escapes, quoting, block scalars); comments
+/// are not shown. Over-redacting is fine.
 fn redact(text: &str) -> String {
+    use yaml_rust2::{YamlEmitter, YamlLoader};
+    let Ok(docs) = YamlLoader::load_from_str(text) else {
+        return "***".to_string();
+    };
+    let mut out = String::new();
+    for doc in docs {
+        let mut emitter = YamlEmitter::new(&mut out);
+        if emitter.dump(&redact_node(doc, false)).is_err() {
+            return "***".to_string();
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn redact_node(node: yaml_rust2::Yaml, secret: bool) -> yaml_rust2::Yaml {
+    use yaml_rust2::Yaml;
+    match node {
+        Yaml::Hash(map) => Yaml::Hash(
+            map.into_iter()
+                .map(|(k, v)| {
+                    let secret = secret || k.as_str().is_some_and(names_a_secret);
+                    (k, redact_node(v, secret))
+                })
+                .collect(),
+        ),
+        Yaml::Array(items) => {
+            Yaml::Array(items.into_iter().map(|v| redact_node(v, secret)).collect())
+        }
+        Yaml::String(_) | Yaml::Integer(_) | Yaml::Real(_) | Yaml::Boolean(_) if secret => {
+            Yaml::String("***".to_string())
+        }
+        Yaml::String(s) => Yaml::String(redact_urls(&s)),
+        other => other,
+    }
+}
+
+/// Whether a key names a secret; `*_env` keys name environment variables,
+/// and the names are not secrets.
+fn names_a_secret(key: &str) -> bool {
+    const SECRETS: [&str; 8] = [
+        "authorization",
+        "cookie",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "apikey",
+        "credential",
+    ];
+    let key = key.to_ascii_lowercase();
+    let bare: String = key.chars().filter(|c| !matches!(c, '-' | '_')).collect();
+    !key.ends_with("_env") && SECRETS.iter().any(|s| bare.contains(s))
+}
+
+/// A URL's userinfo and query, anywhere in a value, as `***`.
+fn redact_urls(value: &str) -> String {
     use std::sync::LazyLock;
     static USERINFO: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r"([a-z][a-z0-9+.-]*://)[^/\s]*@").expect("valid regex")
+        regex::Regex::new(r"(?i)([a-z][a-z0-9+.-]*://)[^/\s]*@").expect("valid regex")
     });
     static QUERY: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r#"([a-z][a-z0-9+.-]*://[^\s"'?#]*)\?[^\s"'#,}\]]*"#)
+        regex::Regex::new(r#"(?i)([a-z][a-z0-9+.-]*://[^\s"'?#]*)\?[^\s"'#]*"#)
             .expect("valid regex")
     });
-    static SENSITIVE: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(
-            r#"(?i)([A-Za-z0-9_-]*(?:authorization|cookie|token|secret|password|passwd|api[-_]?key|credential)[A-Za-z0-9_-]*["']?\s*:\s*)("[^"]*"|'[^']*'|[^,}\s#][^,}#\n]*)"#,
-        )
-        .expect("valid regex")
-    });
-    let text = USERINFO.replace_all(text, "$1***@");
-    let text = QUERY.replace_all(&text, "$1?***");
-    // `*_env` keys name environment variables: the names are not secrets.
-    SENSITIVE
-        .replace_all(&text, |c: &regex::Captures<'_>| {
-            let key = c[1].trim_end_matches(|ch: char| {
-                ch == ':' || ch == '"' || ch == '\'' || ch.is_whitespace()
-            });
-            match key.to_ascii_lowercase().ends_with("_env") {
-                true => c[0].to_string(),
-                false => format!("{}\"***\"", &c[1]),
-            }
-        })
-        .into_owned()
+    let value = USERINFO.replace_all(value, "$1***@");
+    QUERY.replace_all(&value, "$1?***").into_owned()
 }
 
 /// Compares the SHA-256 of both in constant time: the time says neither
@@ -264,22 +306,55 @@ fn json_response(status: u16, body: Value) -> Response<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use super::redact;
+
     #[test]
     fn what_may_be_a_secret_is_redacted() {
         let text = "sentinels: [\"redis://:s3cret@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\n\
                     url: redis://:p@ss@h:6379/0\n\
-                    - {jwks_url: \"https://idp/keys?api_key=abc\", refresh: 5m}\n\
+                    jwks: [{jwks_url: \"https://idp/keys?api_key=abc\", refresh: 5m}]\n\
                     set: {Authorization: \"Bearer xyz\", X-Api-Key: k1, Accept: text/csv}\n\
                     token_env: FAIRGATE_ADMIN_TOKEN\n\
                     session_token: abc";
-        assert_eq!(
-            super::redact(text),
-            "sentinels: [\"redis://***@10.0.0.1:26379\", \"redis://10.0.0.2:26379\"]\n\
-             url: redis://***@h:6379/0\n\
-             - {jwks_url: \"https://idp/keys?***\", refresh: 5m}\n\
-             set: {Authorization: \"***\", X-Api-Key: \"***\", Accept: text/csv}\n\
-             token_env: FAIRGATE_ADMIN_TOKEN\n\
-             session_token: \"***\""
-        );
+        let out = redact(text);
+        for secret in ["s3cret", "p@ss", "api_key=abc", "xyz", "k1", "abc\n"] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        for kept in [
+            "redis://***@10.0.0.1:26379",
+            "redis://10.0.0.2:26379",
+            "redis://***@h:6379/0",
+            "https://idp/keys?***",
+            "Accept: text/csv",
+            "token_env: FAIRGATE_ADMIN_TOKEN",
+            "refresh: 5m",
+        ] {
+            assert!(out.contains(kept), "{kept} not in {out}");
+        }
+    }
+
+    /// Finding 7 of the third attack: the text was redacted line by line,
+    /// so these spellings came back in clear.
+    #[test]
+    fn finding_7_secrets_are_redacted_whatever_their_yaml_spelling() {
+        let text = "routes:\n\
+                    \x20 - request_headers:\n\
+                    \x20     set:\n\
+                    \x20       Authorization: >-\n\
+                    \x20         Bearer FOLDED-SECRET\n\
+                    \x20       \"X-Api-K\\x65y\": ESCAPED-KEY-SECRET\n\
+                    \x20       'Cookie': |\n\
+                    \x20         LITERAL-SECRET\n\
+                    store: {url: \"redis://:ESCAPED-AT-SECRET\\x40redis:6379/0\"}\n";
+        let out = redact(text);
+        for secret in [
+            "FOLDED-SECRET",
+            "ESCAPED-KEY-SECRET",
+            "LITERAL-SECRET",
+            "ESCAPED-AT-SECRET",
+        ] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(out.contains("redis://***@redis:6379/0"), "{out}");
     }
 }

@@ -623,3 +623,55 @@ acknowledge: [store.process_local]
     assert_eq!(status(None), "403");
     assert_eq!(echo.requests(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_3_a_pool_never_reuses_a_connection_verified_with_another_pools_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, other) = (Pki::new(dir.path(), "up"), Pki::new(dir.path(), "other"));
+    let (cert, key) = up.leaf("backend", "backend", &["backend.internal"], "3A01");
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    std::fs::write(docs.join("x.txt"), "from the backend").unwrap();
+    let mut cmd = std::process::Command::new("python3");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/https_files.py");
+    cmd.arg(script).arg(&docs).arg(&cert).arg(&key);
+    let backend = Peer::spawn(&mut cmd, "python3 is needed: apt-get install python3");
+    let target = format!("127.0.0.1:{}", backend.listening_port());
+    // Same address, same SNI, same verify flags: only the CA differs.
+    let pool = |name: &str, ca: &Path| {
+        format!(
+            "  {name}: {{targets: [\"{target}\"], tls: true, sni: backend.internal, ca_file: \"{}\"}}\n",
+            ca.display()
+        )
+    };
+    let upstreams = pool("trusted", &up.ca()) + &pool("untrusted", &other.ca());
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams:
+{upstreams}
+routes:
+  - {{name: trusted, match: {{path: /x.txt, headers: {{x-pool: trusted}}}}, upstream: trusted, auth: none, exempt: true}}
+  - {{name: untrusted, match: {{path: /x.txt}}, upstream: untrusted, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#
+    ))
+    .await;
+    let client = client();
+    let get = |pool: &'static str| {
+        let request = client.get(gw.url("/x.txt"));
+        async move {
+            let request = match pool {
+                "trusted" => request.header("x-pool", "trusted"),
+                _ => request,
+            };
+            request.send().await.unwrap().status().as_u16()
+        }
+    };
+    // The order that used to pass: a verified connection is pooled first.
+    assert_eq!(get("trusted").await, 200);
+    assert_eq!(get("untrusted").await, 502);
+    assert_eq!(get("trusted").await, 200);
+    assert_eq!(get("untrusted").await, 502);
+}

@@ -29,6 +29,9 @@ pub struct Pool {
     sni: String,
     /// `ca_file`'s roots, trusted instead of the system's.
     ca: Option<Arc<[WrappedX509]>>,
+    /// Pingora's connection-reuse group: a digest of the roots, so pools
+    /// that trust other CAs never share a verified connection.
+    group_key: u64,
     /// Failures in a row per target, and until when it is out of rotation.
     passive: Mutex<HashMap<std::net::SocketAddr, (u32, Option<Instant>)>>,
     /// Requests in flight per target (for `least_requests`).
@@ -75,9 +78,15 @@ impl Pool {
                 .map_or(first.as_str(), |(h, _)| h)
                 .to_string()
         });
+        // Pingora reuses a pooled connection for any peer with the same
+        // address, SNI and verify flags; its CA is not part of that. A pool
+        // trusting other roots gets connections of its own.
+        let mut group_key = 0;
         let ca = match &upstream.ca_file {
             Some(path) => {
                 let roots = crate::tls::load_roots(path)?;
+                group_key =
+                    stable_hash(&roots.iter().flat_map(|d| d.to_vec()).collect::<Vec<u8>>());
                 let wrapped = roots
                     .iter()
                     .map(|der| WrappedX509::new(der.to_vec(), pingora::utils::tls::parse_x509));
@@ -95,6 +104,7 @@ impl Pool {
             upstream: upstream.clone(),
             sni,
             ca,
+            group_key,
         })
     }
 
@@ -136,6 +146,7 @@ impl Pool {
         peer.options.verify_cert = self.upstream.tls_verify;
         peer.options.verify_hostname = self.upstream.tls_verify;
         peer.options.ca = self.ca.clone();
+        peer.group_key = self.group_key;
         if self.upstream.protocol != UpstreamProtocol::Http1 {
             // HTTP/2 only (ALPN h2 on TLS, prior knowledge in the clear),
             // many streams on one connection, as gRPC servers expect.
