@@ -29,23 +29,30 @@ impl Carried<'_> {
             (_, None) => false,
         };
         match condition {
+            // A value is matched only when it is there exactly once: of
+            // two, the route would see one and the upstream may read the
+            // other. Presence needs any.
             Condition::Header(name, want) => {
-                let values = self.headers.get_all(name);
-                match want {
-                    ValueMatch::Present => values.iter().next().is_some(),
-                    _ => values.iter().any(|v| matches(want, Some(v.as_bytes()))),
+                let mut values = self.headers.get_all(name).iter();
+                match (want, values.next(), values.next()) {
+                    (ValueMatch::Present, first, _) => first.is_some(),
+                    (_, Some(one), None) => matches(want, Some(one.as_bytes())),
+                    _ => false,
                 }
             }
             Condition::Query(key, want) => {
-                let mut pairs = self
+                let mut values = self
                     .query
                     .unwrap_or("")
                     .split('&')
-                    .filter(|p| !p.is_empty());
-                pairs.any(|pair| {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    decoded(k) == key.as_bytes() && matches(want, Some(&decoded(v)))
-                })
+                    .filter(|p| !p.is_empty())
+                    .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+                    .filter(|(k, _)| decoded(k) == key.as_bytes());
+                match (want, values.next(), values.next()) {
+                    (ValueMatch::Present, first, _) => first.is_some(),
+                    (_, Some((_, v)), None) => matches(want, Some(&decoded(v))),
+                    _ => false,
+                }
             }
         }
     }

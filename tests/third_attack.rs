@@ -1,7 +1,9 @@
-//! The edge bounds of the third attack, tested as the attacker ran them:
-//! raw sockets that stall a TLS handshake or a PROXY header, answers read
-//! byte for byte and parsed by a real HTTP parser, and what the upstream
-//! really received. One test per finding, named after it.
+//! The findings of the third attack, tested as the attacker ran them: raw
+//! sockets that stall a TLS handshake or a PROXY header, answers read byte
+//! for byte and parsed by a real HTTP parser, raw heads with repeated
+//! fields, and what the upstream really received. One test per finding,
+//! named after it (the importer's are in `import.rs`, the Redis TLS ones
+//! in `redis_tls.rs`).
 
 mod common;
 
@@ -278,5 +280,43 @@ acknowledge: [store.process_local]
     assert!(
         line.contains("\"203.0.113.7\"") && !line.contains("::ffff:"),
         "{line}"
+    );
+}
+
+#[tokio::test]
+async fn finding_9_a_repeated_header_or_parameter_matches_no_value() {
+    let up = RawUpstream::start().await;
+    let gw = Gateway::start(&format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams: {{api: {{targets: ["{}"]}}}}
+routes:
+  - {{name: v2, match: {{path: /h, headers: {{x-version: "2"}}}}, upstream: api, auth: none, exempt: true}}
+  - {{name: beta, match: {{path: /q, query: {{beta: {{regex: "1"}}}}}}, upstream: api, auth: none, exempt: true}}
+  - {{name: canary, match: {{path: /p, headers: {{x-canary: true}}}}, upstream: api, auth: none, exempt: true}}
+acknowledge: [store.process_local]
+"#,
+        up.addr
+    ))
+    .await;
+    let status = |target: &str, headers: &str| {
+        let request =
+            format!("GET {target} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n");
+        let addr = gw.listen;
+        async move { status_of(&raw_http(addr, &request).await) }
+    };
+    assert_eq!(status("/h", "X-Version: 2\r\n").await, 200);
+    assert_eq!(status("/h", "X-Version: 1\r\nX-Version: 2\r\n").await, 404);
+    assert_eq!(status("/h", "X-Version: 2\r\nX-Version: 2\r\n").await, 404);
+    assert_eq!(status("/q?beta=1", "").await, 200);
+    assert_eq!(status("/q?beta=0&beta=1", "").await, 404);
+    assert_eq!(status("/q?beta=1&b%65ta=1", "").await, 404);
+    // Presence asks for no value: any number of lines is present.
+    assert_eq!(status("/p", "X-Canary: a\r\nX-Canary: b\r\n").await, 200);
+    assert_eq!(
+        up.count(),
+        3,
+        "only the unambiguous requests were forwarded"
     );
 }
