@@ -320,3 +320,82 @@ acknowledge: [store.process_local]
         "only the unambiguous requests were forwarded"
     );
 }
+
+/// A WebSocket echo server on loopback: its address.
+async fn websocket_echo() -> SocketAddr {
+    use futures_util::{SinkExt, StreamExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(msg)) = ws.next().await {
+                    if msg.is_text() && ws.send(msg).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_10_an_idle_websocket_outlives_the_body_timeout_and_keeps_its_slot() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+    let (redis, ws) = (Redis::start().await, websocket_echo().await);
+    let gw = Gateway::start_hs256(
+        &format!(
+            r#"
+server: {{listen: ["$LISTEN"], body_idle_timeout: 1s, upgrade_idle_timeout: 4s}}
+admin: {{listen: "$ADMIN"}}
+store: {{kind: redis, url: "{}"}}
+{AUTH_HS256}
+upstreams: {{ws: {{targets: ["{ws}"], read_timeout: 1s}}}}
+default_limits: none
+concurrency:
+  live: {{scope: tenant, slots: 1, lease: 1s}}
+routes:
+  - {{name: live, match: {{path: /live}}, upstream: ws, concurrency: live}}
+"#,
+            redis.url()
+        ),
+        GatewayOptions::default(),
+    )
+    .await;
+    let mut request = format!("ws://{}/live", gw.listen)
+        .into_client_request()
+        .unwrap();
+    let bearer = format!("Bearer {}", token("acme")).parse().unwrap();
+    request.headers_mut().insert("authorization", bearer);
+    let (mut socket, resp) = tokio_tungstenite::connect_async(request).await.unwrap();
+    assert_eq!(resp.status(), 101);
+    let slots = || {
+        let keys = scan_keys(redis.port);
+        let key = keys.iter().find(|k| k.contains(":slots:live"));
+        key.map_or(0, |k| {
+            redis.cli(&["ZCARD", k]).trim().parse::<u64>().unwrap()
+        })
+    };
+    // Quiet past the body timeout, the pool's read timeout and two leases:
+    // still open, still holding (renewing) its one slot.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(slots(), 1);
+    socket.send(Message::text("still here")).await.unwrap();
+    let echoed = socket.next().await.unwrap().unwrap();
+    assert_eq!(echoed.into_text().unwrap().as_str(), "still here");
+    // Quiet past upgrade_idle_timeout: closed by the gateway, slot freed.
+    let quiet = Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(10), socket.next()).await;
+    assert!(ended.is_ok(), "still open 10 s later");
+    let after = quiet.elapsed();
+    assert!(
+        after >= Duration::from_millis(3500),
+        "closed after {after:?}"
+    );
+    assert!(eventually(Duration::from_secs(5), || async { slots() == 0 }).await);
+}

@@ -158,6 +158,9 @@ pub struct Server {
     pub header_timeout: Duration,
     /// Longest wait for the next byte of a request body.
     pub body_idle_timeout: Duration,
+    /// An upgraded connection (WebSocket, any `101`) idle this long in
+    /// either direction is closed.
+    pub upgrade_idle_timeout: Duration,
     /// Longest wait for the next request on a kept-alive connection.
     pub keepalive_timeout: Duration,
     /// Accept `;` in paths (`path_parameters: keep`); refused by default.

@@ -36,6 +36,7 @@ pub const SERVER: &[&str] = &[
     "max_header_field_size",
     "header_timeout",
     "body_idle_timeout",
+    "upgrade_idle_timeout",
     "keepalive_timeout",
     "max_connections",
     "max_connections_per_ip",

@@ -134,6 +134,12 @@ impl ProxyHttp for Gateway {
         }
         options.read_timeout = t.read.or(options.read_timeout);
         options.write_timeout = t.write.or(options.write_timeout);
+        if session.is_upgrade_req() {
+            // A WebSocket may be quiet for long: the same idle bound both
+            // ways (Pingora fixes the upstream's at connect).
+            let idle = Some(ctx.policy.config.server.upgrade_idle_timeout);
+            (options.read_timeout, options.write_timeout) = (idle, idle);
+        }
         if let Some(total) = t.total {
             // What is left of the total bounds every wait of this attempt.
             let left = total
@@ -291,6 +297,10 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         let status = response.status.as_u16();
         ctx.upstream_status = Some(status);
+        if status == 101 {
+            let idle = ctx.policy.config.server.upgrade_idle_timeout;
+            session.set_read_timeout(Some(idle));
+        }
         if let (Some(pool), Some(addr)) = (self.pool(ctx), ctx.target) {
             // A gateway-ish failure, not the application's word on a request.
             pool.record(addr, !matches!(status, 502..=504));

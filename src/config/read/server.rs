@@ -15,6 +15,7 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
         max_header_field_size: 8 * 1024,
         header_timeout: Duration::from_secs(10),
         body_idle_timeout: Duration::from_secs(30),
+        upgrade_idle_timeout: Duration::from_secs(3600),
         keepalive_timeout: Duration::from_secs(60),
         keep_path_parameters: false,
         max_connections: 10_000,
@@ -301,6 +302,7 @@ fn edge_bounds(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, server: &m
     for (key, slot) in [
         ("header_timeout", &mut server.header_timeout),
         ("body_idle_timeout", &mut server.body_idle_timeout),
+        ("upgrade_idle_timeout", &mut server.upgrade_idle_timeout),
         ("keepalive_timeout", &mut server.keepalive_timeout),
     ] {
         if let Some(d) = f.get(key).and_then(|at| r.positive_duration(&at)) {
