@@ -67,8 +67,9 @@ COPY config/ /usr/share/fairgate/config/
 USER 65532:65532
 WORKDIR /etc/fairgate
 
-# 8080: the gateway (server.listen); 9090: admin /healthz /readyz /metrics.
-EXPOSE 8080 9090
+# 8080: the gateway (server.listen); 8443: the gateway over TLS
+# (server.tls.listen); 9090: admin /healthz /readyz /metrics.
+EXPOSE 8080 8443 9090
 STOPSIGNAL SIGTERM
 
 ENTRYPOINT ["fairgate"]
