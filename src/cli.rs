@@ -259,7 +259,7 @@ fn demo() -> i32 {
     println!("  GLOBEX={globex}    # tenant globex, plan pro: 20 back to back, 5/s");
     println!("\nTry:");
     println!("  curl -i -H \"Authorization: Bearer $ACME\" http://{listen}/v1/hello   # 200 with RateLimit headers");
-    println!("  for i in $(seq 7); do curl -s -o /dev/null -w '%{{http_code}} ' -H \"Authorization: Bearer $ACME\" http://{listen}/v1/hello; done; echo   # 200 x5, then 429");
+    println!("  for i in $(seq 7); do curl -s -o /dev/null -w '%{{http_code}} ' -H \"Authorization: Bearer $ACME\" http://{listen}/v1/hello; done; echo   # after the curl above: 200 x4, then 429 x3");
     println!("  curl -i -H \"Authorization: Bearer $GLOBEX\" http://{listen}/v1/hello # another tenant is unaffected");
     println!(
         "  curl -i http://{listen}/v1/hello                                      # 401: no token"

@@ -21,7 +21,7 @@ impl Drop for Demo {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_demo_shows_a_200_quota_headers_and_a_429() {
+async fn finding_17_the_demo_shows_a_200_quota_headers_and_the_429s_its_banner_promises() {
     let mut demo = Demo(
         Command::new(env!("CARGO_BIN_EXE_fairgate"))
             .arg("demo")
@@ -73,11 +73,20 @@ async fn the_demo_shows_a_200_quota_headers_and_a_429() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["ratelimit-policy"], r#""api";q=5;w=10"#);
     assert_eq!(r.headers()["x-ratelimit-remaining"], "4");
+    // The banner's loop, run after its first curl, gives what it promises.
+    let promise = banner
+        .lines()
+        .find(|l| l.contains("for i in $(seq 7)"))
+        .and_then(|l| l.split("# after the curl above: ").nth(1))
+        .unwrap_or_else(|| panic!("no loop line in:\n{banner}"));
     let mut statuses = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..7 {
         statuses.push(call(&acme).await.unwrap().status().as_u16());
     }
-    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+    let count = |s: u16| statuses.iter().filter(|&&x| x == s).count();
+    let seen = format!("200 x{}, then 429 x{}", count(200), count(429));
+    assert_eq!(promise.trim(), seen);
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429, 429]);
     // Another tenant on another plan is unaffected.
     let r = call(&globex).await.unwrap();
     assert_eq!(r.status(), 200);
