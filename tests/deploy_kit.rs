@@ -30,9 +30,15 @@ fn finding_14_the_traffic_service_never_publishes_the_admin_port() {
     let services = services();
     let ports = |name: &str| {
         let found = services.iter().find(|(n, _)| n == name);
-        found.unwrap_or_else(|| panic!("no Service {name}")).1.clone()
+        found
+            .unwrap_or_else(|| panic!("no Service {name}"))
+            .1
+            .clone()
     };
-    assert_eq!(ports("fairgate"), BTreeSet::from(["http".into(), "https".into()]));
+    assert_eq!(
+        ports("fairgate"),
+        BTreeSet::from(["http".into(), "https".into()])
+    );
     assert_eq!(ports("fairgate-admin"), BTreeSet::from(["admin".into()]));
 }
 

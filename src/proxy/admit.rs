@@ -10,9 +10,9 @@ use pingora::proxy::Session;
 
 use super::ctx::Ctx;
 use super::headers;
-use super::respond::{self, Deny};
+use super::respond::Deny;
 use super::route::{self, BadTarget};
-use super::{cors, directives};
+use super::{cors, directives, quota};
 use crate::auth::{Identity, Verifier};
 use crate::limit::{self, SlotAnswer, Source, Subject};
 use crate::metrics::METRICS;
@@ -244,7 +244,7 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
         .iter()
         .map(|(p, _)| (p.limit.as_str(), &p.bucket))
         .collect();
-    let quota = respond::quota_headers(
+    let quota = quota::quota_headers(
         policy.config.quota_headers,
         &policies,
         (&p.limit, &p.bucket, state.remaining, state.reset_after_ms),

@@ -18,7 +18,7 @@ use pingora::{ErrorSource, ErrorType};
 use super::ctx::Ctx;
 use super::headers::{self, X_REQUEST_ID};
 use super::respond::{self, Deny};
-use super::{admit, cors, directives, route};
+use super::{admit, cors, directives, quota, route};
 use crate::config::{Balance, HashKey};
 use crate::state::Shared;
 
@@ -216,9 +216,9 @@ impl ProxyHttp for Gateway {
         }
         response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
         for (name, value) in &ctx.quota {
-            if respond::is_quota_list(name) && response.headers.contains_key(name) {
+            if quota::is_quota_list(name) && response.headers.contains_key(name) {
                 let theirs = response.headers.get_all(name).iter().map(|v| v.as_bytes());
-                let merged = respond::merge_quota(theirs, value);
+                let merged = quota::merge_quota(theirs, value);
                 response.insert_header(name.clone(), merged)?;
             } else {
                 response.insert_header(name.clone(), value.as_str())?;

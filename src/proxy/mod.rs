@@ -11,6 +11,8 @@ pub mod edge;
 pub mod gateway;
 pub mod h2;
 pub mod headers;
+pub mod heads;
 pub mod proxy_protocol;
+pub mod quota;
 pub mod respond;
 pub mod route;

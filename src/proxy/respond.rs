@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::auth::AuthError;
 use crate::limit::Unkeyable;
+use crate::proxy::quota::{int, sf_list};
 use crate::proxy::route::BadTarget;
 
 /// Why the gateway answers a request itself instead of forwarding it.
@@ -149,6 +150,22 @@ impl Deny {
             }
             Deny::Preflight(headers) => Refusal::bodyless(204, "preflight", headers),
             Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
+            edge @ (Deny::TooManyConnections | Deny::HeadTooLarge { .. } | Deny::HeadTimeout) => {
+                Refusal::edge(edge)
+            }
+        }
+    }
+
+    /// A name for logs: the problem slug of the answer.
+    pub fn slug(&self) -> &'static str {
+        self.clone().refusal().slug
+    }
+}
+
+impl Refusal {
+    /// The edge's answers, written before a request exists: each closes.
+    fn edge(deny: Deny) -> Self {
+        match deny {
             Deny::TooManyConnections => Refusal::new(
                 503,
                 "too-many-connections",
@@ -171,16 +188,10 @@ impl Deny {
                 "the request head did not arrive in time",
             )
             .close(),
+            other => other.refusal(),
         }
     }
 
-    /// A name for logs: the problem slug of the answer.
-    pub fn slug(&self) -> &'static str {
-        self.clone().refusal().slug
-    }
-}
-
-impl Refusal {
     /// An answer that is not a problem (a redirect, a preflight): no body.
     fn bodyless(status: u16, slug: &'static str, headers: Vec<(HeaderName, String)>) -> Self {
         let mut r = Refusal::new(status, slug, "", "");
@@ -595,359 +606,6 @@ fn grpc_message(text: &str) -> String {
     out
 }
 
-/// The quota headers of a decision. `RateLimit-Policy` lists every bucket
-/// the route spends, in the route's order, so it is the same on every
-/// response of the route; `RateLimit` and the legacy trio describe the one
-/// reported (the tightest, or the one that refused). Structured fields
-/// (RFC 8941) as the IETF draft has them: `"api";q=100;w=60`.
-pub fn quota_headers(
-    mode: crate::config::QuotaHeaders,
-    policies: &[(&str, &crate::config::Bucket)],
-    reported: (&str, &crate::config::Bucket, u64, u64),
-) -> Vec<(HeaderName, String)> {
-    use crate::config::QuotaHeaders;
-    let (limit, bucket, remaining, reset_after_ms) = reported;
-    let reset = reset_after_ms.div_ceil(1000);
-    let mut out = Vec::new();
-    if matches!(mode, QuotaHeaders::Ietf | QuotaHeaders::Both) {
-        let policy = sf_list(policies.iter().map(|(name, b)| {
-            let window = (b.capacity.get() * b.rate.interval_us()).div_ceil(1_000_000);
-            (*name, [("q", int(b.capacity.get())), ("w", int(window))])
-        }));
-        let state = sf_list([(limit, [("r", int(remaining)), ("t", int(reset))])]);
-        out.extend(policy.map(|v| (HeaderName::from_static("ratelimit-policy"), v)));
-        out.extend(state.map(|v| (HeaderName::from_static("ratelimit"), v)));
-    }
-    if matches!(mode, QuotaHeaders::Legacy | QuotaHeaders::Both) {
-        out.push((
-            HeaderName::from_static("x-ratelimit-limit"),
-            bucket.capacity.to_string(),
-        ));
-        out.push((
-            HeaderName::from_static("x-ratelimit-remaining"),
-            remaining.to_string(),
-        ));
-        out.push((
-            HeaderName::from_static("x-ratelimit-reset"),
-            reset.to_string(),
-        ));
-    }
-    out
-}
-
-fn int(n: u64) -> sfv::RefBareItem<'static> {
-    sfv::RefBareItem::Integer(
-        i64::try_from(n)
-            .unwrap_or(i64::MAX)
-            .min(999_999_999_999_999),
-    )
-}
-
-/// Policies as a structured-field List (`"api";q=100;w=60, ...`), written
-/// straight into the text: this runs on every limited response.
-fn sf_list<'a, const N: usize>(
-    members: impl IntoIterator<Item = (&'a str, [(&'a str, sfv::RefBareItem<'a>); N])>,
-) -> Option<String> {
-    let mut out = String::new();
-    for (name, params) in members {
-        let mut member = sfv::RefListSerializer::new(&mut out)
-            .bare_item(&sfv::RefBareItem::String(name))
-            .ok()?;
-        for (key, value) in &params {
-            member = member.parameter(key, value).ok()?;
-        }
-    }
-    Some(out)
-}
-
-/// Whether `name` is one of the draft's two List fields, which an
-/// upstream may send too.
-pub fn is_quota_list(name: &HeaderName) -> bool {
-    name == "ratelimit-policy" || name == "ratelimit"
-}
-
-/// The upstream's own members of a quota List field, then the gateway's:
-/// a member of the upstream named like one of the gateway's is replaced,
-/// and a field value of the upstream that is not a structured List is
-/// dropped (a parser would discard the whole field for it).
-pub fn merge_quota<'a>(theirs: impl Iterator<Item = &'a [u8]>, ours: &str) -> String {
-    use sfv::{ListEntry, Parser};
-    let name = |e: &ListEntry| match e {
-        ListEntry::Item(i) => i.bare_item.as_str().map(str::to_string),
-        ListEntry::InnerList(_) => None,
-    };
-    let Ok(ours_list) = Parser::parse_list(ours.as_bytes()) else {
-        return ours.to_string();
-    };
-    let taken: Vec<Option<String>> = ours_list.iter().map(name).collect();
-    let joined = theirs.collect::<Vec<_>>().join(&b", "[..]);
-    let mut merged: sfv::List = match Parser::parse_list(&joined) {
-        Ok(list) if !joined.is_empty() => list
-            .into_iter()
-            .filter(|e| !taken.contains(&name(e)))
-            .collect(),
-        _ => Vec::new(),
-    };
-    merged.extend(ours_list);
-    sfv::SerializeValue::serialize_value(&merged).unwrap_or_else(|_| ours.to_string())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(deny: Deny) -> (u16, &'static str, bool) {
-        let r = deny.refusal();
-        (r.status, r.slug, r.close)
-    }
-
-    #[test]
-    fn grpc_clients_get_grpc_statuses_and_encoded_messages() {
-        let code = |deny: Deny| deny.refusal().grpc_status();
-        assert_eq!(code(Deny::Unauthorized(AuthError::Missing)), 16);
-        assert_eq!(code(Deny::NoRoute), 12);
-        assert_eq!(code(Deny::BodyTooLarge { max: 1 }), 8);
-        assert_eq!(
-            code(Deny::NoSlot {
-                policy: "u".into(),
-                status: 429,
-                slots: 1
-            }),
-            8
-        );
-        // ingress-nginx's 503, imported, reaches gRPC clients as UNAVAILABLE.
-        assert_eq!(
-            code(Deny::NoSlot {
-                policy: "u".into(),
-                status: 503,
-                slots: 1
-            }),
-            14
-        );
-        assert_eq!(code(Deny::StoreUnavailable), 14);
-        assert_eq!(code(Deny::BodyTimeout), 4);
-        assert_eq!(code(Deny::BadRequest("x")), 3);
-        assert_eq!(code(Deny::Internal("x")), 13);
-        assert_eq!(grpc_message("a \"b\" 100% é"), "a \"b\" 100%25 %C3%A9");
-    }
-
-    /// One of each `Deny`, with its status, slug and whether it closes.
-    fn every_deny() -> Vec<(Deny, (u16, &'static str, bool))> {
-        vec![
-            (Deny::BadTarget(BadTarget::Form), (400, "bad-target", false)),
-            (Deny::BadRequest("x"), (400, "bad-request", true)),
-            (Deny::UriTooLong { max: 8 }, (414, "uri-too-long", false)),
-            (
-                Deny::HeaderTooLarge { max: 8 },
-                (431, "header-too-large", false),
-            ),
-            (Deny::NoRoute, (404, "no-route", false)),
-            (Deny::BodyTooLarge { max: 1 }, (413, "body-too-large", true)),
-            (
-                Deny::Unauthorized(AuthError::Expired),
-                (401, "unauthorized", false),
-            ),
-            (
-                Deny::AuthThrottled { wait_ms: 1500 },
-                (429, "auth-throttled", false),
-            ),
-            (
-                Deny::Unkeyable(Unkeyable::NotListed),
-                (404, "no-route", false),
-            ),
-            (
-                Deny::Unkeyable(Unkeyable::MissingClaim),
-                (401, "unauthorized", false),
-            ),
-            (
-                Deny::Unkeyable(Unkeyable::NoClientCert),
-                (403, "client-cert-required", false),
-            ),
-            (
-                Deny::Unkeyable(Unkeyable::ValueTooLong),
-                (400, "value-too-long", false),
-            ),
-            (
-                Deny::RateLimited {
-                    limit: "api".into(),
-                    status: 429,
-                    retry_after_ms: Some(1),
-                    reset_after_ms: 5,
-                    quota: Vec::new(),
-                },
-                (429, "rate-limited", false),
-            ),
-            (
-                Deny::NoSlot {
-                    policy: "uploads".into(),
-                    status: 429,
-                    slots: 4,
-                },
-                (429, "no-slot", false),
-            ),
-            (
-                Deny::NoSlot {
-                    policy: "conn".into(),
-                    status: 503,
-                    slots: 4,
-                },
-                (503, "no-slot", false),
-            ),
-            (Deny::StoreUnavailable, (503, "store-unavailable", false)),
-            (Deny::SlotLost, (503, "slot-lost", false)),
-            (Deny::BodyTimeout, (408, "body-timeout", false)),
-            (Deny::Internal("x"), (500, "internal", false)),
-            (Deny::AddressForbidden, (403, "address-forbidden", false)),
-            (
-                Deny::Redirect {
-                    code: 308,
-                    location: "https://a.example/x".into(),
-                },
-                (308, "redirect", false),
-            ),
-            (
-                Deny::Preflight(vec![(
-                    http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
-                    "https://a.example".into(),
-                )]),
-                (204, "preflight", false),
-            ),
-            (
-                Deny::TooManyConnections,
-                (503, "too-many-connections", true),
-            ),
-            (
-                Deny::HeadTooLarge { max: 32768 },
-                (431, "header-too-large", true),
-            ),
-            (Deny::HeadTimeout, (408, "header-timeout", true)),
-        ]
-    }
-
-    /// A compile error when a `Deny` is added without a row above.
-    fn variant(deny: &Deny) -> usize {
-        match deny {
-            Deny::BadTarget(_) => 0,
-            Deny::BadRequest(_) => 1,
-            Deny::UriTooLong { .. } => 2,
-            Deny::HeaderTooLarge { .. } => 3,
-            Deny::NoRoute => 4,
-            Deny::BodyTooLarge { .. } => 5,
-            Deny::Unauthorized(_) => 6,
-            Deny::AuthThrottled { .. } => 7,
-            Deny::Unkeyable(_) => 8,
-            Deny::RateLimited { .. } => 9,
-            Deny::NoSlot { .. } => 10,
-            Deny::StoreUnavailable => 11,
-            Deny::SlotLost => 12,
-            Deny::BodyTimeout => 13,
-            Deny::AddressForbidden => 14,
-            Deny::Redirect { .. } => 15,
-            Deny::Preflight(_) => 16,
-            Deny::Internal(_) => 17,
-            Deny::TooManyConnections => 18,
-            Deny::HeadTooLarge { .. } => 19,
-            Deny::HeadTimeout => 20,
-        }
-    }
-
-    #[test]
-    fn every_deny_has_its_status() {
-        let table = every_deny();
-        let seen: std::collections::BTreeSet<usize> =
-            table.iter().map(|(d, _)| variant(d)).collect();
-        assert_eq!(seen, (0..=20).collect(), "a Deny without a row");
-        for (deny, want) in table {
-            assert_eq!(status(deny.clone()), want, "{deny:?}");
-        }
-    }
-
-    /// Finding 4 of the third attack: two edge answers declared a length
-    /// their body did not have. Every answer, parsed as a client would.
-    #[test]
-    fn finding_4_every_answer_parses_and_its_length_is_its_body() {
-        for (deny, (status, _, close)) in every_deny() {
-            let wire = deny.clone().refusal().wire();
-            let mut headers = [httparse::EMPTY_HEADER; 16];
-            let mut resp = httparse::Response::new(&mut headers);
-            let head = match resp.parse(&wire) {
-                Ok(httparse::Status::Complete(n)) => n,
-                other => panic!("{deny:?}: {other:?}"),
-            };
-            assert_eq!(resp.code, Some(status), "{deny:?}");
-            let field = |name: &str| {
-                resp.headers
-                    .iter()
-                    .find(|h| h.name.eq_ignore_ascii_case(name))
-                    .map(|h| std::str::from_utf8(h.value).unwrap().to_string())
-            };
-            let length: usize = field("content-length").unwrap().parse().unwrap();
-            assert_eq!(length, wire.len() - head, "{deny:?}: content-length");
-            assert_eq!(field("connection").as_deref() == Some("close"), close);
-            if length > 0 {
-                let body: Value = serde_json::from_slice(&wire[head..]).unwrap();
-                assert_eq!(body["status"], json!(status), "{deny:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn refusals_carry_their_headers() {
-        let header = |r: &Refusal, name: &str| {
-            r.headers
-                .iter()
-                .find(|(n, _)| n.as_str() == name)
-                .map(|(_, v)| v.clone())
-        };
-        let r = Deny::AuthThrottled { wait_ms: 1500 }.refusal();
-        assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
-        let r = Deny::NoSlot {
-            policy: "uploads".into(),
-            status: 429,
-            slots: 4,
-        }
-        .refusal();
-        assert_eq!(
-            header(&r, "ratelimit-policy").as_deref(),
-            Some("\"uploads\";q=4;qu=\"concurrent-requests\"")
-        );
-        assert_eq!(header(&r, "ratelimit").as_deref(), Some("\"uploads\";r=0"));
-        let r = Deny::Unauthorized(AuthError::Missing).refusal();
-        assert_eq!(header(&r, "www-authenticate").as_deref(), Some("Bearer"));
-        let r = Deny::RateLimited {
-            limit: "api".into(),
-            status: 503,
-            retry_after_ms: Some(1001),
-            reset_after_ms: 9000,
-            quota: Vec::new(),
-        }
-        .refusal();
-        assert_eq!(r.status, 503);
-        assert_eq!(r.title, "Service Unavailable");
-        assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
-        assert_eq!(r.extra["limit"], json!("api"));
-    }
-
-    #[test]
-    fn pingora_errors_by_kind_and_side() {
-        let err = |t: ErrorType, side: ErrorSource| {
-            let mut e = Error::new(t);
-            e.esource = side;
-            e
-        };
-        let status = |e: &Error| for_error(e, None).map(|r| r.status);
-        use ErrorSource::*;
-        use ErrorType::*;
-        assert_eq!(status(&err(ConnectTimedout, Upstream)), Some(504));
-        assert_eq!(status(&err(ConnectRefused, Upstream)), Some(502));
-        assert_eq!(status(&err(ReadTimedout, Downstream)), Some(408));
-        assert_eq!(status(&err(ConnectionClosed, Downstream)), None);
-        assert_eq!(status(&err(InvalidHTTPHeader, Downstream)), Some(400));
-        assert_eq!(status(&err(InternalError, Internal)), Some(500));
-        let e = err(InternalError, Internal);
-        assert_eq!(
-            for_error(&e, Some(Deny::SlotLost)).map(|r| r.status),
-            Some(503)
-        );
-    }
-}
+#[path = "respond_tests.rs"]
+mod tests;

@@ -1,0 +1,402 @@
+//! The bounds of a request head on an admitted connection: `Guarded`
+//! refuses an HTTP/1 head over `max_header_size` bytes (431) or slower than
+//! `header_timeout` (408) before Pingora buffers more, closes an idle
+//! kept-alive connection at `keepalive_timeout`, and counts HTTP/2 stream
+//! resets; `Heads` re-arms it before each kept-alive request. Its answers
+//! come pre-rendered from `respond.rs` through the edge.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora::apps::{HttpServerApp, HttpServerOptions, ReusedHttpStream};
+use pingora::protocols::http::v2::server::H2Options;
+use pingora::protocols::http::ServerSession;
+use pingora::protocols::{
+    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
+    UniqueIDType, ALPN,
+};
+use pingora::server::ShutdownWatch;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+use crate::metrics::EdgeReason;
+use crate::proxy::edge::{Answers, Bounds};
+use crate::proxy::h2::Resets;
+
+/// Runs the proxy's requests on a guarded stream, re-arming the head
+/// bounds once a request has ended and its body has been drained.
+pub struct Heads<A> {
+    pub(crate) app: Arc<A>,
+}
+
+#[async_trait]
+impl<A> HttpServerApp for Heads<A>
+where
+    A: HttpServerApp + Send + Sync + 'static,
+{
+    async fn process_new_http(
+        self: &Arc<Self>,
+        session: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        let reused = self.app.process_new_http(session, shutdown).await?;
+        let (stream, settings) = reused.consume();
+        let stream: Stream = if stream.as_any().is::<Guarded>() {
+            let mut guarded = stream
+                .into_any()
+                .downcast::<Guarded>()
+                .expect("checked type");
+            guarded.expect_head();
+            guarded
+        } else {
+            stream
+        };
+        Some(ReusedHttpStream::new(stream, settings))
+    }
+
+    fn h2_options(&self) -> Option<H2Options> {
+        self.app.h2_options()
+    }
+
+    fn server_options(&self) -> Option<&HttpServerOptions> {
+        self.app.server_options()
+    }
+
+    async fn http_cleanup(&self) {
+        self.app.http_cleanup().await;
+    }
+}
+
+/// Finds the blank line that ends a request head, as httparse reads it
+/// (CRLF or bare LF line ends).
+#[derive(Debug, Default)]
+struct HeadEnd {
+    /// Line feeds in a row (CRs ignored) since the head's first byte.
+    newlines: u8,
+    /// Whether the head has begun: blank lines before a request line
+    /// neither start nor end it (RFC 9112 section 2.2).
+    begun: bool,
+}
+
+impl HeadEnd {
+    /// Reads `bytes` of the head; true when they end it.
+    fn scan(&mut self, bytes: &[u8]) -> bool {
+        for &b in bytes {
+            match b {
+                b'\n' if self.begun => {
+                    self.newlines += 1;
+                    if self.newlines == 2 {
+                        return true;
+                    }
+                }
+                b'\r' | b'\n' => {}
+                _ => {
+                    self.begun = true;
+                    self.newlines = 0;
+                }
+            }
+        }
+        false
+    }
+}
+
+/// A client stream that refuses a request head over `max_header_size`
+/// bytes (431) or slower than `header_timeout` (408), by reading at most
+/// one byte past the bound and answering before Pingora buffers more.
+pub struct Guarded {
+    inner: Stream,
+    bounds: Arc<Bounds>,
+    answers: Arc<Answers>,
+    /// Reading a request head (HTTP/1 only).
+    in_head: bool,
+    head_bytes: usize,
+    scan: HeadEnd,
+    deadline: Pin<Box<Sleep>>,
+    /// Bytes read before the stream was wrapped (after a PROXY header),
+    /// served first.
+    pub(crate) early: Vec<u8>,
+    /// Between two requests: the deadline is the keep-alive timeout, and
+    /// passing it closes the connection quietly.
+    idle: bool,
+    /// HTTP/2 only: the client's stream resets, counted.
+    resets: Option<Resets>,
+}
+
+impl std::fmt::Debug for Guarded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guarded")
+            .field("inner", &self.inner)
+            .field("in_head", &self.in_head)
+            .field("head_bytes", &self.head_bytes)
+            .finish()
+    }
+}
+
+impl Guarded {
+    pub(crate) fn new(inner: Stream, bounds: Arc<Bounds>, answers: Arc<Answers>, h1: bool) -> Self {
+        // The first head's clock starts at accept: a connection that sends
+        // nothing is closed at the deadline too.
+        let deadline = Box::pin(tokio::time::sleep(bounds.header_timeout));
+        let resets = (!h1).then(|| Resets::new(bounds.h2_resets_per_second));
+        Guarded {
+            inner,
+            bounds,
+            answers,
+            in_head: h1,
+            head_bytes: 0,
+            scan: HeadEnd::default(),
+            deadline,
+            early: Vec::new(),
+            idle: false,
+            resets,
+        }
+    }
+
+    /// The next bytes are a new request head. Until its first byte the
+    /// connection may idle for `keepalive_timeout`; from it, the head has
+    /// `header_timeout`.
+    fn expect_head(&mut self) {
+        self.in_head = true;
+        self.head_bytes = 0;
+        self.scan = HeadEnd::default();
+        self.idle = true;
+        let at = Instant::now() + self.bounds.keepalive_timeout;
+        self.deadline.as_mut().reset(at);
+    }
+
+    /// Best effort: the answer goes out if the socket takes it now.
+    fn refuse(&mut self, cx: &mut Context<'_>, reason: EdgeReason) -> std::io::Error {
+        reason.count();
+        let answer = match reason {
+            EdgeReason::HeaderTimeout => &self.answers.head_timeout,
+            _ => &self.answers.head_too_large,
+        };
+        let _ = Pin::new(&mut self.inner).poll_write(cx, answer);
+        let _ = Pin::new(&mut self.inner).poll_flush(cx);
+        self.in_head = false;
+        std::io::Error::other(format!("request head refused: {}", reason.as_str()))
+    }
+}
+
+impl AsyncRead for Guarded {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        // HTTP/2: the preface, SETTINGS and a first whole request head
+        // within `header_timeout`, like an HTTP/1 head; then h2's idle timeout.
+        let this = &mut *self;
+        let waiting = this.resets.as_ref().is_some_and(|r| !r.seen_request);
+        if waiting && std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
+            EdgeReason::HeaderTimeout.count();
+            return Poll::Ready(Err(std::io::Error::other("no HTTP/2 request in time")));
+        }
+        let start = buf.filled().len();
+        let read = self.as_mut().poll_read_guarded(cx, buf);
+        let Some(resets) = self.resets.as_mut() else {
+            return read;
+        };
+        if matches!(read, Poll::Ready(Ok(()))) && resets.over(&buf.filled()[start..]) {
+            EdgeReason::H2Resets.count();
+            tracing::info!(limit = resets.limit, "connection.h2_resets_exceeded");
+            return Poll::Ready(Err(std::io::Error::other("too many HTTP/2 stream resets")));
+        }
+        read
+    }
+}
+
+impl Guarded {
+    fn poll_read_guarded(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if !this.early.is_empty() {
+            let start = buf.filled().len();
+            let n = this.early.len().min(buf.remaining());
+            buf.put_slice(&this.early[..n]);
+            this.early.drain(..n);
+            return Poll::Ready(this.head_read(cx, buf, start));
+        }
+        if !this.in_head {
+            return Pin::new(&mut this.inner).poll_read(cx, buf);
+        }
+        if std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
+            if this.idle {
+                // Nothing was asked: end of stream, and Pingora closes quietly.
+                this.in_head = false;
+                return Poll::Ready(Ok(()));
+            }
+            return Poll::Ready(Err(this.refuse(cx, EdgeReason::HeaderTimeout)));
+        }
+        // One byte past the bound is enough to know it was crossed.
+        let room =
+            this.bounds.max_header_size + 1 - this.head_bytes.min(this.bounds.max_header_size);
+        let n = {
+            let mut limited = buf.take(room);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut limited) {
+                Poll::Ready(Ok(())) => limited.filled().len(),
+                other => return other,
+            }
+        };
+        if n == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let start = buf.filled().len();
+        // SAFETY: the inner stream initialised and filled the first `n`
+        // unfilled bytes (`assume_init` counts from the filled part).
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(this.head_read(cx, buf, start))
+    }
+}
+
+impl Guarded {
+    /// Accounts the bytes `buf` gained after `start` while reading a head.
+    fn head_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &ReadBuf<'_>,
+        start: usize,
+    ) -> std::io::Result<()> {
+        if !self.in_head {
+            return Ok(());
+        }
+        let read = &buf.filled()[start..];
+        if self.idle && !read.is_empty() {
+            self.idle = false;
+            let at = Instant::now() + self.bounds.header_timeout;
+            self.deadline.as_mut().reset(at);
+        }
+        let ended = self.scan.scan(read);
+        self.head_bytes += read.len();
+        if ended {
+            self.in_head = false;
+        } else if self.head_bytes > self.bounds.max_header_size {
+            return Err(self.refuse(cx, EdgeReason::HeaderSize));
+        }
+        Ok(())
+    }
+}
+
+impl AsyncWrite for Guarded {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[async_trait]
+impl Shutdown for Guarded {
+    async fn shutdown(&mut self) {
+        Shutdown::shutdown(&mut *self.inner).await
+    }
+}
+
+impl UniqueID for Guarded {
+    fn id(&self) -> UniqueIDType {
+        self.inner.id()
+    }
+}
+
+impl Ssl for Guarded {
+    fn get_ssl(&self) -> Option<&pingora::protocols::tls::TlsRef> {
+        self.inner.get_ssl()
+    }
+
+    fn get_ssl_digest(&self) -> Option<Arc<pingora::protocols::tls::SslDigest>> {
+        self.inner.get_ssl_digest()
+    }
+
+    fn selected_alpn_proto(&self) -> Option<ALPN> {
+        self.inner.selected_alpn_proto()
+    }
+}
+
+impl GetTimingDigest for Guarded {
+    fn get_timing_digest(&self) -> Vec<Option<pingora::protocols::TimingDigest>> {
+        self.inner.get_timing_digest()
+    }
+
+    fn get_read_pending_time(&self) -> Duration {
+        self.inner.get_read_pending_time()
+    }
+
+    fn get_write_pending_time(&self) -> Duration {
+        self.inner.get_write_pending_time()
+    }
+}
+
+impl GetProxyDigest for Guarded {
+    fn get_proxy_digest(&self) -> Option<Arc<pingora::protocols::raw_connect::ProxyDigest>> {
+        self.inner.get_proxy_digest()
+    }
+}
+
+impl GetSocketDigest for Guarded {
+    fn get_socket_digest(&self) -> Option<Arc<pingora::protocols::SocketDigest>> {
+        self.inner.get_socket_digest()
+    }
+
+    fn set_socket_digest(&mut self, digest: pingora::protocols::SocketDigest) {
+        self.inner.set_socket_digest(digest)
+    }
+}
+
+#[async_trait]
+impl Peek for Guarded {
+    /// Bytes read before the stream was wrapped come first.
+    async fn try_peek(&mut self, buf: &mut [u8]) -> std::io::Result<bool> {
+        if self.early.is_empty() {
+            return self.inner.try_peek(buf).await;
+        }
+        let n = self.early.len().min(buf.len());
+        buf[..n].copy_from_slice(&self.early[..n]);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_lines_before_a_request_line_do_not_end_the_head() {
+        let mut h = HeadEnd::default();
+        assert!(!h.scan(b"\r\n\r\n\r\n"));
+        assert!(!h.scan(b"GET / HTTP/1.1\r\nHost: a\r\n"));
+        assert!(h.scan(b"\r\n"));
+        let mut h = HeadEnd::default();
+        assert!(h.scan(b"GET / HTTP/1.1\n\n"));
+        let mut h = HeadEnd::default();
+        assert!(!h.scan(b"GET / HTTP/1.1\r\nA: b\r\n"));
+    }
+}
