@@ -98,7 +98,7 @@ fn not_a_tenant() -> Response<Vec<u8>> {
 fn unavailable(e: crate::limit::store::StoreError) -> Response<Vec<u8>> {
     json_response(
         503,
-        json!({"error": "the store is unavailable", "reason": e.reason()}),
+        json!({"error": "the store is unavailable", "reason": crate::limit::Fallback::of(&e).as_str()}),
     )
 }
 

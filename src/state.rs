@@ -188,8 +188,8 @@ pub fn init_series(config: &Config) {
     for reason in EdgeReason::ALL {
         m.edge_refusals.with_label_values(&[reason.as_str()]);
     }
-    for reason in crate::limit::FALLBACK_REASONS {
-        m.fallback.with_label_values(&[reason]);
+    for reason in crate::limit::Fallback::ALL {
+        m.fallback.with_label_values(&[reason.as_str()]);
     }
     for route in &config.routes {
         for limit in config.route_limits(route) {
@@ -206,8 +206,9 @@ pub fn init_series(config: &Config) {
         m.slots_acquired.with_label_values(&[policy]);
         m.slots_refused.with_label_values(&[policy]);
         m.slots_held.with_label_values(&[policy]);
-        for reason in crate::limit::lease::Lease::END_REASONS {
-            m.slots_released.with_label_values(&[policy, reason]);
+        for reason in crate::limit::lease::LeaseEnd::ALL {
+            m.slots_released
+                .with_label_values(&[policy, reason.as_str()]);
         }
     }
 }

@@ -46,13 +46,13 @@ impl Breaker {
         self.open.load(Ordering::Acquire)
     }
 
-    pub fn failure(&self, reason: &'static str, error: &dyn std::fmt::Display) {
+    pub fn failure(&self, reason: super::Fallback, error: &dyn std::fmt::Display) {
         *self.next_probe.lock().unwrap_or_else(|e| e.into_inner()) =
             Instant::now() + self.probe_every;
         if !self.open.swap(true, Ordering::AcqRel) {
             let episode = self.episodes.fetch_add(1, Ordering::Relaxed) + 1;
             METRICS.store_up.set(0);
-            tracing::warn!(reason, error = %error, episode, "rate_limits.fallback");
+            tracing::warn!(reason = reason.as_str(), error = %error, episode, "rate_limits.fallback");
         }
     }
 
@@ -75,7 +75,7 @@ mod tests {
     async fn opens_on_failure_probes_once_per_interval_and_closes_on_success() {
         let b = Breaker::new(Duration::from_millis(500));
         assert!(b.should_try() && !b.is_open());
-        b.failure("unreachable", &"refused");
+        b.failure(super::super::Fallback::Unreachable, &"refused");
         assert!(b.is_open());
         assert!(!b.should_try(), "open: no store call");
         tokio::time::advance(Duration::from_millis(499)).await;
@@ -83,7 +83,7 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(b.should_try(), "one probe after the interval");
         assert!(!b.should_try(), "and only one");
-        b.failure("timed_out", &"slow");
+        b.failure(super::super::Fallback::TimedOut, &"slow");
         tokio::time::advance(Duration::from_millis(499)).await;
         assert!(!b.should_try(), "a failed probe restarts the interval");
         b.success();

@@ -14,6 +14,34 @@ use crate::metrics::METRICS;
 /// Lease id -> (the store holding it, its slot-set key).
 type LeaseMap = HashMap<String, (Arc<dyn Store>, String)>;
 
+/// Why a lease ended: the `reason` of `fairgate_slots_released_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseEnd {
+    Complete,
+    Error,
+    ClientAbort,
+    /// The store no longer had it at a renewal: the slot may have been reissued.
+    ExpiredRenewal,
+}
+
+impl LeaseEnd {
+    pub const ALL: [LeaseEnd; 4] = [
+        LeaseEnd::Complete,
+        LeaseEnd::Error,
+        LeaseEnd::ClientAbort,
+        LeaseEnd::ExpiredRenewal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseEnd::Complete => "complete",
+            LeaseEnd::Error => "error",
+            LeaseEnd::ClientAbort => "client_abort",
+            LeaseEnd::ExpiredRenewal => "expired_renewal",
+        }
+    }
+}
+
 /// Every lease this process holds, so shutdown can release them all.
 #[derive(Default)]
 pub struct Held {
@@ -122,38 +150,33 @@ impl Lease {
         self.lost.load(Ordering::Acquire)
     }
 
-    /// Every reason `end_reason` gives (the `reason` of `slots_released`).
-    pub const END_REASONS: [&'static str; 4] =
-        ["complete", "error", "client_abort", "expired_renewal"];
-
     /// Why the exchange holding this lease ended: `client_gone` is `Some`
     /// when it failed (`true` when the client went away); `status` is the
     /// response's, 0 when none was sent.
-    pub fn end_reason(&self, client_gone: Option<bool>, status: u16) -> &'static str {
-        let [complete, error, client_abort, expired] = Self::END_REASONS;
+    pub fn end_reason(&self, client_gone: Option<bool>, status: u16) -> LeaseEnd {
         match client_gone {
-            _ if self.lost() => expired,
-            Some(true) => client_abort,
-            Some(false) => error,
-            None if status >= 500 || status == 0 => error,
-            None => complete,
+            _ if self.lost() => LeaseEnd::ExpiredRenewal,
+            Some(true) => LeaseEnd::ClientAbort,
+            Some(false) => LeaseEnd::Error,
+            None if status >= 500 || status == 0 => LeaseEnd::Error,
+            None => LeaseEnd::Complete,
         }
     }
 
-    /// Ends the lease, counting why (complete, error, client_abort, expired_renewal).
-    pub async fn release(mut self, reason: &'static str) {
+    /// Ends the lease, counting why.
+    pub async fn release(mut self, reason: LeaseEnd) {
         self.finish(reason);
         let _ = tokio::time::timeout(self.timeout, self.store.release(&self.key, &self.id)).await;
     }
 
-    fn finish(&mut self, reason: &'static str) {
+    fn finish(&mut self, reason: LeaseEnd) {
         self.released = true;
         self.renewer.abort();
         self.held.remove(&self.id);
         METRICS.slots_held.with_label_values(&[&self.policy]).dec();
         METRICS
             .slots_released
-            .with_label_values(&[&self.policy, reason])
+            .with_label_values(&[&self.policy, reason.as_str()])
             .inc();
     }
 }
@@ -165,7 +188,7 @@ impl Drop for Lease {
         }
         // Not released by the logging phase (it always runs, so this is a
         // backstop): release in the background.
-        self.finish("error");
+        self.finish(LeaseEnd::Error);
         let (store, key, id, timeout) = (
             self.store.clone(),
             self.key.clone(),
@@ -249,7 +272,7 @@ mod tests {
         assert!(store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
         pass(&clock, 1).await;
         assert!(lease.lost());
-        lease.release("expired_renewal").await;
+        lease.release(LeaseEnd::ExpiredRenewal).await;
         assert_eq!(held.release_all(Duration::from_secs(1)).await, 0);
     }
 
@@ -269,7 +292,7 @@ mod tests {
         pass(&clock, 1).await;
         assert!(!lease.lost(), "re-acquired");
         assert!(!store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
-        lease.release("complete").await;
+        lease.release(LeaseEnd::Complete).await;
         assert!(store.acquire("k", "b", 1, LEASE_US).await.unwrap().0);
     }
 }

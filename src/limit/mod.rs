@@ -5,14 +5,20 @@
 //! store fails (`fallback`). It knows nothing of HTTP responses.
 
 pub mod bucket;
+pub mod decision;
 pub mod denials;
 pub mod fallback;
 pub mod keys;
 pub mod lease;
+pub mod plan;
 pub mod store;
 
-use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+pub use decision::{outcome, Answered, Decision, Source, Verdict};
+pub use plan::{
+    address_key, plan, sizing, slot_key, tenant_buckets, Planned, Subject, Unkeyable,
+    MAX_VALUE_BYTES,
+};
+
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,240 +31,54 @@ use fallback::Breaker;
 use store::memory::MemoryStore;
 use store::{Store, StoreError};
 
-use crate::auth::Identity;
-use crate::config::{Bucket, Concurrency, Config, Limit, OnUnavailable, Route, Scope, StoreKind};
+use crate::config::{Concurrency, Config, OnUnavailable, StoreKind};
 use crate::metrics::METRICS;
-use keys::{Kind, Scoped};
 
-/// One bucket a request will spend from, with the policy that sized it.
-#[derive(Debug, Clone)]
-pub struct Planned {
-    pub limit: String,
-    /// The status of a refusal by this bucket.
-    pub status: u16,
-    pub bucket: Bucket,
-    pub spend: Spend,
-}
-
-/// What a request brings that scopes can key on.
-pub struct Subject<'a> {
-    pub identity: Option<&'a Identity>,
-    pub captures: &'a [(String, String)],
-    pub headers: &'a http::HeaderMap,
-    pub client_ip: Option<IpAddr>,
-    /// The subject of the client's verified TLS certificate.
-    pub client_cert: Option<&'a str>,
-}
-
-/// Why a request cannot be keyed into a scope.
+/// Why a decision was made without the shared store: the `reason` of
+/// `fairgate_ratelimit_fallback_total` and of `rate_limits.fallback`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unkeyable {
-    /// The scope needs a claim (user, token id) the token lacks.
-    MissingClaim,
-    /// A path or header value over `MAX_VALUE_BYTES`.
-    ValueTooLong,
-    /// A value outside the scope's `values` list.
-    NotListed,
-    /// A `client_cert` scope, and the client sent no certificate.
-    NoClientCert,
-}
-
-/// The address a client is counted under: itself for IPv4, its network of
-/// `ipv6_prefix` bits for IPv6 (one host usually holds a whole /64).
-pub fn address_key(ip: IpAddr, ipv6_prefix: u8) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) if ipv6_prefix < 128 => {
-            let mask = u128::MAX << (128 - u32::from(ipv6_prefix));
-            IpAddr::V6((u128::from(v6) & mask).into())
-        }
-        other => other,
-    }
-}
-
-/// Longest path capture or header value a key is built from (SPEC section 4).
-pub const MAX_VALUE_BYTES: usize = crate::auth::MAX_ID_BYTES;
-
-impl Subject<'_> {
-    /// The value a `{path: NAME}` or `{header: NAME}` scope keys on.
-    fn value(&self, scope: &Scope) -> Result<Option<&str>, Unkeyable> {
-        let value = match scope {
-            Scope::Path(capture) => self
-                .captures
-                .iter()
-                .find(|(k, _)| k == capture)
-                .map(|(_, v)| v.as_str()),
-            Scope::Header(h) => self.headers.get(h).and_then(|v| v.to_str().ok()),
-            _ => None,
-        };
-        match value {
-            Some(v) if v.len() > MAX_VALUE_BYTES => Err(Unkeyable::ValueTooLong),
-            v => Ok(v),
-        }
-    }
-}
-
-/// The bucket size for this limit and identity: tenant override, then plan, then default.
-pub fn sizing(config: &Config, limit: &Limit, identity: Option<&Identity>) -> Bucket {
-    if let Some(id) = identity {
-        if let Some(b) = config
-            .tenants
-            .get(id.tenant.as_str())
-            .and_then(|t| t.limits.get(&limit.name))
-        {
-            return *b;
-        }
-        if let Some(b) = limit.plans.get(&id.plan) {
-            return *b;
-        }
-    }
-    limit.default
-}
-
-/// What `scope` keys on for this request; `ipv6_prefix` groups IPv6 clients.
-fn scoped<'a>(
-    scope: &Scope,
-    values: Option<&BTreeSet<String>>,
-    subject: &'a Subject<'_>,
-    ipv6_prefix: u8,
-) -> Result<Scoped<'a>, Unkeyable> {
-    let identity = subject.identity;
-    let id = || identity.ok_or(Unkeyable::MissingClaim);
-    let claim = |c: Option<&'a String>| c.map(String::as_str).ok_or(Unkeyable::MissingClaim);
-    Ok(match scope {
-        Scope::Tenant => Scoped::Tenant(&id()?.tenant),
-        Scope::TenantUser => Scoped::TenantUser(&id()?.tenant, claim(id()?.user.as_ref())?),
-        Scope::TenantToken => Scoped::TenantToken(&id()?.tenant, claim(id()?.token.as_ref())?),
-        Scope::ClientIp => Scoped::ClientIp(address_key(
-            subject
-                .client_ip
-                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-            ipv6_prefix,
-        )),
-        Scope::ClientCert => {
-            Scoped::ClientCert(subject.client_cert.ok_or(Unkeyable::NoClientCert)?)
-        }
-        Scope::Global => Scoped::Global,
-        Scope::Path(_) | Scope::Header(_) => {
-            let value = subject.value(scope)?;
-            if let Some(listed) = values {
-                if !value.is_some_and(|v| listed.contains(v)) {
-                    return Err(Unkeyable::NotListed);
-                }
-            }
-            Scoped::Value {
-                tenant: identity.map(|i| &i.tenant),
-                value,
-            }
-        }
-    })
-}
-
-/// Every bucket the route spends from, in the route's order.
-pub fn plan(
-    config: &Config,
-    route: &Route,
-    subject: &Subject<'_>,
-) -> Result<Vec<Planned>, Unkeyable> {
-    config
-        .route_limits(route)
-        .into_iter()
-        .map(|limit| planned(config, limit, subject))
-        .collect()
-}
-
-/// One limit's bucket for this subject: its key and size.
-fn planned(config: &Config, limit: &Limit, subject: &Subject<'_>) -> Result<Planned, Unkeyable> {
-    let scoped = scoped(
-        &limit.scope,
-        limit.values.as_ref(),
-        subject,
-        config.server.ipv6_prefix,
-    )?;
-    let key = keys::key(&config.store.key_prefix, scoped, &limit.name, Kind::Rate);
-    let bucket = sizing(config, limit, subject.identity);
-    Ok(Planned {
-        limit: limit.name.clone(),
-        status: limit.status,
-        bucket,
-        spend: Spend {
-            key,
-            capacity: bucket.capacity.get(),
-            interval_us: bucket.rate.interval_us(),
-            shadow: limit.shadow,
-        },
-    })
-}
-
-/// Every bucket a tenant alone owns: the limits keyed `scope: tenant`
-/// (`default_limits.authenticated` among them), sized for `identity`'s plan.
-/// Buckets of a tenant's users or tokens are one per user or token, and
-/// not listed.
-pub fn tenant_buckets(config: &Config, identity: &Identity) -> Vec<Planned> {
-    let headers = http::HeaderMap::new();
-    let subject = Subject {
-        identity: Some(identity),
-        captures: &[],
-        headers: &headers,
-        client_ip: None,
-        client_cert: None,
-    };
-    config
-        .limits
-        .values()
-        .chain(config.default_limits.authenticated.as_ref())
-        .filter(|l| l.scope == Scope::Tenant)
-        .filter_map(|l| planned(config, l, &subject).ok())
-        .collect()
-}
-
-/// Why a decision was made without the shared store.
-#[derive(Debug)]
-enum Fallback {
+pub enum Fallback {
+    /// The store could not be reached.
+    Unreachable,
+    /// The store answered with an error.
+    Failed,
+    /// The store did not answer within `store.timeout`.
+    TimedOut,
     /// The breaker is open: the store was not asked.
     BreakerOpen,
-    /// The store was asked and failed (unreachable, failed, timed out;
-    /// already logged and counted by its reason).
-    Store,
 }
 
-/// The `reason` of `fairgate_ratelimit_fallback_total` when the breaker
-/// kept a decision from the store; the others are `StoreError::reason`s.
-pub const BREAKER_OPEN: &str = "breaker_open";
+impl Fallback {
+    pub const ALL: [Fallback; 4] = [
+        Fallback::Unreachable,
+        Fallback::Failed,
+        Fallback::TimedOut,
+        Fallback::BreakerOpen,
+    ];
 
-/// Every `reason` of `fairgate_ratelimit_fallback_total`.
-pub const FALLBACK_REASONS: [&str; 4] = [
-    StoreError::REASONS[0],
-    StoreError::REASONS[1],
-    StoreError::REASONS[2],
-    BREAKER_OPEN,
-];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::Unreachable => "unreachable",
+            Fallback::Failed => "failed",
+            Fallback::TimedOut => "timed_out",
+            Fallback::BreakerOpen => "breaker_open",
+        }
+    }
 
-/// Who decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    Store,
-    /// The in-process fallback bucket (`on_unavailable: local`).
-    Local,
-    /// `on_unavailable: allow`: passed without counting.
-    Allowed,
-    /// `on_unavailable: deny`.
-    Denied,
-}
-
-pub struct Decision {
-    pub allowed: bool,
-    pub buckets: Vec<(Planned, BucketState)>,
-    pub source: Source,
-    /// What answered, for traces: the store's kind (`redis`, `memory`, ...),
-    /// `cache` (a refusal remembered), `local` (the store failed) or
-    /// `breaker` (the store was not asked).
-    pub via: &'static str,
+    pub fn of(error: &StoreError) -> Fallback {
+        match error {
+            StoreError::Unreachable(_) => Fallback::Unreachable,
+            StoreError::Failed(_) => Fallback::Failed,
+            StoreError::TimedOut => Fallback::TimedOut,
+        }
+    }
 }
 
 /// The limiter a gateway process holds for its whole life (store settings
 /// need a restart; limits come from each request's policy snapshot).
 pub struct Limiter {
     store: Arc<dyn Store>,
+    kind: StoreKind,
     local: Arc<MemoryStore>,
     pub held: Arc<lease::Held>,
     /// Refusals the shared store made that still hold (not for `memory`).
@@ -334,13 +154,14 @@ impl Limiter {
         let latency = |result| {
             METRICS
                 .store_duration
-                .with_label_values(&[store.kind(), result])
+                .with_label_values(&[Answered::Store(s.kind).as_str(), result])
         };
         let (latency_ok, latency_error) = (latency("ok"), latency("error"));
         Ok(Limiter {
             latency_ok,
             latency_error,
             store,
+            kind: s.kind,
             local: Arc::new(MemoryStore::new(clock)),
             held: Arc::default(),
             denials: (s.kind != StoreKind::Memory).then(denials::Denials::default),
@@ -378,7 +199,7 @@ impl Limiter {
                         }
                     }
                 }
-                decision(planned, states, Source::Store, self.store.kind())
+                decision::decision(planned, states, Source::Store, Answered::Store(self.kind))
             }
             Err(why) => self.fallback(planned, cost, why),
         }
@@ -391,7 +212,8 @@ impl Limiter {
         call: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, Fallback> {
         if !self.breaker.should_try() {
-            METRICS.fallback.with_label_values(&[BREAKER_OPEN]).inc();
+            let why = Fallback::BreakerOpen;
+            METRICS.fallback.with_label_values(&[why.as_str()]).inc();
             return Err(Fallback::BreakerOpen);
         }
         let started = Instant::now();
@@ -410,9 +232,10 @@ impl Limiter {
                 Ok(v)
             }
             Err(e) => {
-                self.breaker.failure(e.reason(), &e);
-                METRICS.fallback.with_label_values(&[e.reason()]).inc();
-                Err(Fallback::Store)
+                let why = Fallback::of(&e);
+                self.breaker.failure(why, &e);
+                METRICS.fallback.with_label_values(&[why.as_str()]).inc();
+                Err(why)
             }
         }
     }
@@ -433,14 +256,14 @@ impl Limiter {
             allowed: false,
             buckets: vec![(planned[index].clone(), state)],
             source: Source::Store,
-            via: "cache",
+            via: Answered::Cache,
         })
     }
 
     fn fallback(&self, planned: Vec<Planned>, cost: u64, why: Fallback) -> Decision {
         let via = match why {
-            Fallback::BreakerOpen => "breaker",
-            Fallback::Store => "local",
+            Fallback::BreakerOpen => Answered::Breaker,
+            _ => Answered::Local,
         };
         match self.on_unavailable {
             OnUnavailable::Allow => Decision {
@@ -470,7 +293,7 @@ impl Limiter {
                     .collect();
                 let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
                 let states = self.local.spend_now(&spends, cost);
-                decision(planned, states, Source::Local, via)
+                decision::decision(planned, states, Source::Local, via)
             }
         }
     }
@@ -496,7 +319,7 @@ impl Limiter {
         match self.guarded(call).await {
             Ok((taken, _)) => return self.answer(policy, key, id, taken, self.store.clone()),
             Err(Fallback::BreakerOpen) => {}
-            Err(Fallback::Store) => {
+            Err(_) => {
                 // The call may have reached Redis and taken a slot after we
                 // stopped waiting: give it back (release is idempotent).
                 let (store, key, id) = (self.store.clone(), key.clone(), id.clone());
@@ -553,8 +376,10 @@ impl Limiter {
         .await
         {
             Ok(Ok(())) => self.breaker.success(),
-            Ok(Err(e)) => self.breaker.failure(e.reason(), &e),
-            Err(_) => self.breaker.failure("timed_out", &"store ping timed out"),
+            Ok(Err(e)) => self.breaker.failure(Fallback::of(&e), &e),
+            Err(_) => self
+                .breaker
+                .failure(Fallback::TimedOut, &"store ping timed out"),
         }
     }
 
@@ -565,86 +390,6 @@ impl Limiter {
 }
 
 /// The slot set a request competes in.
-pub fn slot_key(
-    config: &Config,
-    policy: &Concurrency,
-    subject: &Subject<'_>,
-) -> Result<String, Unkeyable> {
-    let scoped = scoped(&policy.scope, None, subject, config.server.ipv6_prefix)?;
-    Ok(keys::key(
-        &config.store.key_prefix,
-        scoped,
-        &policy.name,
-        Kind::Slots,
-    ))
-}
-
-fn decision(
-    planned: Vec<Planned>,
-    states: Vec<BucketState>,
-    source: Source,
-    via: &'static str,
-) -> Decision {
-    let allowed = planned
-        .iter()
-        .zip(&states)
-        .all(|(p, s)| s.allowed || p.spend.shadow);
-    Decision {
-        allowed,
-        buckets: planned.into_iter().zip(states).collect(),
-        source,
-        via,
-    }
-}
-
-/// Index into `metrics::OUTCOMES` (allowed, limited, shadow_limited) of
-/// one bucket's answer.
-pub fn outcome(allowed: bool, shadow: bool) -> usize {
-    match (allowed, shadow) {
-        (true, _) => 0,
-        (false, false) => 1,
-        (false, true) => 2,
-    }
-}
-
-impl Decision {
-    /// The access log's `decision`: who decided and what.
-    pub fn label(&self) -> &'static str {
-        match (self.allowed, self.source) {
-            (_, Source::Denied) => "store_unavailable",
-            (true, Source::Allowed) => "allowed_unchecked",
-            (true, Source::Local) => "allowed_local",
-            (false, Source::Local) => "limited_local",
-            (true, _) => "allowed",
-            (false, _) => "limited",
-        }
-    }
-
-    /// The bucket to report in quota headers: the one with the fewest tokens
-    /// left (first in route order on ties), among non-shadow buckets if any.
-    pub fn tightest(&self) -> Option<&(Planned, BucketState)> {
-        let real: Vec<_> = self
-            .buckets
-            .iter()
-            .filter(|(p, _)| !p.spend.shadow)
-            .collect();
-        let pool = if real.is_empty() {
-            self.buckets.iter().collect()
-        } else {
-            real
-        };
-        pool.into_iter().min_by_key(|(_, s)| s.remaining)
-    }
-
-    /// The refusing bucket that takes longest to allow the request.
-    pub fn refusing(&self) -> Option<&(Planned, BucketState)> {
-        self.buckets
-            .iter()
-            .filter(|(p, s)| !s.allowed && !p.spend.shadow)
-            .max_by_key(|(_, s)| s.retry_after_ms.unwrap_or(u64::MAX))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

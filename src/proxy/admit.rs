@@ -14,7 +14,7 @@ use super::respond::Deny;
 use super::route::{self, BadTarget};
 use super::{cors, directives, quota};
 use crate::auth::{Identity, Verifier};
-use crate::limit::{self, SlotAnswer, Source, Subject};
+use crate::limit::{self, SlotAnswer, Source, Subject, Verdict};
 use crate::metrics::METRICS;
 use crate::routing;
 use crate::state::Shared;
@@ -53,7 +53,7 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     let exempt_address =
         directives::limit_exempt(&server.addresses, &route.actions.addresses, ctx.client_ip);
     if route.exempt || exempt_address {
-        ctx.decision = "exempt";
+        ctx.decision = Verdict::Exempt;
     }
     // Before auth and limits: a body that cannot pass costs no tokens.
     if let Some(max) = route.max_body {
@@ -216,13 +216,14 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
         .await;
     ctx.store_source = Some(decision.via);
     if let Some(span) = span {
-        crate::telemetry::end_store_span(span, decision.via, decision.label());
+        let (via, verdict) = (decision.via.as_str(), decision.verdict().as_str());
+        crate::telemetry::end_store_span(span, via, verdict);
     }
     let series = &policy.route_metrics(ctx.route).decisions;
     for ((p, state), counters) in decision.buckets.iter().zip(series) {
         counters[limit::outcome(state.allowed, p.spend.shadow)].inc();
     }
-    ctx.decision = decision.label();
+    ctx.decision = decision.verdict();
     if decision.source == Source::Denied {
         return Err(Deny::StoreUnavailable);
     }
@@ -282,7 +283,7 @@ async fn take_slot(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<
         }
         SlotAnswer::Unchecked => Ok(()),
         SlotAnswer::Full => {
-            ctx.decision = "no_slot";
+            ctx.decision = Verdict::NoSlot;
             Err(Deny::NoSlot {
                 policy: name.clone(),
                 status: slots.status,

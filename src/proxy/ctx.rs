@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::limit::{Answered, Verdict};
 use crate::metrics::METRICS;
 use crate::state::Policy;
 
@@ -28,8 +29,8 @@ pub struct Ctx {
     pub lease: Option<crate::limit::lease::Lease>,
     /// Quota headers to add to the response.
     pub quota: Vec<(http::header::HeaderName, String)>,
-    /// What the limiter decided: `exempt`, `allowed`, `limited`, ... or `-`.
-    pub decision: &'static str,
+    /// What the limiter decided.
+    pub decision: Verdict,
     /// Why a phase after admission stopped the request (body too large,
     /// lease lost), for `fail_to_proxy` to answer.
     pub deny: Option<crate::proxy::respond::Deny>,
@@ -49,7 +50,7 @@ pub struct Ctx {
     /// The request's spans, when traces are on.
     pub trace: Option<Box<crate::telemetry::RequestTrace>>,
     /// What answered the limit decision (`Decision::via`), for the span.
-    pub store_source: Option<&'static str>,
+    pub store_source: Option<Answered>,
     _in_flight: InFlight,
 }
 
@@ -69,7 +70,7 @@ impl Ctx {
             identity: None,
             quota: Vec::new(),
             lease: None,
-            decision: "-",
+            decision: Verdict::None,
             deny: None,
             forwarded_path: None,
             pool: None,

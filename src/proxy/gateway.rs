@@ -20,6 +20,7 @@ use super::headers::{self, X_REQUEST_ID};
 use super::respond::{self, Deny};
 use super::{admit, cors, directives, quota, route};
 use crate::config::{Balance, HashKey};
+use crate::limit::Answered;
 use crate::state::Shared;
 
 pub struct Gateway {
@@ -388,8 +389,8 @@ impl ProxyHttp for Gateway {
                 route: ctx.route_label(),
                 request_id: &ctx.request_id,
                 status,
-                decision: ctx.decision,
-                store: ctx.store_source,
+                decision: ctx.decision.as_str(),
+                store: ctx.store_source.map(Answered::as_str),
                 tenant: ctx
                     .identity
                     .as_ref()
@@ -443,7 +444,7 @@ fn access_line(session: &Session, ctx: &Ctx, status: u16, error: Option<&Error>)
         status = on!("status").then_some(status),
         duration_ms = on!("duration_ms").then_some(elapsed),
         tenant = on!("tenant").then(|| ctx.identity.as_ref().map_or("-", |i| i.tenant.as_str())),
-        decision = on!("decision").then_some(ctx.decision),
+        decision = on!("decision").then_some(ctx.decision.as_str()),
         client = on!("client").then(|| ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default()),
         request_id = on!("request_id").then_some(ctx.request_id.as_str()),
         error = on!("error").then(|| error.map(|e| e.etype().as_str()).unwrap_or("")),

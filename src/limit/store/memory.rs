@@ -151,10 +151,6 @@ impl Store for MemoryStore {
     async fn probe(&self) -> Result<(), StoreError> {
         Ok(())
     }
-
-    fn kind(&self) -> &'static str {
-        "memory"
-    }
 }
 
 #[cfg(test)]

@@ -19,20 +19,6 @@ pub enum StoreError {
     TimedOut,
 }
 
-impl StoreError {
-    /// Every `reason`, in declaration order.
-    pub const REASONS: [&'static str; 3] = ["unreachable", "failed", "timed_out"];
-
-    /// Bounded label for logs and metrics.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            StoreError::Unreachable(_) => Self::REASONS[0],
-            StoreError::Failed(_) => Self::REASONS[1],
-            StoreError::TimedOut => Self::REASONS[2],
-        }
-    }
-}
-
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Checks and spends `cost` from every bucket, all-or-nothing, in one call.
@@ -59,7 +45,4 @@ pub trait Store: Send + Sync {
     /// A cheap call that proves the store can decide again (background
     /// probe while decisions fall back).
     async fn probe(&self) -> Result<(), StoreError>;
-
-    /// `memory`, `redis`, `redis_cluster` or `redis_sentinel`, for metrics.
-    fn kind(&self) -> &'static str;
 }

@@ -591,12 +591,4 @@ impl Store for RedisStore {
         };
         reply.map(|_| ()).map_err(classify)
     }
-
-    fn kind(&self) -> &'static str {
-        match self.conn {
-            Conn::Single { .. } => "redis",
-            Conn::Cluster(_) => "redis_cluster",
-            Conn::Sentinel(_) => "redis_sentinel",
-        }
-    }
 }
