@@ -161,7 +161,7 @@ pub const REWRITE: &[&str] = &["path", "host"];
 pub const HEADER_EDITS: &[&str] = &["set", "add", "remove"];
 pub const TIMEOUTS: &[&str] = &["connect", "read", "write", "total"];
 pub const SPLIT: &[&str] = &["name", "weight"];
-pub const RETRIES: &[&str] = &["attempts", "on", "methods"];
+pub const RETRIES: &[&str] = &["attempts", "retry_on", "on", "methods"];
 pub const PASSIVE_HEALTH: &[&str] = &["failures", "cooldown"];
 pub const CANARY: &[&str] = &[
     "upstream", "tenants", "plans", "percent", "header", "cookie",
