@@ -390,3 +390,87 @@ fn command_stat(port: u16, command: &str, field: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// `redis-server` serving TLS only (`--port 0`): `cert`/`key` from a test
+/// CA, and with `client_ca` it asks clients for a certificate signed by it
+/// (`--tls-auth-clients yes`). Looked into with `redis-cli --tls`.
+pub struct TlsRedis {
+    pub server: Redis,
+    /// The CA `redis-cli` verifies the server with.
+    pub ca: PathBuf,
+    /// The pair `redis-cli` presents when clients must have one.
+    client: Option<(PathBuf, PathBuf)>,
+}
+
+impl TlsRedis {
+    /// TLS on a free loopback port; `client` is the CA clients must be
+    /// signed by, and the pair `redis-cli` uses.
+    pub async fn start(
+        ca: &Path,
+        cert: &Path,
+        key: &Path,
+        client: Option<(&Path, &Path)>,
+    ) -> TlsRedis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_addr().port();
+        let auth_clients = if client.is_some() { "yes" } else { "no" };
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &cert.display().to_string(),
+            "--tls-key-file",
+            &key.display().to_string(),
+            "--tls-ca-cert-file",
+            &ca.display().to_string(),
+            "--tls-auth-clients",
+            auth_clients,
+        ]
+        .map(String::from);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let child = Redis::spawn(dir.path(), port, &args);
+        let redis = TlsRedis {
+            server: Redis { child, port, dir },
+            ca: ca.to_path_buf(),
+            client: client.map(|(c, k)| (c.to_path_buf(), k.to_path_buf())),
+        };
+        let up = eventually(Duration::from_secs(10), || async {
+            redis.try_cli(&["PING"]).is_some_and(|o| o.trim() == "PONG")
+        })
+        .await;
+        assert!(
+            up,
+            "redis-server with TLS on port {port} did not answer PING (Debian's redis-server \
+             and redis-tools are built with TLS: apt-get install -y redis-server redis-tools)"
+        );
+        redis
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port
+    }
+
+    fn try_cli(&self, args: &[&str]) -> Option<String> {
+        let mut cmd = Command::new("redis-cli");
+        cmd.args(["--tls", "--cacert"]).arg(&self.ca);
+        if let Some((cert, key)) = &self.client {
+            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = cmd
+            .args(["-h", "127.0.0.1", "-p", &self.port().to_string()])
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// One command through `redis-cli --tls`; its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        self.try_cli(args)
+            .expect("redis-cli --tls (apt-get install -y redis-tools)")
+    }
+}
