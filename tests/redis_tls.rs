@@ -88,8 +88,34 @@ async fn finding_13_rediss_store_works_with_a_test_ca() {
     );
     let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
+    assert_eq!(redis.cli(&["KEYS", "tenant:*"]).trim(), KEY);
+    assert!(
+        lines(&gw, "rate_limits.fallback").is_empty(),
+        "{}",
+        gw.logs()
+    );
+}
+
+/// Without `ca_file` the platform's roots are used; the test's CA is made
+/// one of them with `SSL_CERT_FILE`, which the platform lookup honours (as
+/// OpenSSL does). The policy has no key the old reader lacked: `rediss://`
+/// alone used to pass `check` and fail `serve` at start.
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_13_rediss_store_trusts_the_platform_roots() {
+    let c = certs();
+    let redis = TlsRedis::start(&c.pki.ca(), &c.cert, &c.key, None).await;
+    let up = Upstream::start().await;
+    let store = format!(
+        r#"{{kind: redis, url: "rediss://localhost:{}/0", timeout: 2s}}"#,
+        redis.port()
+    );
+    let options = GatewayOptions {
+        env: vec![("SSL_CERT_FILE".into(), path(&c.pki.ca()))],
+        ..Default::default()
+    };
+    let gw = Gateway::start_hs256(&config(&store, &up), options).await;
+    assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     assert_eq!(redis.cli(&["EXISTS", KEY]).trim(), "1");
-    assert_eq!(redis.cli(&["DBSIZE"]).trim(), "1");
     assert!(
         lines(&gw, "rate_limits.fallback").is_empty(),
         "{}",
@@ -191,6 +217,33 @@ async fn finding_13_rediss_store_presents_a_client_certificate() {
     let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     assert_eq!(redis.cli(&["EXISTS", KEY]).trim(), "1");
+    assert!(
+        lines(&gw, "rate_limits.fallback").is_empty(),
+        "{}",
+        gw.logs()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_13_rediss_cluster_store_works_with_a_test_ca() {
+    let c = certs();
+    let cluster = TlsCluster::start(&c.pki.ca(), &c.cert, &c.key).await;
+    let up = Upstream::start().await;
+    let store = format!(
+        r#"{{kind: redis_cluster, nodes: {:?}, ca_file: "{}", timeout: 2s}}"#,
+        cluster.urls(),
+        path(&c.pki.ca())
+    );
+    let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
+    assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
+    // On the one node that owns the tenant's hash slot.
+    let holding: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.cli(&["KEYS", "tenant:*"]).trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
+    assert_eq!(holding, [KEY]);
     assert!(
         lines(&gw, "rate_limits.fallback").is_empty(),
         "{}",

@@ -411,6 +411,17 @@ impl TlsRedis {
         key: &Path,
         client: Option<(&Path, &Path)>,
     ) -> TlsRedis {
+        Self::start_with(ca, cert, key, client, &[]).await
+    }
+
+    /// As `start`, with more `redis-server` arguments.
+    pub async fn start_with(
+        ca: &Path,
+        cert: &Path,
+        key: &Path,
+        client: Option<(&Path, &Path)>,
+        extra: &[&str],
+    ) -> TlsRedis {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_addr().port();
         let auth_clients = if client.is_some() { "yes" } else { "no" };
@@ -429,7 +440,11 @@ impl TlsRedis {
             auth_clients,
         ]
         .map(String::from);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+            .collect();
         let child = Redis::spawn(dir.path(), port, &args);
         let redis = TlsRedis {
             server: Redis { child, port, dir },
@@ -472,5 +487,70 @@ impl TlsRedis {
     pub fn cli(&self, args: &[&str]) -> String {
         self.try_cli(args)
             .expect("redis-cli --tls (apt-get install -y redis-tools)")
+    }
+}
+
+/// A 3-master Redis Cluster serving TLS only, its bus too (`tls-cluster`),
+/// announcing its nodes by the host name `localhost`, which their
+/// certificate (`cert`, from `ca`) names.
+pub struct TlsCluster {
+    pub nodes: Vec<TlsRedis>,
+}
+
+impl TlsCluster {
+    pub async fn start(ca: &Path, cert: &Path, key: &Path) -> TlsCluster {
+        let cluster_args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+            "--cluster-announce-hostname",
+            "localhost",
+            "--cluster-preferred-endpoint-type",
+            "hostname",
+        ];
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(TlsRedis::start_with(ca, cert, key, None, &cluster_args).await);
+        }
+        let mut args = vec!["--tls".to_string(), "--cacert".to_string()];
+        args.push(ca.display().to_string());
+        args.extend(["--cluster", "create"].map(String::from));
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let out = Command::new("redis-cli")
+            .args(&args)
+            .output()
+            .expect("redis-cli --cluster create (install redis-tools)");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = TlsCluster { nodes };
+        let ok = eventually(Duration::from_secs(20), || async {
+            cluster.nodes.iter().all(|n| {
+                n.try_cli(&["CLUSTER", "INFO"]).is_some_and(|i| {
+                    i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
+                })
+            })
+        })
+        .await;
+        assert!(ok, "the TLS cluster did not reach cluster_state:ok");
+        cluster
+    }
+
+    /// The seed URLs, by the name the certificates carry.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("rediss://localhost:{}", n.port()))
+            .collect()
     }
 }
