@@ -122,7 +122,7 @@ bad_configs! {
         r#"config/bad/routes.split_invalid.yaml:8:52: routes.split_invalid: routes[0].upstream: give upstream or upstreams, not both"#,
     ],
     routes_retries_invalid: "config/bad/routes.retries_invalid.yaml" => [
-        r#"config/bad/routes.retries_invalid.yaml:9:92: routes.retries_invalid: routes[0].retries.on: 500: one of connect_failure, reset, 502, 503, 504"#,
+        r#"config/bad/routes.retries_invalid.yaml:9:92: routes.retries_invalid: routes[0].retries.retry_on: 500: one of connect_failure, reset, 502, 503, 504"#,
     ],
     upstreams_passive_health_invalid: "config/bad/upstreams.passive_health_invalid.yaml" => [
         r#"config/bad/upstreams.passive_health_invalid.yaml:7:65: upstreams.passive_health_invalid: upstreams.api.passive_health.failures "0": must be at least 1"#,
@@ -234,6 +234,9 @@ bad_configs! {
     ],
     store_on_unavailable_invalid: "config/bad/store.on_unavailable_invalid.yaml" => [
         r#"config/bad/store.on_unavailable_invalid.yaml:5:19: store.on_unavailable_invalid: store.on_unavailable "retry": must be one of local, allow, deny"#,
+    ],
+    store_tls_invalid: "config/bad/store.tls_invalid.yaml" => [
+        "config/bad/store.tls_invalid.yaml:6:12: store.tls_invalid: store.ca_file: TLS settings need rediss:// URLs; store.url uses redis://",
     ],
     store_url_invalid: "config/bad/store.url_invalid.yaml" => [
         r#"config/bad/store.url_invalid.yaml:4:8: store.url_invalid: store.url "http://127.0.0.1:6379/0": expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]"#,
@@ -446,5 +449,206 @@ routes:
             r#"edge.yaml:9:5: server.tls_host_uncovered: route "shop" serves host shop.example.com, which no certificate in server.tls names; its HTTPS clients get the default certificate and fail to verify it. Add a certificate for it, or list server.tls_host_uncovered under `acknowledge:` (warning)"#,
             "ok",
         ]
+    );
+}
+
+/// `check -c edge.yaml` on `yaml`, run in a temporary directory holding
+/// `files`: (exit code, stdout lines).
+fn check_in_dir(yaml: &str, files: &[(&str, &str)]) -> (Option<i32>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    std::fs::write(dir.path().join("edge.yaml"), yaml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["check", "-c", "edge.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (out.status.code(), lines)
+}
+
+/// A policy whose `store` is `store` (one flow mapping).
+fn with_store(store: &str) -> String {
+    format!(
+        r#"server: {{listen: ["127.0.0.1:8080"]}}
+store: {store}
+upstreams: {{api: {{targets: ["127.0.0.1:3000"]}}}}
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none}}
+"#
+    )
+}
+
+const EXAMPLE_CA: &str = include_str!("../config/certs/example-ca.pem");
+const API_PEM: &str = include_str!("../config/certs/api.pem");
+const API_KEY: &str = include_str!("../config/certs/api.key");
+
+#[test]
+fn finding_13_check_accepts_a_rediss_store_with_a_ca_and_a_client_certificate() {
+    let files = [
+        ("ca.pem", EXAMPLE_CA),
+        ("gw.pem", API_PEM),
+        ("gw.key", API_KEY),
+    ];
+    for store in [
+        r#"{kind: redis, url: "rediss://redis.example.com:6380/0", ca_file: ca.pem}"#,
+        r#"{kind: redis, url: "rediss://redis.example.com:6380/0", ca_file: ca.pem, cert_file: gw.pem, key_file: gw.key}"#,
+        r#"{kind: redis, url: "rediss://redis.example.com:6380/0", tls_verify: false}"#,
+        r#"{kind: redis_cluster, nodes: ["rediss://10.0.0.1:6379", "rediss://10.0.0.2:6379"], ca_file: ca.pem}"#,
+    ] {
+        let (code, lines) = check_in_dir(&with_store(store), &files);
+        assert_eq!(
+            (code, lines[0].as_str()),
+            (Some(0), "ok"),
+            "{store}: {lines:?}"
+        );
+    }
+}
+
+#[test]
+fn finding_13_check_refuses_tls_settings_it_could_not_use() {
+    let files = [
+        ("ca.pem", EXAMPLE_CA),
+        ("garbage.pem", "not a certificate\n"),
+        ("gw.pem", API_PEM),
+        ("other.key", include_str!("../config/certs/legacy.key")),
+    ];
+    let cases = [
+        (
+            r#"{kind: redis, url: "rediss://redis.example.com:6380/0", ca_file: garbage.pem}"#,
+            r#"edge.yaml:2:73: store.tls_invalid: store.ca_file "garbage.pem": garbage.pem: holds no usable CA certificate"#,
+        ),
+        (
+            r#"{kind: redis, url: "rediss://redis.example.com:6380/0", ca_file: missing.pem}"#,
+            r#"edge.yaml:2:73: config.file_missing: store.ca_file "missing.pem": no such file missing.pem"#,
+        ),
+        (
+            r#"{kind: redis, url: "rediss://redis.example.com:6380/0", ca_file: ca.pem, tls_verify: false}"#,
+            "edge.yaml:2:73: store.tls_invalid: store.ca_file: tls_verify: false accepts any certificate, so ca_file would not be used; keep one of them",
+        ),
+        (
+            r#"{kind: redis, url: "rediss://redis.example.com:6380/0", cert_file: gw.pem}"#,
+            "edge.yaml:2:1: config.missing_field: store.key_file: required",
+        ),
+        (
+            r#"{kind: redis, url: "rediss://redis.example.com:6380/0", cert_file: gw.pem, key_file: other.key}"#,
+            "edge.yaml:2:75: store.tls_invalid: store.cert_file: other.key is not the key of gw.pem (their public keys differ)",
+        ),
+        (
+            r#"{kind: redis, url: "rediss://redis.example.com:6380/0#insecure"}"#,
+            r#"edge.yaml:2:27: store.url_invalid: store.url "rediss://redis.example.com:6380/0#insecure": no #fragment: TLS settings are store keys (tls_verify, ca_file)"#,
+        ),
+        (
+            r#"{kind: redis_cluster, nodes: ["rediss://10.0.0.1:6379", "redis://10.0.0.2:6379"]}"#,
+            "edge.yaml:2:30: store.url_invalid: store.nodes: mixes redis:// and rediss:// URLs; use one scheme for all",
+        ),
+        (
+            r#"{kind: redis_sentinel, sentinels: ["rediss://10.0.0.1:26379"], master_name: main}"#,
+            r#"edge.yaml:2:43: store.tls_invalid: store.sentinels[0] "rediss://10.0.0.1:26379": kind redis_sentinel does not support TLS yet; its sentinels and data nodes are reached over plain TCP"#,
+        ),
+        (
+            r#"{kind: redis_sentinel, sentinels: ["redis://10.0.0.1:26379"], master_name: main, ca_file: ca.pem}"#,
+            "edge.yaml:2:98: store.tls_invalid: store.ca_file: kind redis_sentinel does not support TLS yet; its sentinels and data nodes are reached over plain TCP",
+        ),
+    ];
+    for (store, line) in cases {
+        let (code, lines) = check_in_dir(&with_store(store), &files);
+        assert_eq!((code, lines), (Some(1), vec![line.to_string()]), "{store}");
+    }
+}
+
+/// A policy whose one route retries a 503, with the list under `key`.
+fn retrying(key: &str) -> String {
+    format!(
+        r#"server: {{listen: ["127.0.0.1:8080"]}}
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+upstreams: {{api: {{targets: ["127.0.0.1:3000"]}}}}
+routes:
+  - name: api
+    match: {{path_prefix: /}}
+    upstream: api
+    auth: none
+    retries:
+      attempts: 2
+      {key}: [503]
+"#
+    )
+}
+
+/// `yaml` loaded and dumped again by PyYAML, a YAML 1.1 library (as
+/// Helm's `toYaml` and tools on go-yaml v2 would).
+fn through_pyyaml(yaml: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import yaml,sys; print(yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))))",
+        ])
+        .arg(&path)
+        .output()
+        .expect("python3 with PyYAML is needed: scripts/deps installs it (or apt-get install -y python3-yaml)");
+    assert!(
+        out.status.success(),
+        "python3 with PyYAML is needed: scripts/deps installs it (or pip install pyyaml): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn finding_16_retry_on_survives_a_yaml_1_1_round_trip_and_on_does_not() {
+    let kept = through_pyyaml(&retrying("retry_on"));
+    assert!(kept.contains("    retry_on:\n    - 503\n"), "{kept}");
+    let (code, lines) = check_text(&kept);
+    assert_eq!(
+        (code, lines[0].as_str()),
+        (Some(0), "ok"),
+        "{kept}\n{lines:?}"
+    );
+
+    let turned = through_pyyaml(&retrying("on"));
+    assert!(turned.contains("    true:\n    - 503\n"), "{turned}");
+    let at = turned
+        .lines()
+        .position(|l| l.trim() == "true:")
+        .expect("a true: line")
+        + 1;
+    let (code, lines) = check_text(&turned);
+    assert_eq!(code, Some(1), "{turned}\n{lines:?}");
+    assert_eq!(
+        lines,
+        [format!(
+            "edge.yaml:{at}:5: routes.retries_invalid: routes[0].retries.true: a YAML 1.1 tool (Helm's toYaml, PyYAML, go-yaml v2) read the key on: as true; name it retry_on:"
+        )]
+    );
+}
+
+#[test]
+fn finding_16_check_warns_about_the_old_key_on_and_refuses_both() {
+    let (code, lines) = check_text(&retrying("on"));
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(
+        lines[..2],
+        [
+            "edge.yaml:12:7: routes.retries_on_deprecated: routes[0].retries.on: YAML 1.1 tools (Helm's toYaml, PyYAML, go-yaml v2) read the key on: as true:, which fairgate refuses; name it retry_on: (warning)",
+            "ok",
+        ]
+    );
+    let (code, lines) = check_text(&retrying("retry_on").replace(
+        "      retry_on: [503]\n",
+        "      retry_on: [503]\n      on: [503]\n",
+    ));
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert_eq!(
+        lines,
+        ["edge.yaml:13:7: routes.retries_invalid: routes[0].retries.on: retry_on and on are the same key; keep retry_on"]
     );
 }

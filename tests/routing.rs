@@ -574,8 +574,8 @@ upstreams:
   ejects: {{targets: ["{failing}", "{echo}"], passive_health: {{failures: 2, cooldown: 1h}}}}
 routes:
   - {{name: ejecting, match: {{path_prefix: /e}}, upstream: ejecting, auth: none, exempt: true, retries: {{attempts: 2}}}}
-  - {{name: flaky, match: {{path_prefix: /f}}, upstream: flaky, auth: none, exempt: true, retries: {{attempts: 3, on: [reset]}}}}
-  - {{name: busy, match: {{path_prefix: /b}}, upstream: busy, auth: none, exempt: true, retries: {{attempts: 2, on: [503]}}}}
+  - {{name: flaky, match: {{path_prefix: /f}}, upstream: flaky, auth: none, exempt: true, retries: {{attempts: 3, retry_on: [reset]}}}}
+  - {{name: busy, match: {{path_prefix: /b}}, upstream: busy, auth: none, exempt: true, retries: {{attempts: 2, retry_on: [503]}}}}
   - {{name: busy_once, match: {{path_prefix: /n}}, upstream: busy, auth: none, exempt: true}}
   - {{name: ejects, match: {{path_prefix: /j}}, upstream: ejects, auth: none, exempt: true}}
 acknowledge: [store.process_local]
@@ -666,6 +666,65 @@ acknowledge: [store.process_local]
     // the retry's pick too, so most met it first); no POST was.
     let flaky = metric(&metrics, "fairgate_upstream_retries_total{route=\"flaky\"}").unwrap();
     assert!((10.0..=20.0).contains(&flaky), "{flaky}");
+}
+
+/// `retry_on` is the key (YAML 1.1 tools turn a key `on:` into `true:`);
+/// `on` still works as its old name, and `check` warns about it.
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_16_retry_on_and_its_old_name_on_both_retry_a_503() {
+    let echo = EchoProcess::start();
+    let (busy, busy_count) = unavailable().await;
+    let yaml = format!(
+        r#"
+server: {{listen: ["$LISTEN"]}}
+admin: {{listen: "$ADMIN"}}
+upstreams:
+  busy: {{targets: ["{busy}", "{echo}"]}}
+routes:
+  - {{name: new, match: {{path_prefix: /new}}, upstream: busy, auth: none, exempt: true, retries: {{attempts: 2, retry_on: [503]}}}}
+  - {{name: old, match: {{path_prefix: /old}}, upstream: busy, auth: none, exempt: true, retries: {{attempts: 2, on: [503]}}}}
+acknowledge: [store.process_local]
+"#,
+        echo = echo.addr
+    );
+    let gw = Gateway::start(&yaml).await;
+    // Round robin over the two targets: at least every other request meets
+    // the 503 target first, and is retried on the echo, which answers all.
+    for path in ["/new", "/old"] {
+        let mut statuses = Vec::new();
+        for _ in 0..10 {
+            statuses.push(gw.status(path).await);
+        }
+        assert_eq!(statuses, [200; 10], "{path}");
+    }
+    assert_eq!(echo.requests(), 20);
+    let metrics = gw.metrics().await;
+    let retried = |route: &str| {
+        metric(
+            &metrics,
+            &format!("fairgate_upstream_retries_total{{route=\"{route}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let (new, old) = (retried("new"), retried("old"));
+    assert!(new >= 5.0 && old >= 5.0, "{new} {old}");
+    let met_503 = busy_count.load(std::sync::atomic::Ordering::SeqCst) as f64;
+    assert_eq!(new + old, met_503);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["check", "-c"])
+        .arg(gw.config_path())
+        .output()
+        .unwrap();
+    let shown = gw.config_path().display().to_string();
+    let stdout = String::from_utf8_lossy(&out.stdout).replace(&shown, "fairgate.yaml");
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout.lines().take(2).collect::<Vec<_>>(),
+        [
+            "fairgate.yaml:8:110: routes.retries_on_deprecated: routes[1].retries.on: YAML 1.1 tools (Helm's toYaml, PyYAML, go-yaml v2) read the key on: as true:, which fairgate refuses; name it retry_on: (warning)",
+            "ok",
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

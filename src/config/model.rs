@@ -257,10 +257,35 @@ pub struct Store {
     /// The master's name in Sentinel (`redis_sentinel` only).
     pub master_name: Option<String>,
     pub password_env: Option<String>,
+    /// What `rediss://` connections trust and present.
+    pub tls: StoreTls,
     pub key_prefix: String,
     pub timeout: Duration,
     pub on_unavailable: OnUnavailable,
     pub local_divisor: NonZeroU64,
+}
+
+/// TLS to the store, used when its URLs are `rediss://`: the server's
+/// certificate is verified against the system's roots, or `ca_file`'s, for
+/// the URL's host name, unless `verify` is off.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreTls {
+    /// Trust these roots (PEM) instead of the system's.
+    pub ca_file: Option<PathBuf>,
+    /// `false`: any certificate is accepted, for any name (`tls_verify: false`).
+    pub verify: bool,
+    /// A client certificate chain and its key (PEM), for servers that ask.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+impl Default for StoreTls {
+    fn default() -> Self {
+        StoreTls {
+            ca_file: None,
+            verify: true,
+            client: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

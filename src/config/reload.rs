@@ -69,6 +69,10 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
         ("store.url", o.urls != n.urls),
         ("store.master_name", o.master_name != n.master_name),
         ("store.password_env", o.password_env != n.password_env),
+        (
+            "store TLS (ca_file, tls_verify, cert_file, key_file)",
+            o.tls != n.tls,
+        ),
         ("store.key_prefix", o.key_prefix != n.key_prefix),
         ("store.timeout", o.timeout != n.timeout),
         ("store.on_unavailable", o.on_unavailable != n.on_unavailable),

@@ -71,6 +71,10 @@ pub const STORE: &[&str] = &[
     "sentinels",
     "master_name",
     "password_env",
+    "ca_file",
+    "tls_verify",
+    "cert_file",
+    "key_file",
     "key_prefix",
     "timeout",
     "on_unavailable",
@@ -162,7 +166,7 @@ pub const REWRITE: &[&str] = &["path", "host"];
 pub const HEADER_EDITS: &[&str] = &["set", "add", "remove"];
 pub const TIMEOUTS: &[&str] = &["connect", "read", "write", "total"];
 pub const SPLIT: &[&str] = &["name", "weight"];
-pub const RETRIES: &[&str] = &["attempts", "on", "methods"];
+pub const RETRIES: &[&str] = &["attempts", "retry_on", "on", "methods"];
 pub const PASSIVE_HEALTH: &[&str] = &["failures", "cooldown"];
 pub const CANARY: &[&str] = &[
     "upstream", "tenants", "plans", "percent", "header", "cookie",

@@ -609,7 +609,7 @@ fn retries(
         let attempts = if tries == 0 { 10 } else { tries.clamp(2, 10) };
         let mut node = Node::map([
             ("attempts", Node::Int(attempts)),
-            ("on", Node::strs(on.iter().copied())),
+            ("retry_on", Node::strs(on.iter().copied())),
         ]);
         if post {
             node.set(

@@ -134,12 +134,14 @@ impl Limiter {
             StoreKind::Redis => Arc::new(store::redis::RedisStore::single(
                 &s.urls[0],
                 password,
+                &s.tls,
                 s.timeout,
                 &s.key_prefix,
             )?),
             StoreKind::RedisCluster => Arc::new(store::redis::RedisStore::cluster(
                 &s.urls,
                 password,
+                &s.tls,
                 s.timeout,
                 &s.key_prefix,
             )?),

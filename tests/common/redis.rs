@@ -390,3 +390,167 @@ fn command_stat(port: u16, command: &str, field: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// `redis-server` serving TLS only (`--port 0`): `cert`/`key` from a test
+/// CA, and with `client_ca` it asks clients for a certificate signed by it
+/// (`--tls-auth-clients yes`). Looked into with `redis-cli --tls`.
+pub struct TlsRedis {
+    pub server: Redis,
+    /// The CA `redis-cli` verifies the server with.
+    pub ca: PathBuf,
+    /// The pair `redis-cli` presents when clients must have one.
+    client: Option<(PathBuf, PathBuf)>,
+}
+
+impl TlsRedis {
+    /// TLS on a free loopback port; `client` is the CA clients must be
+    /// signed by, and the pair `redis-cli` uses.
+    pub async fn start(
+        ca: &Path,
+        cert: &Path,
+        key: &Path,
+        client: Option<(&Path, &Path)>,
+    ) -> TlsRedis {
+        Self::start_with(ca, cert, key, client, &[]).await
+    }
+
+    /// As `start`, with more `redis-server` arguments.
+    pub async fn start_with(
+        ca: &Path,
+        cert: &Path,
+        key: &Path,
+        client: Option<(&Path, &Path)>,
+        extra: &[&str],
+    ) -> TlsRedis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_addr().port();
+        let auth_clients = if client.is_some() { "yes" } else { "no" };
+        let args = [
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &cert.display().to_string(),
+            "--tls-key-file",
+            &key.display().to_string(),
+            "--tls-ca-cert-file",
+            &ca.display().to_string(),
+            "--tls-auth-clients",
+            auth_clients,
+        ]
+        .map(String::from);
+        let args: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+            .collect();
+        let child = Redis::spawn(dir.path(), port, &args);
+        let redis = TlsRedis {
+            server: Redis { child, port, dir },
+            ca: ca.to_path_buf(),
+            client: client.map(|(c, k)| (c.to_path_buf(), k.to_path_buf())),
+        };
+        let up = eventually(Duration::from_secs(10), || async {
+            redis.try_cli(&["PING"]).is_some_and(|o| o.trim() == "PONG")
+        })
+        .await;
+        assert!(
+            up,
+            "redis-server with TLS on port {port} did not answer PING (Debian's redis-server \
+             and redis-tools are built with TLS: apt-get install -y redis-server redis-tools)"
+        );
+        redis
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port
+    }
+
+    fn try_cli(&self, args: &[&str]) -> Option<String> {
+        let mut cmd = Command::new("redis-cli");
+        cmd.args(["--tls", "--cacert"]).arg(&self.ca);
+        if let Some((cert, key)) = &self.client {
+            cmd.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = cmd
+            .args(["-h", "127.0.0.1", "-p", &self.port().to_string()])
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// One command through `redis-cli --tls`; its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        self.try_cli(args)
+            .expect("redis-cli --tls (apt-get install -y redis-tools)")
+    }
+}
+
+/// A 3-master Redis Cluster serving TLS only, its bus too (`tls-cluster`),
+/// announcing its nodes by the host name `localhost`, which their
+/// certificate (`cert`, from `ca`) names.
+pub struct TlsCluster {
+    pub nodes: Vec<TlsRedis>,
+}
+
+impl TlsCluster {
+    pub async fn start(ca: &Path, cert: &Path, key: &Path) -> TlsCluster {
+        let cluster_args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+            "--cluster-announce-hostname",
+            "localhost",
+            "--cluster-preferred-endpoint-type",
+            "hostname",
+        ];
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(TlsRedis::start_with(ca, cert, key, None, &cluster_args).await);
+        }
+        let mut args = vec!["--tls".to_string(), "--cacert".to_string()];
+        args.push(ca.display().to_string());
+        args.extend(["--cluster", "create"].map(String::from));
+        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let out = Command::new("redis-cli")
+            .args(&args)
+            .output()
+            .expect("redis-cli --cluster create (install redis-tools)");
+        assert!(
+            out.status.success(),
+            "cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = TlsCluster { nodes };
+        let ok = eventually(Duration::from_secs(20), || async {
+            cluster.nodes.iter().all(|n| {
+                n.try_cli(&["CLUSTER", "INFO"]).is_some_and(|i| {
+                    i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
+                })
+            })
+        })
+        .await;
+        assert!(ok, "the TLS cluster did not reach cluster_state:ok");
+        cluster
+    }
+
+    /// The seed URLs, by the name the certificates carry.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("rediss://localhost:{}", n.port()))
+            .collect()
+    }
+}

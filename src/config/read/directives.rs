@@ -96,9 +96,10 @@ pub(super) fn actions(
     }
 }
 
-/// `retries: {attempts, on, methods}`.
+/// `retries: {attempts, retry_on, methods}`; `on` is the old name of
+/// `retry_on`, still read, with a warning.
 fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
-    let f = r.mapping(at, schema::RETRIES)?;
+    let f = retries_mapping(r, at)?;
     let attempts = match f.get("attempts") {
         None => 2,
         Some(a) => match r.u64(&a, "routes.retries_invalid")? {
@@ -113,8 +114,9 @@ fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
             }
         },
     };
-    let on = match f.get("on") {
-        Some(o) => r.strings(&o),
+    let on_at = retry_on(r, &f);
+    let on = match &on_at {
+        Some(o) => r.strings(o),
         None => vec!["connect_failure".into(), "reset".into()],
     };
     let mut on_status = Vec::new();
@@ -123,7 +125,7 @@ fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
             "connect_failure" | "reset" => {}
             "502" | "503" | "504" => on_status.push(when.parse().unwrap_or(502)),
             _ => r.error(
-                &f.get("on")?,
+                on_at.as_ref()?,
                 "routes.retries_invalid",
                 format!("{when}: one of connect_failure, reset, 502, 503, 504"),
             ),
@@ -154,6 +156,65 @@ fn retries(r: &mut Reader<'_>, at: &At<'_>) -> Option<Retries> {
         on_status,
         methods,
     })
+}
+
+/// What YAML 1.1 makes of the key `on:` (Helm's `toYaml`, PyYAML, go-yaml v2).
+const YAML11_ON: &str = "true";
+
+/// The `retries` mapping. A key `true` is `on:` after a YAML 1.1 tool
+/// rewrote the file; it gets its own error, which says so, rather than the
+/// unknown-field one.
+fn retries_mapping<'a>(r: &mut Reader<'_>, at: &At<'a>) -> Option<yaml::Fields<'a>> {
+    let rewritten = at
+        .node
+        .as_mapping()
+        .is_some_and(|m| m.keys().any(|k| k.as_str() == YAML11_ON));
+    if !rewritten {
+        return r.mapping(at, schema::RETRIES);
+    }
+    let keys: Vec<&str> = schema::RETRIES.iter().copied().chain([YAML11_ON]).collect();
+    let f = r.mapping(at, &keys)?;
+    if let Some(t) = f.get(YAML11_ON) {
+        r.problems.push(
+            t.key_pos,
+            "routes.retries_invalid",
+            format!(
+                "{}: a YAML 1.1 tool (Helm's toYaml, PyYAML, go-yaml v2) read the key on: as \
+                 true; name it retry_on:",
+                t.path
+            ),
+        );
+    }
+    Some(f)
+}
+
+/// `retry_on`, or its old name `on` with the warning `routes.retries_on_deprecated`.
+fn retry_on<'a>(r: &mut Reader<'_>, f: &yaml::Fields<'a>) -> Option<At<'a>> {
+    let old = f.get("on");
+    match (f.get("retry_on"), old) {
+        (Some(new), Some(old)) => {
+            r.error(
+                &old,
+                "routes.retries_invalid",
+                "retry_on and on are the same key; keep retry_on",
+            );
+            Some(new)
+        }
+        (Some(new), None) => Some(new),
+        (None, Some(old)) => {
+            r.problems.warn(
+                old.key_pos,
+                "routes.retries_on_deprecated",
+                format!(
+                    "{}: YAML 1.1 tools (Helm's toYaml, PyYAML, go-yaml v2) read the key on: as \
+                     true:, which fairgate refuses; name it retry_on:",
+                    old.path
+                ),
+            );
+            Some(old)
+        }
+        (None, None) => None,
+    }
 }
 
 fn pool_name(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<String> {

@@ -73,7 +73,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
             .as_ref()
             .and_then(|f| r.string(&f.get("token_env")?)),
     };
-    let store = store(r, top.get("store"));
+    let store = store(r, top.get("store"), base);
     let auth = top.get("auth").and_then(|at| auth(r, &at, base));
     let upstreams = upstreams(r, top.get("upstreams"), base);
     let limits: BTreeMap<String, Limit> = named(r, top.get("limits"), limit);

@@ -1,13 +1,15 @@
-//! Reads `store`: the kind, where it is (URLs, sentinels) and the failure policy.
+//! Reads `store`: the kind, where it is (URLs, sentinels), how it is
+//! reached over TLS, and the failure policy.
 
 use super::*;
 
-pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
+pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Store {
     let mut store = Store {
         kind: StoreKind::Memory,
         urls: Vec::new(),
         master_name: None,
         password_env: None,
+        tls: StoreTls::default(),
         key_prefix: String::new(),
         timeout: Duration::from_millis(50),
         on_unavailable: OnUnavailable::Local,
@@ -35,6 +37,7 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>) -> Store {
         };
     }
     connection(r, &at, &f, &mut store);
+    tls(r, &f, base, &mut store);
     if let Some(at) = f.get("key_prefix") {
         store.key_prefix = at
             .node
@@ -112,7 +115,8 @@ fn connection(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, store: &mut
         }
     }
     if store.kind == StoreKind::Memory {
-        for key in ["url", "nodes", "sentinels", "master_name", "password_env"] {
+        let keys = ["url", "nodes", "sentinels", "master_name", "password_env"];
+        for key in keys.into_iter().chain(TLS_KEYS) {
             if let Some(k) = f.get(key) {
                 r.error(&k, "store.url_invalid", "kind memory connects to nothing");
             }
@@ -128,6 +132,64 @@ fn connection(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, store: &mut
                 takes(store.kind)
             );
             r.error(&k, "store.url_invalid", message);
+        }
+    }
+}
+
+/// Sentinel's lookup verifies a master with the client's own roots only, so
+/// a private CA could not be honoured there; refused rather than half done.
+const SENTINEL_TLS: &str = "kind redis_sentinel does not support TLS yet; its sentinels and \
+     data nodes are reached over plain TCP";
+
+/// The keys of TLS to the store, which only `rediss://` URLs use.
+const TLS_KEYS: [&str; 4] = ["ca_file", "tls_verify", "cert_file", "key_file"];
+
+/// `ca_file`, `tls_verify`, `cert_file` and `key_file`. Each file is read
+/// here once to check it, so that what `check` accepts is what `serve` can
+/// load.
+fn tls(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, store: &mut Store) {
+    let Some(first) = TLS_KEYS.iter().find_map(|k| f.get(k)) else {
+        return;
+    };
+    let url_key = match store.kind {
+        StoreKind::Memory => return,
+        StoreKind::Redis => "url",
+        StoreKind::RedisCluster => "nodes",
+        StoreKind::RedisSentinel => {
+            r.error(&first, "store.tls_invalid", SENTINEL_TLS);
+            return;
+        }
+    };
+    if !store.urls.iter().all(|u| u.starts_with("rediss://")) {
+        let message = format!("TLS settings need rediss:// URLs; store.{url_key} uses redis://");
+        r.error(&first, "store.tls_invalid", message);
+        return;
+    }
+    if let Some(at) = f.get("tls_verify") {
+        store.tls.verify = r.bool(&at).unwrap_or(true);
+    }
+    if let Some(ca_at) = f.get("ca_file") {
+        let path = file_path(r, f, "ca_file", base);
+        match path.as_deref().map(crate::tls::load_roots) {
+            Some(Err(e)) => r.error_value(&ca_at, "store.tls_invalid", e),
+            Some(Ok(_)) if !store.tls.verify => r.error(
+                &ca_at,
+                "store.tls_invalid",
+                "tls_verify: false accepts any certificate, so ca_file would not be used; \
+                 keep one of them",
+            ),
+            Some(Ok(_)) => store.tls.ca_file = path,
+            None => {}
+        }
+    }
+    if f.get("cert_file").is_some() || f.get("key_file").is_some() {
+        let cert = file_path(r, f, "cert_file", base);
+        let key = file_path(r, f, "key_file", base);
+        if let (Some(cert), Some(key), Some(at)) = (cert, key, f.get("cert_file")) {
+            match crate::tls::load(&cert, &key) {
+                Ok(_) => store.tls.client = Some((cert, key)),
+                Err(e) => r.error(&at, "store.tls_invalid", e),
+            }
         }
     }
 }
@@ -157,6 +219,17 @@ fn check_url(r: &mut Reader<'_>, at: &At<'_>, text: String, store: &mut Store) {
             "store.url_invalid",
             "expected redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]",
         );
+    } else if text.contains('#') {
+        // The client reads `#insecure` as "verify nothing": say it in the file.
+        r.error_value(
+            at,
+            "store.url_invalid",
+            "no #fragment: TLS settings are store keys (tls_verify, ca_file)",
+        );
+    } else if store.kind == StoreKind::RedisSentinel && text.starts_with("rediss://") {
+        r.error_value(at, "store.tls_invalid", SENTINEL_TLS);
+        // Kept, so that it is not also reported missing.
+        store.urls.push(text);
     } else if store.kind == StoreKind::RedisSentinel && url_db(&text).is_some_and(|db| db != "0") {
         // A sentinel has no databases: the client's SELECT would fail on it.
         r.error_value(at, "store.url_invalid", "a sentinel URL takes no /DB");
@@ -182,6 +255,18 @@ fn url_list(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, key: &str, st
         if let Some(text) = r.string(&item) {
             check_url(r, &item, text, store);
         }
+    }
+    let tls = store
+        .urls
+        .iter()
+        .filter(|u| u.starts_with("rediss://"))
+        .count();
+    if tls != 0 && tls != store.urls.len() {
+        r.error(
+            &list,
+            "store.url_invalid",
+            "mixes redis:// and rediss:// URLs; use one scheme for all",
+        );
     }
     if store.urls.is_empty() {
         let what = match store.kind {

@@ -7,6 +7,8 @@
 //! Under Sentinel the master is asked of the sentinels, and asked again when
 //! it stops answering or answers `READONLY` (demoted); the lookup never makes
 //! a request wait longer than `store.timeout`, which falls back meanwhile.
+//! `rediss://` URLs are TLS (rustls): the server's certificate is verified
+//! against the system's roots or `store.ca_file`'s, for the URL's host.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -17,9 +19,10 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
-use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::{Store, StoreError};
+use crate::config::StoreTls;
 use crate::limit::bucket::{BucketState, Spend};
 
 pub const TOKEN_BUCKET_LUA: &str = include_str!("../../../lua/token_bucket.lua");
@@ -58,7 +61,11 @@ impl Script {
 /// it stops answering, so a connection stuck in a bad state (e.g. a failed
 /// AUTH it will not retry) is replaced rather than waited on.
 enum Conn {
-    Single { server: Server, timeout: Duration },
+    /// Boxed: a client with TLS settings is some hundred bytes.
+    Single {
+        server: Box<Server>,
+        timeout: Duration,
+    },
     Cluster(Arc<ClusterConn>),
     Sentinel(Arc<SentinelConn>),
 }
@@ -327,11 +334,71 @@ fn is_noscript(e: &RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
+/// The files of `store.tls` as the client takes them: read once, when the
+/// store is built. `None` when neither a CA nor a client certificate is
+/// given (the system's roots, no client certificate).
+fn certificates(tls: &StoreTls) -> Result<Option<redis::TlsCertificates>, String> {
+    if tls.ca_file.is_none() && tls.client.is_none() {
+        return Ok(None);
+    }
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| format!("store: {}: {e}", path.display()))
+    };
+    let client_tls = match &tls.client {
+        Some((cert, key)) => Some(redis::ClientTlsConfig {
+            client_cert: read(cert)?,
+            client_key: read(key)?,
+        }),
+        None => None,
+    };
+    Ok(Some(redis::TlsCertificates {
+        client_tls,
+        root_cert: tls.ca_file.as_deref().map(read).transpose()?,
+    }))
+}
+
+/// rustls finds its crypto in the process default: the same `ring`
+/// provider the listeners install (a no-op when one is installed already).
+fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// `info` with `store.tls` applied when it is a `rediss://` address;
+/// unchanged when it is plain TCP.
+fn with_tls(info: ConnectionInfo, tls: &StoreTls) -> Result<ConnectionInfo, String> {
+    if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
+        return Ok(info);
+    }
+    install_crypto_provider();
+    let info = match certificates(tls)? {
+        Some(certs) => redis::Client::build_with_tls(info, certs)
+            .map_err(|e| format!("store: {e}"))?
+            .get_connection_info()
+            .clone(),
+        None => info,
+    };
+    match info.addr().clone() {
+        ConnectionAddr::TcpTls {
+            host,
+            port,
+            tls_params,
+            ..
+        } if !tls.verify => Ok(info.set_addr(ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: true,
+            tls_params,
+        })),
+        _ => Ok(info),
+    }
+}
+
 impl RedisStore {
     /// A single server. Connects lazily, so the gateway starts with Redis down.
     pub fn single(
         url: &str,
         password: Option<String>,
+        tls: &StoreTls,
         timeout: Duration,
         prefix: &str,
     ) -> Result<Self, String> {
@@ -341,10 +408,11 @@ impl RedisStore {
             let settings = info.redis_settings().clone().set_password(p);
             info = info.set_redis_settings(settings);
         }
-        let client = redis::Client::open(info).map_err(|e| format!("store.url: {e}"))?;
+        let client =
+            redis::Client::open(with_tls(info, tls)?).map_err(|e| format!("store.url: {e}"))?;
         Ok(RedisStore {
             conn: Conn::Single {
-                server: Server::new(client),
+                server: Box::new(Server::new(client)),
                 timeout,
             },
             probe_key: crate::limit::keys::probe(prefix),
@@ -354,9 +422,12 @@ impl RedisStore {
         })
     }
 
+    /// A Redis Cluster from its seed nodes; the nodes it learns of are
+    /// reached as the seeds are (TLS or not, with the same settings).
     pub fn cluster(
         nodes: &[String],
         password: Option<String>,
+        tls: &StoreTls,
         timeout: Duration,
         prefix: &str,
     ) -> Result<Self, String> {
@@ -365,6 +436,17 @@ impl RedisStore {
             .response_timeout(timeout.max(Duration::from_millis(100)));
         if let Some(p) = password {
             builder = builder.password(p);
+        }
+        if nodes.iter().any(|n| n.starts_with("rediss://")) {
+            install_crypto_provider();
+            if let Some(certs) = certificates(tls)? {
+                builder = builder.certs(certs);
+            }
+            let mode = match tls.verify {
+                true => redis::TlsMode::Secure,
+                false => redis::TlsMode::Insecure,
+            };
+            builder = builder.tls(mode);
         }
         let client = builder.build().map_err(|e| format!("store.nodes: {e}"))?;
         Ok(RedisStore {
