@@ -20,7 +20,6 @@ pub struct Ctx {
     /// Whether the connecting peer is a trusted proxy.
     pub peer_trusted: bool,
     pub started: Instant,
-    pub upstream_started: Option<Instant>,
     pub request_body_bytes: u64,
     /// Status of a response the gateway made itself.
     pub refused: Option<u16>,
@@ -36,17 +35,8 @@ pub struct Ctx {
     pub deny: Option<crate::proxy::respond::Deny>,
     /// The path the upstream got, when a rewrite changed it.
     pub forwarded_path: Option<String>,
-    /// The pool the request was sent to (of a split or canary).
-    pub pool: Option<String>,
-    /// The target of the latest attempt, and how many attempts were made.
-    pub target: Option<std::net::SocketAddr>,
-    pub attempts: u32,
-    /// The latest answer is to be retried (`retries.on` a status).
-    pub status_retry: bool,
-    /// The status the upstream answered (the latest attempt's).
-    pub upstream_status: Option<u16>,
-    /// This request counted in flight at its target (`least_requests`).
-    pub busy: Option<crate::upstream::Busy>,
+    /// The attempts at the upstream.
+    pub upstream: crate::proxy::attempt::Attempts,
     /// The request's spans, when traces are on.
     pub trace: Option<Box<crate::telemetry::RequestTrace>>,
     /// What answered the limit decision (`Decision::via`), for the span.
@@ -64,7 +54,6 @@ impl Ctx {
             client_ip: None,
             peer_trusted: false,
             started: Instant::now(),
-            upstream_started: None,
             request_body_bytes: 0,
             refused: None,
             identity: None,
@@ -73,12 +62,7 @@ impl Ctx {
             decision: Verdict::None,
             deny: None,
             forwarded_path: None,
-            pool: None,
-            target: None,
-            attempts: 0,
-            status_retry: false,
-            upstream_status: None,
-            busy: None,
+            upstream: Default::default(),
             trace: None,
             store_source: None,
             _in_flight: InFlight::new(),

@@ -3,7 +3,9 @@
 //! choice and the one routed path (`route`), the request context (`ctx`)
 //! and the gateway's own answers (`respond`).
 
+pub mod access_log;
 pub mod admit;
+pub mod attempt;
 pub mod cors;
 pub mod ctx;
 pub mod directives;
