@@ -6,19 +6,21 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
+use crate::clock::{Clock, SystemClock};
 use crate::config::Bucket;
+use crate::limit::bucket::{decide, Spend};
 
 /// Addresses tracked at once; past this, a new address takes the place of
 /// the one whose bucket is fullest (earliest theoretical arrival), so a
 /// failure is always recorded and no request scans the table.
 const MAX_ADDRESSES: usize = 100_000;
 
-/// GCRA over microseconds since `epoch`, one theoretical arrival time per address.
+/// One GCRA bucket (`limit::bucket`, the limiter's own arithmetic) per
+/// address, on the injected clock.
 pub struct Failures {
-    epoch: Instant,
+    clock: Arc<dyn Clock>,
     tat: Mutex<Table>,
 }
 
@@ -47,47 +49,60 @@ impl Table {
 
 impl Default for Failures {
     fn default() -> Self {
-        Failures {
-            epoch: Instant::now(),
-            tat: Mutex::new(Table::default()),
-        }
+        Failures::with_clock(Arc::new(SystemClock))
     }
 }
 
 impl Failures {
-    fn now_us(&self) -> u64 {
-        self.epoch.elapsed().as_micros() as u64
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Failures {
+            clock,
+            tat: Mutex::new(Table::default()),
+        }
+    }
+
+    /// The bucket of `bucket`'s policy for one failure (cost 1).
+    fn spend(bucket: &Bucket) -> [Spend; 1] {
+        [Spend {
+            key: String::new(),
+            capacity: bucket.capacity.get(),
+            interval_us: bucket.rate.interval_us(),
+            shadow: false,
+        }]
     }
 
     /// `Ok` while `addr` may still fail once more; else the wait in
     /// milliseconds until it may.
     pub fn check(&self, addr: IpAddr, bucket: &Bucket) -> Result<(), u64> {
-        let now = self.now_us();
-        let interval = bucket.rate.interval_us();
-        let tau = bucket.capacity.get().saturating_mul(interval);
-        let table = self.tat.lock().unwrap_or_else(|e| e.into_inner());
-        let tat = table.tat.get(&addr).copied().unwrap_or(0).max(now);
-        let next = tat + interval;
-        if next - now <= tau {
-            Ok(())
-        } else {
-            Err((next - now - tau).div_ceil(1000))
+        let now = self.clock.now_us();
+        let tat = self
+            .tat
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .tat
+            .get(&addr)
+            .copied();
+        let (states, _) = decide(now, &Self::spend(bucket), &[tat], 1);
+        match states[0].allowed {
+            true => Ok(()),
+            false => Err(states[0].retry_after_ms.unwrap_or(states[0].reset_after_ms)),
         }
     }
 
-    /// Spends one token for a failed authentication from `addr`.
-    pub fn spend(&self, addr: IpAddr, bucket: &Bucket) {
-        let now = self.now_us();
-        let interval = bucket.rate.interval_us();
-        let tau = bucket.capacity.get().saturating_mul(interval);
+    /// Spends one token for a failed authentication from `addr`; an empty
+    /// bucket stays empty (the address waits one refill after the flood).
+    pub fn record(&self, addr: IpAddr, bucket: &Bucket) {
+        let now = self.clock.now_us();
         let mut table = self.tat.lock().unwrap_or_else(|e| e.into_inner());
         let tat = table.tat.get(&addr).copied();
         if tat.is_none() && table.tat.len() >= MAX_ADDRESSES {
             table.evict_fullest();
         }
-        // Never past one token beyond empty, so a long flood ends in one refill.
-        let tat = (tat.unwrap_or(0).max(now) + interval).min(now + tau + interval);
-        table.set(addr, tat);
+        let (_, writes) = decide(now, &Self::spend(bucket), &[tat], 1);
+        let written = writes.and_then(|w| w[0]);
+        if let Some(tat) = written.or(tat) {
+            table.set(addr, tat);
+        }
     }
 }
 
@@ -110,14 +125,14 @@ mod tests {
             },
         };
         for i in 0..MAX_ADDRESSES as u32 {
-            f.spend(
+            f.record(
                 IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i)),
                 &bucket,
             );
         }
         let new: IpAddr = "192.0.2.1".parse().unwrap();
-        f.spend(new, &bucket);
-        f.spend(new, &bucket);
+        f.record(new, &bucket);
+        f.record(new, &bucket);
         assert!(
             f.check(new, &bucket).is_err(),
             "the new address is throttled"
@@ -132,8 +147,9 @@ mod tests {
     }
 
     #[test]
-    fn capacity_failures_then_refused() {
-        let f = Failures::default();
+    fn capacity_failures_then_refused_until_one_refill_exactly() {
+        let clock = Arc::new(crate::clock::ManualClock::default());
+        let f = Failures::with_clock(clock.clone());
         let bucket = Bucket {
             capacity: std::num::NonZeroU64::new(3).unwrap(),
             rate: Rate {
@@ -145,10 +161,15 @@ mod tests {
         let b: IpAddr = "127.0.0.2".parse().unwrap();
         for _ in 0..3 {
             assert!(f.check(a, &bucket).is_ok());
-            f.spend(a, &bucket);
+            f.record(a, &bucket);
         }
-        let wait = f.check(a, &bucket).unwrap_err();
-        assert!((59_000..=60_000).contains(&wait), "{wait}");
+        assert_eq!(f.check(a, &bucket), Err(60_000));
+        // A flood while empty does not push the refill further.
+        f.record(a, &bucket);
+        clock.advance_us(59_999_999);
+        assert_eq!(f.check(a, &bucket), Err(1));
+        clock.advance_us(1);
+        assert_eq!(f.check(a, &bucket), Ok(()));
         assert!(f.check(b, &bucket).is_ok());
     }
 }

@@ -193,7 +193,7 @@ async fn authenticate(
         return Err(Deny::AuthThrottled { wait_ms });
     }
     verifier.verify_fresh(token).await.map_err(|e| {
-        failures.spend(addr, &bucket);
+        failures.record(addr, &bucket);
         METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
         Deny::Unauthorized(e)
     })
