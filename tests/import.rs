@@ -121,6 +121,97 @@ fn a_server_wide_access_rule_that_does_not_parse_withholds_every_ingress() {
     assert_eq!(report.matches("paths: not supported (not imported: the ConfigMap's whitelist-source-range did not carry over)").count(), 4, "{report}");
 }
 
+/// The exit code and standard error of an import that is refused.
+fn import_refused(inputs: &[&Path]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["import", "ingress-nginx"])
+        .args(inputs)
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "no policy: {out:?}");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A "billion laughs": nine copies of nine copies ... of a string, eleven
+/// lines that a loader expanding aliases turns into 9^8 strings.
+const LAUGHS: &str = "kind: ConfigMap\nmetadata: {name: lol, namespace: t}\ndata:\n  \
+    a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n  \
+    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n  \
+    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n  \
+    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n  \
+    e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n  \
+    f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n  \
+    g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n  \
+    h: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n";
+
+#[test]
+fn finding_5_yaml_aliases_in_manifests_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let laughs = dir.path().join("laughs.yaml");
+    std::fs::write(&laughs, LAUGHS).unwrap();
+    assert_eq!(LAUGHS.lines().count(), 11);
+    let (code, stderr) = import_refused(&[&laughs]);
+    assert_eq!(
+        (code, stderr),
+        (
+            1,
+            format!(
+                "import: {}:4:9: a YAML anchor (&name): anchors and aliases are refused in manifests\n",
+                laughs.display()
+            )
+        )
+    );
+    // An alias alone (of an anchor YAML would have had to accept first).
+    let alias = dir.path().join("alias.yaml");
+    std::fs::write(
+        &alias,
+        "kind: ConfigMap\nmetadata: {name: x}\ndata: *nothing\n",
+    )
+    .unwrap();
+    let (code, stderr) = import_refused(&[&alias]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.starts_with(&format!("import: {}:3:", alias.display())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn finding_5_manifest_files_are_bounded_in_size_and_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Over 16 MiB: refused before it is read (the file is sparse).
+    let big = dir.path().join("big.yaml");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((16 << 20) + 1).unwrap();
+    let (code, stderr) = import_refused(&[&big]);
+    assert_eq!(
+        (code, stderr),
+        (
+            1,
+            format!(
+                "import: {}: 16777217 bytes: a manifest file may have at most 16777216 (16 MiB)\n",
+                big.display()
+            )
+        )
+    );
+    // A million and one nodes in 2 MB.
+    let many = dir.path().join("many.yaml");
+    let items = vec!["0"; 1_000_000].join(",");
+    std::fs::write(&many, format!("kind: List\nitems: [{items}]\n")).unwrap();
+    let (code, stderr) = import_refused(&[&many]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.starts_with(&format!("import: {}:2:", many.display()))
+            && stderr.ends_with(
+                ": more than 1000000 YAML nodes: a manifest file may have at most that many\n"
+            ),
+        "{stderr}"
+    );
+}
+
 /// An Ingress of one path, with `annotations` (YAML flow mapping entries).
 fn ingress(name: &str, host: &str, annotations: &str) -> String {
     format!(
