@@ -212,6 +212,40 @@ fn finding_5_manifest_files_are_bounded_in_size_and_nodes() {
     );
 }
 
+#[test]
+fn finding_12_the_admin_listener_is_on_loopback_unless_told() {
+    let (policy, report, _) = import("rewrite");
+    assert!(
+        policy.contains("\nadmin: {listen: \"127.0.0.1:9090\"}\n"),
+        "{policy}"
+    );
+    assert!(
+        report.contains(
+            "controller: admin.listen: mapped (127.0.0.1:9090: /healthz, /readyz and /metrics answer \
+             without authentication, on loopback only; for kubelet probes or a Prometheus scrape by pod IP \
+             give --admin-listen 0.0.0.0:9090 and keep that port a pod port that no Service publishes)\n"
+        ),
+        "{report}"
+    );
+    let (policy, report, _) = import_with(&[
+        "--admin-listen",
+        "0.0.0.0:9090",
+        "tests/ingress-nginx/rewrite",
+    ]);
+    assert!(
+        policy.contains("\nadmin: {listen: \"0.0.0.0:9090\"}\n"),
+        "{policy}"
+    );
+    assert!(
+        report.contains(
+            "controller: admin.listen: mapped (0.0.0.0:9090, from --admin-listen: /healthz, /readyz and \
+             /metrics answer anyone who reaches it, without authentication; keep that port a pod port that \
+             no Service publishes)\n"
+        ),
+        "{report}"
+    );
+}
+
 /// An Ingress of one path, with `annotations` (YAML flow mapping entries).
 fn ingress(name: &str, host: &str, annotations: &str) -> String {
     format!(
@@ -384,7 +418,7 @@ fn runnable(
     let (mut policy, _, _) = import(case);
     policy = policy
         .replace("0.0.0.0:8080", "$LISTEN")
-        .replace("0.0.0.0:9090", "$ADMIN")
+        .replace("127.0.0.1:9090", "$ADMIN")
         .replace("redis://fairgate-redis:6379/0", &redis.url());
     for (name, addr) in services {
         let before = policy.clone();

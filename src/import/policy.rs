@@ -138,6 +138,7 @@ impl<'a> Import<'a> {
     pub fn run(mut self) -> Imported {
         self.configmap();
         self.count_replicas();
+        self.admin();
         let ingresses: Vec<&Object> = self.ingresses();
         for ing in &ingresses {
             self.tls(ing);
@@ -356,6 +357,27 @@ impl<'a> Import<'a> {
         };
         self.replicas = n.max(1);
         self.line(subject, "replicas", verdict);
+    }
+
+    /// `admin.listen`, said: its endpoints answer without authentication.
+    fn admin(&mut self) {
+        let listen = self.options.admin_listen.clone();
+        let loopback = listen
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback());
+        let why = if loopback {
+            format!(
+                "{listen}: /healthz, /readyz and /metrics answer without authentication, on loopback only; \
+                 for kubelet probes or a Prometheus scrape by pod IP give --admin-listen 0.0.0.0:9090 \
+                 and keep that port a pod port that no Service publishes"
+            )
+        } else {
+            format!(
+                "{listen}, from --admin-listen: /healthz, /readyz and /metrics answer anyone who reaches it, \
+                 without authentication; keep that port a pod port that no Service publishes"
+            )
+        };
+        self.line("controller", "admin.listen", Verdict::Mapped(why));
     }
 
     /// TLS sections: certificate files where the Secret is mounted.
