@@ -331,6 +331,58 @@ fn a_default_backend_serves_its_own_hosts_only() {
     );
 }
 
+#[test]
+fn finding_8_names_that_become_paths_are_validated_as_the_api_server_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_tls = |ns: &str, name: &str, secret: &str, service: &str| {
+        format!(
+            "---\nkind: Ingress\nmetadata: {{name: \"{name}\", namespace: \"{ns}\"}}\nspec:\n  \
+             tls: [{{hosts: [{name}.example.com], secretName: \"{secret}\"}}]\n  \
+             rules: [{{host: {name}.example.com, http: {{paths: [{{path: /, pathType: Prefix, \
+             backend: {{service: {{name: \"{service}\", port: {{number: 80}}}}}}}}]}}}}]\n"
+        )
+    };
+    let manifests = [
+        with_tls(
+            "shop",
+            "secret",
+            "../../../../etc/ssl/private/server",
+            "web",
+        ),
+        with_tls("../../..", "namespace", "tls", "web"),
+        with_tls("shop", "service", "tls", "web/../x"),
+        with_tls("shop", "fine", "fine-tls", "web"),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("ingresses.yaml"), manifests).unwrap();
+    let (policy, report, code) = import_with(&["--replicas", "1", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(!policy.contains(".."), "{policy}");
+    assert!(
+        policy.contains("cert_file: /etc/fairgate/tls/shop/fine-tls/tls.crt")
+            && policy.contains("host: fine.example.com"),
+        "{policy}"
+    );
+    for host in ["secret", "namespace", "service"] {
+        assert!(!policy.contains(&format!("{host}.example.com")), "{policy}");
+    }
+    let lines: Vec<&str> = report.lines().filter(|l| l.contains(": paths: ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "shop/secret: paths: not supported (not imported: secretName \"../../../../etc/ssl/private/server\" \
+             is not a DNS-1123 subdomain (at most 253 of a-z, 0-9, - and .), as the API server requires; \
+             it would become a file path, a host name or a key)",
+            "\"../../../namespace\": paths: not supported (not imported: namespace \"../../..\" is not a \
+             DNS-1123 label (at most 63 of a-z, 0-9 and -), as the API server requires; it would become a \
+             file path, a host name or a key)",
+            "shop/service: paths: not supported (not imported: Service \"web/../x\" is not a DNS-1035 label \
+             (at most 63 of a-z, 0-9 and -, starting with a letter), as the API server requires; it would \
+             become a file path, a host name or a key)",
+        ]
+    );
+}
+
 /// Writes a certificate for every `cert_file` of `policy` under `dir` (the
 /// Secrets as they would be mounted), signed by one test CA.
 fn mount_secrets(policy: &str, dir: &Path) -> Pki {

@@ -7,6 +7,7 @@
 mod annotations;
 mod emit;
 mod manifests;
+mod names;
 mod policy;
 
 use std::fmt;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::annotations::{self, Protocol};
 use super::emit::{self, Node};
 use super::manifests::{text, Object};
+use super::names;
 use super::{Imported, Line, Options, Verdict};
 
 /// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
@@ -177,7 +178,20 @@ impl<'a> Import<'a> {
                         self.options.ingress_class
                     )),
                 ),
-                _ => out.push(ing),
+                _ => match names::ingress_problem(ing) {
+                    None => out.push(ing),
+                    Some(why) => {
+                        // The name itself may be what is wrong: quoted.
+                        let subject = match names::dns1123_label(&ing.namespace)
+                            && names::dns1123_subdomain(&ing.name)
+                        {
+                            true => ing.id(),
+                            false => format!("{:?}", ing.id()),
+                        };
+                        let why = format!("not imported: {why}; it would become a file path, a host name or a key");
+                        self.line(&subject, "paths", Verdict::Unsupported(why));
+                    }
+                },
             }
         }
         out
