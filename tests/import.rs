@@ -22,6 +22,7 @@ const CASES: &[&str] = &[
     "grpc",
     "legacy",
     "rate-limit",
+    "regex-host",
     "rewrite",
     "snippets",
     "tls",
@@ -467,15 +468,25 @@ fn runnable(
     redis: &Redis,
     tls: Option<(&Path, SocketAddr)>,
 ) -> String {
-    let (mut policy, _, _) = import(case);
-    policy = policy
+    let (policy, _, _) = import(case);
+    serveable(&policy, services, redis, tls)
+}
+
+/// An imported policy made runnable here, as `runnable` says.
+fn serveable(
+    policy: &str,
+    services: &[(&str, SocketAddr)],
+    redis: &Redis,
+    tls: Option<(&Path, SocketAddr)>,
+) -> String {
+    let mut policy = policy
         .replace("0.0.0.0:8080", "$LISTEN")
         .replace("127.0.0.1:9090", "$ADMIN")
         .replace("redis://fairgate-redis:6379/0", &redis.url());
     for (name, addr) in services {
         let before = policy.clone();
         policy = policy.replace(name, &addr.to_string());
-        assert_ne!(before, policy, "{name} is not in the {case} policy");
+        assert_ne!(before, policy, "{name} is not in the policy");
     }
     if let Some((dir, listen)) = tls {
         policy = policy
@@ -555,6 +566,49 @@ async fn limit_rps_5_on_3_replicas_admits_78_back_to_back_then_refuses_503() {
     assert_eq!(refused.status(), 503);
     assert_eq!(header(&refused, "retry-after"), "1");
     assert_eq!(echo.requests(), 78 + extra);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_2_a_regex_ingress_cannot_shadow_an_address_restricted_path() {
+    let redis = Redis::start().await;
+    let (api, admin) = (Upstream::start().await, Upstream::start().await);
+    let services = [
+        ("api.t.svc.cluster.local:80", api.addr),
+        ("admin.t.svc.cluster.local:80", admin.addr),
+    ];
+    // Only 10/8 may reach the admin paths; this client is 127.0.0.1.
+    let gw = Gateway::start(&runnable("regex-host", &services, &redis, None)).await;
+    let admin_paths = [
+        "/api/v1/admin",
+        "/api/v1/admin/users",
+        "/API/V1/ADMIN",
+        "/api/v1/administrators",
+        "/api/v1/status/x",
+    ];
+    for path in admin_paths {
+        let status = send(&gw, "api.example.com", path, &[]).await.status();
+        assert_eq!(status, 403, "{path} from outside the allow list");
+    }
+    for path in ["/api/v2/items", "/API/V1/users"] {
+        let status = send(&gw, "api.example.com", path, &[]).await.status();
+        assert_eq!(status, 200, "{path}");
+    }
+    assert_eq!((api.requests(), admin.requests()), (2, 0));
+    drop(gw);
+    // The same Ingresses with this client's network allowed.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = std::fs::read_to_string("tests/ingress-nginx/regex-host/ingress.yaml")
+        .unwrap()
+        .replace("10.0.0.0/8", "127.0.0.0/8");
+    std::fs::write(dir.path().join("ingress.yaml"), manifest).unwrap();
+    let (policy, _, code) = import_with(&["--replicas", "3", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let gw = Gateway::start(&serveable(&policy, &services, &redis, None)).await;
+    for path in admin_paths {
+        let status = send(&gw, "api.example.com", path, &[]).await.status();
+        assert_eq!(status, 200, "{path} from inside the allow list");
+    }
+    assert_eq!((api.requests(), admin.requests()), (2, 5));
 }
 
 #[tokio::test(flavor = "multi_thread")]

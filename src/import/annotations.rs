@@ -100,7 +100,6 @@ pub const KNOWN: &[&str] = &[
 #[derive(Debug, Default)]
 pub struct Plan {
     pub keys: BTreeMap<&'static str, Node>,
-    pub regex: bool,
     pub rewrite_target: Option<String>,
     pub vhost: Option<String>,
     pub protocol: Protocol,
@@ -201,17 +200,18 @@ fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
 fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut Plan) -> Verdict {
     let mapped = |s: &str| Verdict::Mapped(s.to_string());
     match key {
-        "use-regex" => {
-            plan.regex |= value == "true";
-            mapped("paths as path_regex: case-insensitive, matching from the start as nginx does")
-        }
+        "use-regex" if go_bool(value) => mapped(
+            "paths as path_regex: case-insensitive, matching from the start as nginx does; \
+             every other path of its hosts too, whichever Ingress it comes from",
+        ),
+        "use-regex" => mapped("off"),
         "rewrite-target" => {
             if value.contains(['{', '}']) {
                 return Verdict::Unsupported("a { or } in the target".into());
             }
             plan.rewrite_target = Some(value.to_string());
-            plan.regex = true;
-            mapped("rewrite.path, $N as the path's numbered groups; the paths become regular expressions as in ingress-nginx")
+            mapped("rewrite.path, $N as the path's numbered groups; the paths become regular expressions as in ingress-nginx, \
+                    and every other path of their hosts too")
         }
         "app-root" if value.starts_with('/') => {
             plan.keys.insert("app_root", Node::str(value));
@@ -901,10 +901,19 @@ pub fn route(
     upstream: String,
 ) -> Option<Route> {
     let id = ing.id();
-    let (rule, groups) = path_rule(imp, &id, plan, &path, &kind);
+    let regex = imp.regex_hosts.contains_key(&host);
+    let (rule, groups) = match path_rule(imp, &id, plan, &path, &kind, regex) {
+        Ok(found) => found,
+        Err(why) => {
+            let why = format!("path {path}: {why}; the path is not imported");
+            imp.line(&id, "paths", super::Verdict::Unsupported(why));
+            return None;
+        }
+    };
     let mut keys = plan.keys.clone();
     let mut rewrite = Node::Map(Vec::new());
-    if let Some(target) = &plan.rewrite_target {
+    // ingress-nginx rewrites only where the target differs from the path.
+    if let Some(target) = plan.rewrite_target.as_ref().filter(|t| **t != path) {
         match rewrite_template(target, &groups) {
             Ok(t) => rewrite.set("path", Node::str(t)),
             Err(why) => {
@@ -943,23 +952,47 @@ pub fn route(
         headers: None,
         keys,
         rank,
+        regex,
     })
 }
 
-/// How a path is matched, and its regex groups' names (for `$N`).
+/// How a path is matched, and its regex groups' names (for `$N`). On a
+/// host where ingress-nginx enforces regular expressions, every path is
+/// its `~* "^PATH"` location: case-insensitive, from the start, and a
+/// prefix whatever its pathType (an Exact one too).
 fn path_rule(
     imp: &mut Import<'_>,
     id: &str,
     plan: &mut Plan,
     path: &str,
     kind: &str,
-) -> (PathRule, Vec<String>) {
+    regex: bool,
+) -> Result<(PathRule, Vec<String>), String> {
     let rule = match kind {
         "Default" => PathRule::Any,
-        _ if plan.regex => {
+        _ if regex => {
             let (re, names) = named_groups(path);
-            let tail = if kind == "Exact" { "" } else { ".*" };
-            return (PathRule::Regex(format!("(?i){re}{tail}")), names);
+            // A top-level `|` would leave the alternatives after the first
+            // unanchored in nginx and unbounded here: grouped.
+            let re = match top_level_alternation(&re) {
+                true => format!("(?:{re})"),
+                false => re,
+            };
+            let re = format!("(?i){re}.*");
+            regex::RegexBuilder::new(&format!("^(?:{re})$"))
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| {
+                    let why = e
+                        .to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string();
+                    format!("not a regular expression fairgate reads ({why})")
+                })?;
+            return Ok((PathRule::Regex(re), names));
         }
         "Exact" if !path.contains(['{', '}']) => PathRule::Exact(path.to_string()),
         "Exact" => PathRule::Regex(regex_escape(path)),
@@ -977,7 +1010,30 @@ fn path_rule(
             PathRule::Prefix(path.to_string())
         }
     };
-    (rule, Vec::new())
+    Ok((rule, Vec::new()))
+}
+
+/// Whether a regular expression has a `|` outside every group and class.
+fn top_level_alternation(re: &str) -> bool {
+    let (mut depth, mut class, mut escaped) = (0usize, false, false);
+    for c in re.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '[' if !class => class = true,
+            ']' if class => class = false,
+            '(' if !class => depth += 1,
+            ')' if !class => depth = depth.saturating_sub(1),
+            '|' if !class && depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A boolean annotation as ingress-nginx reads it (Go's `ParseBool`).
+pub fn go_bool(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 /// Numbered groups named `gN` (named ones keep their names), so `$N` in a
@@ -1241,6 +1297,14 @@ mod tests {
         );
         assert!(rewrite_template("/$3", &names).is_err());
         assert!(rewrite_template("$1", &names).is_err());
+    }
+
+    #[test]
+    fn only_a_bar_outside_groups_and_classes_is_an_alternation() {
+        assert!(top_level_alternation("/a|/b"));
+        for re in [r"/a(/|$)", r"/a[|]", r"/a\|b", "/a"] {
+            assert!(!top_level_alternation(re), "{re}");
+        }
     }
 
     #[test]

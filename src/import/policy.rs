@@ -66,6 +66,8 @@ pub struct Route {
     /// Order among routes of the same host and path length: a main route
     /// after its canary's header route, a default backend last.
     pub rank: u8,
+    /// On a host whose every path ingress-nginx made a regular expression.
+    pub regex: bool,
 }
 
 /// The order keys are written in.
@@ -107,6 +109,9 @@ pub struct Import<'a> {
     /// Why no Ingress is imported: a server-wide access rule that did not
     /// carry over.
     pub withheld: Option<String>,
+    /// Hosts (None: rules without one) where ingress-nginx made every path
+    /// a regular expression, with the Ingress and annotation that did.
+    pub regex_hosts: BTreeMap<Option<String>, (String, &'static str)>,
 }
 
 impl<'a> Import<'a> {
@@ -125,6 +130,7 @@ impl<'a> Import<'a> {
             routes: Vec::new(),
             server: Vec::new(),
             withheld: None,
+            regex_hosts: BTreeMap::new(),
         }
     }
 
@@ -149,6 +155,11 @@ impl<'a> Import<'a> {
                 annotations::get(i, &self.options.annotation_prefix, "canary")
                     == Some("true".into())
             });
+        for ing in &mains {
+            for (host, why) in self.regex_triggers(ing) {
+                self.regex_hosts.entry(host).or_insert((ing.id(), why));
+            }
+        }
         for ing in mains {
             self.ingress(ing);
         }
@@ -426,6 +437,56 @@ impl<'a> Import<'a> {
         }
     }
 
+    /// The hosts where an Ingress makes ingress-nginx read every path as a
+    /// regular expression (its `enforceRegexModifier`): all of them with
+    /// `use-regex`, those of the paths a `rewrite-target` changes.
+    fn regex_triggers(&self, ing: &Object) -> Vec<(Option<String>, &'static str)> {
+        let prefix = &self.options.annotation_prefix;
+        let use_regex =
+            annotations::get(ing, prefix, "use-regex").is_some_and(|v| annotations::go_bool(&v));
+        let target = annotations::get(ing, prefix, "rewrite-target").filter(|t| !t.is_empty());
+        let mut out = Vec::new();
+        for (host, path, kind, _) in paths(ing) {
+            let why = match () {
+                _ if kind == "Default" => continue,
+                _ if use_regex => "use-regex",
+                _ if target.as_ref().is_some_and(|t| *t != path) => "rewrite-target",
+                _ => continue,
+            };
+            if !out.iter().any(|(h, _)| *h == host) {
+                out.push((host, why));
+            }
+        }
+        out
+    }
+
+    /// Says, once per host, that this Ingress's paths there are regular
+    /// expressions because another Ingress of the host made them so.
+    fn regex_lines(&mut self, ing: &Object) {
+        let own: Vec<Option<String>> = self
+            .regex_triggers(ing)
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
+        let mut said: Vec<Option<String>> = Vec::new();
+        for (host, _, kind, _) in paths(ing) {
+            if kind == "Default" || own.contains(&host) || said.contains(&host) {
+                continue;
+            }
+            let Some((by, annotation)) = self.regex_hosts.get(&host).cloned() else {
+                continue;
+            };
+            let why = format!(
+                "{}: every path is a path_regex \"(?i)PATH.*\", case-insensitive and matched from the start \
+                 as a prefix, Exact and Prefix alike, because {by} uses {annotation} there: ingress-nginx makes \
+                 every path of such a host a ~* location, tried longest path first",
+                host.as_deref().map_or("rules without a host".to_string(), |h| format!("host {h}"))
+            );
+            self.line(&ing.id(), "paths", Verdict::Mapped(why));
+            said.push(host);
+        }
+    }
+
     /// One route per path of a main (not canary) Ingress.
     fn ingress(&mut self, ing: &Object) {
         let mut plan = annotations::plan(self, ing);
@@ -437,6 +498,7 @@ impl<'a> Import<'a> {
             );
             return;
         }
+        self.regex_lines(ing);
         let paths = paths(ing);
         for (i, (host, path, kind, backend)) in paths.into_iter().enumerate() {
             let Some(upstream) = self.upstream(ing, &backend, plan.protocol) else {
@@ -731,25 +793,32 @@ pub fn names(text: &str) -> String {
     format!("{}-{:08x}", &name[..39], hash as u32)
 }
 
-/// nginx's choice among locations: per host (exact hosts, then wildcards,
-/// then none), exact paths first, then the longest path.
-fn order(r: &Route) -> (u8, String, u8, std::cmp::Reverse<usize>, u8) {
+/// The order routes are written in, as nginx picks among ingress-nginx's
+/// locations: per host (exact hosts, then wildcards, then none), then by
+/// the Ingress path, a default backend last. On a host of plain paths an
+/// Exact path wins whatever its length (nginx's `= ` location), then the
+/// longest prefix. On a host ingress-nginx made all regular expressions,
+/// the first match wins, so the locations' order is its "Path Priority":
+/// the longest Ingress path first (ties: the greater path), and Exact
+/// before Prefix for one path.
+fn order(r: &Route) -> impl Ord {
+    use std::cmp::Reverse;
     let host_rank = match &r.host {
         Some(h) if !h.starts_with('*') => 0,
         Some(_) => 1,
         None => 2,
     };
-    let (path_rank, len) = match &r.path {
-        PathRule::Exact(p) => (0, p.len()),
-        PathRule::Prefix(p) | PathRule::Regex(p) => (1, p.len()),
-        PathRule::Any => (2, 0),
+    let (_, path, kind) = &r.origin;
+    let exact = u8::from(kind != "Exact");
+    let class = match kind.as_str() {
+        "Default" => 2,
+        _ if r.regex => 0,
+        _ => exact,
     };
+    let tie = if r.regex { path.clone() } else { String::new() };
     (
-        host_rank,
-        r.host.clone().unwrap_or_default(),
-        path_rank,
-        std::cmp::Reverse(len),
-        r.rank,
+        (host_rank, r.host.clone().unwrap_or_default(), class),
+        (Reverse(path.len()), Reverse(tie), exact, r.rank),
     )
 }
 
