@@ -26,6 +26,7 @@ const CASES: &[&str] = &[
     "rewrite",
     "snippets",
     "tls",
+    "upstream-tls",
 ];
 
 /// The policy, the report and the exit code of an import of `case`, with
@@ -385,9 +386,15 @@ fn finding_8_names_that_become_paths_are_validated_as_the_api_server_would() {
 }
 
 /// Writes a certificate for every `cert_file` of `policy` under `dir` (the
-/// Secrets as they would be mounted), signed by one test CA.
+/// Secrets as they would be mounted), signed by one test CA, and that CA
+/// for every `ca_file`.
 fn mount_secrets(policy: &str, dir: &Path) -> Pki {
     let pki = Pki::new(dir, "import");
+    for ca in policy.split("ca_file: ").skip(1) {
+        let ca = ca.split([',', '}', '\n']).next().unwrap();
+        std::fs::create_dir_all(dir.join(ca).parent().unwrap()).unwrap();
+        std::fs::copy(pki.ca(), dir.join(ca)).unwrap();
+    }
     for line in policy.lines() {
         let Some(cert) = line.trim().strip_prefix("- cert_file: ") else {
             continue;
@@ -452,6 +459,8 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         format!("store/tomcat {p}/backend-protocol"),
         "store/tomcat paths".to_string(),
         format!("store/catalogue-public-storefront-with-a-name-longer-than-fairgate-allows {p}/load-balance"),
+        format!("shop/invoices {p}/proxy-ssl-secret"),
+        "shop/invoices paths".to_string(),
         "configmap ingress-nginx/ingress-nginx-controller worker-processes".to_string(),
     ]
     .into_iter()
@@ -609,6 +618,112 @@ async fn finding_2_a_regex_ingress_cannot_shadow_an_address_restricted_path() {
         assert_eq!(status, 200, "{path} from inside the allow list");
     }
     assert_eq!((api.requests(), admin.requests()), (2, 5));
+}
+
+#[test]
+fn finding_6_verified_upstream_tls_stays_verified() {
+    let (policy, report, code) = import("upstream-tls");
+    assert_eq!(code, 2);
+    let pools = [
+        "  shop_ledger-8443-https:\n    targets: [\"ledger.shop.svc.cluster.local:8443\"]\n    \
+         tls: true\n    tls_verify: true\n  ",
+        "  shop_payments-443-https:\n    targets: [\"payments.shop.svc.cluster.local:443\"]\n    \
+         tls: true\n    tls_verify: true\n    ca_file: tls/shop/payments-ca/ca.crt\n    sni: payments.internal\n",
+        "  shop_payments-443-https-2:\n    targets: [\"payments.shop.svc.cluster.local:443\"]\n    \
+         tls: true\n    tls_verify: false\n",
+    ];
+    for pool in pools {
+        assert!(policy.contains(pool), "{pool}\n{policy}");
+    }
+    assert!(!policy.contains("invoices"), "{policy}");
+    let p = "nginx.ingress.kubernetes.io";
+    for line in [
+        format!("shop/payments: {p}/proxy-ssl-verify: mapped (tls_verify: true, against ca_file tls/shop/payments-ca/ca.crt; \
+                 the name checked is proxy-ssl-name, else the pool's sni (the Service's DNS name))"),
+        format!("shop/payments: {p}/proxy-ssl-secret: approximated (ca_file tls/shop/payments-ca/ca.crt: the Secret's \
+                 ca.crt must be mounted there, as the TLS certificates are; its tls.crt and tls.key, which ingress-nginx \
+                 presented to the backend as a client certificate, are not: fairgate presents none, so a backend that \
+                 requires one refuses the gateway)"),
+        format!("shop/ledger: {p}/proxy-ssl-verify: approximated (tls_verify: true, against the system's roots: without \
+                 proxy-ssl-secret ingress-nginx ignored every proxy-ssl-* annotation and verified nothing, but the \
+                 annotation asks for verification; a backend certificate the system's roots do not sign gets 502 \
+                 (give proxy-ssl-secret with its CA))"),
+        "shop/invoices: paths: not supported (not imported: proxy-ssl-secret did not carry over; its paths served \
+         without them would be open or broken)"
+            .to_string(),
+    ] {
+        assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
+    }
+}
+
+/// `openssl s_server -www` on a free port with `cert`/`key`; ended on drop.
+struct SServer(std::process::Child, SocketAddr);
+
+impl SServer {
+    fn start(cert: &Path, key: &Path) -> SServer {
+        let addr = free_addr();
+        let child = Command::new("openssl")
+            .args(["s_server", "-www", "-accept", &addr.port().to_string()])
+            .arg("-cert")
+            .arg(cert)
+            .arg("-key")
+            .arg(key)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("openssl is needed: apt-get install openssl");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "openssl s_server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        SServer(child, addr)
+    }
+}
+
+impl Drop for SServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_6_an_imported_verified_backend_refuses_a_certificate_of_another_ca() {
+    let redis = Redis::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The verified Ingress and the one that never verified, of one Service.
+    let manifests =
+        std::fs::read_to_string("tests/ingress-nginx/upstream-tls/ingress.yaml").unwrap();
+    let two: Vec<&str> = manifests.split("\n---\n").take(2).collect();
+    std::fs::write(dir.path().join("ingress.yaml"), two.join("\n---\n")).unwrap();
+    let (policy, _, _) = import_with(&["--tls-dir", "tls", dir.path().to_str().unwrap()]);
+    // The Secret's ca.crt, mounted where the policy says.
+    let ca = Pki::new(dir.path(), "payments");
+    let other = Pki::new(dir.path(), "other");
+    let mounted = dir.path().join("tls/shop/payments-ca");
+    std::fs::create_dir_all(&mounted).unwrap();
+    std::fs::copy(ca.ca(), mounted.join("ca.crt")).unwrap();
+    let policy = policy.replace(
+        "ca_file: tls/",
+        &format!("ca_file: {}/tls/", dir.path().display()),
+    );
+    // Signed by the Secret's CA: served; by another: 502 on the verified
+    // pool, and still served by the Ingress that never verified.
+    for (pki, file, verified) in [(&ca, "good", 200), (&other, "forged", 502)] {
+        let (cert, key) = pki.leaf(file, "payments", &["payments.internal"], "01");
+        let server = SServer::start(&cert, &key);
+        let services = [("payments.shop.svc.cluster.local:443", server.1)];
+        let gw = Gateway::start(&serveable(&policy, &services, &redis, None)).await;
+        let status = send(&gw, "pay.example.com", "/", &[]).await.status();
+        assert_eq!(status, verified, "{file}");
+        let status = send(&gw, "pay-legacy.example.com", "/", &[]).await.status();
+        assert_eq!(status, 200, "{file}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::emit::Node;
 use super::manifests::{text, Object};
 use super::policy::{names, Import, PathRule, Route};
+use super::proxy_ssl::{self, Verify};
 use super::Verdict;
 
 /// `backend-protocol`.
@@ -33,12 +34,12 @@ impl Protocol {
     }
 
     /// The pool's keys: ingress-nginx does not verify a backend's
-    /// certificate unless told to (`proxy-ssl-verify`), so neither does
-    /// the import.
-    pub fn apply(self, pool: &mut Node) {
+    /// certificate unless told to (`proxy-ssl-verify`), and the import
+    /// verifies as it was told.
+    pub fn apply(self, pool: &mut Node, verify: &Verify) {
         if matches!(self, Protocol::Https | Protocol::Grpcs) {
             pool.set("tls", Node::Bool(true));
-            pool.set("tls_verify", Node::Bool(false));
+            verify.apply(pool);
         }
         match self {
             Protocol::Grpc => pool.set("protocol", Node::str("h2c")),
@@ -85,6 +86,10 @@ pub const KNOWN: &[&str] = &[
     "proxy-next-upstream-tries",
     "proxy-read-timeout",
     "proxy-send-timeout",
+    "proxy-ssl-name",
+    "proxy-ssl-secret",
+    "proxy-ssl-server-name",
+    "proxy-ssl-verify",
     "rewrite-target",
     "service-upstream",
     "ssl-redirect",
@@ -103,6 +108,8 @@ pub struct Plan {
     pub rewrite_target: Option<String>,
     pub vhost: Option<String>,
     pub protocol: Protocol,
+    /// How a TLS backend is checked (`proxy-ssl-*`).
+    pub verify: Verify,
     /// `ssl-redirect` when the annotation says it.
     pub ssl_redirect: Option<bool>,
     pub force_ssl_redirect: bool,
@@ -150,6 +157,8 @@ pub fn plan(imp: &mut Import<'_>, ing: &Object) -> Plan {
     cors(&ann, &mut plan, &mut lines);
     retries(imp, &ann, &mut plan, &mut lines);
     timeouts(imp, &ann, &mut plan, &mut lines);
+    let protocol = protocol_of(imp, ing);
+    proxy_ssl::read(imp, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
     for (key, value) in &ann {
         if lines.iter().any(|(k, _)| k == key) {
             continue;
@@ -184,7 +193,8 @@ fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
     let lost: Vec<&str> = lines
         .iter()
         .filter(|(k, v)| {
-            matches!(v, Verdict::Unsupported(_)) && (access(k) || k == "backend-protocol")
+            matches!(v, Verdict::Unsupported(_))
+                && (access(k) || k == "backend-protocol" || proxy_ssl::KEYS.contains(&k.as_str()))
         })
         .map(|(k, _)| k.as_str())
         .collect();
@@ -251,18 +261,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
             }
             Err(why) => Verdict::Unsupported(why),
         },
-        "backend-protocol" => match value {
-            "HTTP" | "HTTPS" | "GRPC" | "GRPCS" => {
-                plan.protocol = protocol_of(imp, ing);
-                match plan.protocol {
-                    Protocol::Http => mapped("protocol http1"),
-                    Protocol::Https => mapped("tls: true, tls_verify: false, as ingress-nginx does without proxy-ssl-verify"),
-                    Protocol::Grpc => mapped("protocol: h2c"),
-                    Protocol::Grpcs => mapped("protocol: h2, tls: true, tls_verify: false"),
-                }
-            }
-            other => Verdict::Unsupported(format!("{other} backends")),
-        },
+        "backend-protocol" => backend_protocol(imp, ing, value, plan),
         "upstream-vhost" => {
             plan.vhost = Some(value.to_string());
             mapped("rewrite.host")
@@ -276,6 +275,27 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
         other => unsupported(other),
     }
+}
+
+/// `backend-protocol`, with the verification `proxy-ssl-*` gave.
+fn backend_protocol(imp: &Import<'_>, ing: &Object, value: &str, plan: &mut Plan) -> Verdict {
+    if !matches!(value, "HTTP" | "HTTPS" | "GRPC" | "GRPCS") {
+        return Verdict::Unsupported(format!("{value} backends"));
+    }
+    plan.protocol = protocol_of(imp, ing);
+    let why = match (plan.protocol, plan.verify.on) {
+        (Protocol::Http, _) => "protocol http1",
+        (Protocol::Https, false) => {
+            "tls: true, tls_verify: false, as ingress-nginx does without proxy-ssl-verify"
+        }
+        (Protocol::Https, true) => "tls: true, tls_verify: true as proxy-ssl-verify says",
+        (Protocol::Grpc, _) => "protocol: h2c",
+        (Protocol::Grpcs, false) => "protocol: h2, tls: true, tls_verify: false",
+        (Protocol::Grpcs, true) => {
+            "protocol: h2, tls: true, tls_verify: true as proxy-ssl-verify says"
+        }
+    };
+    Verdict::Mapped(why.into())
 }
 
 /// Why an annotation without a mapping has none.

@@ -9,6 +9,7 @@ mod emit;
 mod manifests;
 mod names;
 mod policy;
+mod proxy_ssl;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -79,6 +79,20 @@ pub fn ingress_problem(ing: &Object) -> Option<String> {
         })
 }
 
+/// A Secret named by an annotation as `NAMESPACE/NAME`: the pair, when
+/// both are names the API server would accept.
+pub fn secret_reference(reference: &str) -> Result<(String, String), String> {
+    match reference.split_once('/') {
+        Some((ns, name)) if dns1123_label(ns) && dns1123_subdomain(name) => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        Some(_) => Err(format!(
+            "{reference:?} is not NAMESPACE/NAME with {LABEL} and {SUBDOMAIN}, as the API server requires"
+        )),
+        None => Err(format!("{reference:?} is not NAMESPACE/NAME")),
+    }
+}
+
 const LABEL: &str = "a DNS-1123 label (at most 63 of a-z, 0-9 and -)";
 const SUBDOMAIN: &str = "a DNS-1123 subdomain (at most 253 of a-z, 0-9, - and .)";
 const LABEL_1035: &str = "a DNS-1035 label (at most 63 of a-z, 0-9 and -, starting with a letter)";
@@ -134,5 +148,11 @@ mod tests {
             assert!(!dns1123_subdomain(bad), "{bad}");
         }
         assert!(dns1035_label("api-v1") && !dns1035_label("1api"));
+        assert_eq!(
+            secret_reference("shop/backend-ca"),
+            Ok(("shop".into(), "backend-ca".into()))
+        );
+        assert!(secret_reference("shop/../../x").is_err());
+        assert!(secret_reference("backend-ca").is_err());
     }
 }

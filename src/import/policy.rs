@@ -11,6 +11,7 @@ use super::annotations::{self, Protocol};
 use super::emit::{self, Node};
 use super::manifests::{text, Object};
 use super::names;
+use super::proxy_ssl::Verify;
 use super::{Imported, Line, Options, Verdict};
 
 /// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
@@ -501,7 +502,7 @@ impl<'a> Import<'a> {
         self.regex_lines(ing);
         let paths = paths(ing);
         for (i, (host, path, kind, backend)) in paths.into_iter().enumerate() {
-            let Some(upstream) = self.upstream(ing, &backend, plan.protocol) else {
+            let Some(upstream) = self.upstream(ing, &backend, plan.protocol, &plan.verify) else {
                 continue;
             };
             let name = format!("{}-{i}", names(&format!("{}_{}", ing.namespace, ing.name)));
@@ -528,7 +529,8 @@ impl<'a> Import<'a> {
                 continue;
             };
             let protocol = annotations::protocol_of(self, ing);
-            if let Some(upstream) = self.upstream(ing, &backend, protocol) {
+            let verify = Verify::default();
+            if let Some(upstream) = self.upstream(ing, &backend, protocol, &verify) {
                 targets.push((main, upstream));
             }
         }
@@ -541,6 +543,7 @@ impl<'a> Import<'a> {
         ing: &Object,
         backend: &Value,
         protocol: Protocol,
+        verify: &Verify,
     ) -> Option<String> {
         let id = ing.id();
         // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
@@ -583,9 +586,24 @@ impl<'a> Import<'a> {
             ing.namespace, self.options.cluster_domain
         );
         let mut node = Node::map([("targets", Node::strs([target]))]);
-        protocol.apply(&mut node);
-        self.upstreams.insert(name.clone(), node);
-        Some(name)
+        protocol.apply(&mut node, verify);
+        Some(self.pool(name, node))
+    }
+
+    /// Adds a pool under `name`, or finds the same one there; a pool of
+    /// the same Service checked otherwise (another CA, no verification)
+    /// gets `name-2`, `name-3`...: one never takes another's place.
+    fn pool(&mut self, name: String, node: Node) -> String {
+        let mut candidate = name.clone();
+        for n in 2.. {
+            match self.upstreams.get(&candidate) {
+                Some(existing) if *existing != node => candidate = format!("{name}-{n}"),
+                Some(_) => return candidate,
+                None => break,
+            }
+        }
+        self.upstreams.insert(candidate.clone(), node);
+        candidate
     }
 
     fn service_port(&self, namespace: &str, service: &str, port: &str) -> Option<String> {
