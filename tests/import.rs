@@ -19,6 +19,7 @@ use common::*;
 const CASES: &[&str] = &[
     "canary",
     "cors",
+    "defaults",
     "grpc",
     "legacy",
     "rate-limit",
@@ -405,6 +406,7 @@ fn mount_secrets(policy: &str, dir: &Path) -> Pki {
             "secure.example.com",
             "mixed.example.com",
             "grpctest.dev.mydomain.com",
+            "files.example.com",
         ];
         let (pem, key) = pki.leaf("leaf", "imported", &hosts, "01");
         std::fs::copy(pem, dir.join(cert)).unwrap();
@@ -656,6 +658,62 @@ fn finding_6_verified_upstream_tls_stays_verified() {
     }
 }
 
+#[test]
+fn finding_15_hsts_the_connect_timeout_and_buffering_carry_over() {
+    // ingress-nginx's defaults, on a case that does not write them.
+    let (policy, report, _) = import("tls");
+    assert!(
+        policy.contains("upstreams: {web_site-80: {targets: [\"site.web.svc.cluster.local:80\"], connect_timeout: \"5s\"}}\n"),
+        "{policy}"
+    );
+    let hsts = "    response_headers: {set: {Strict-Transport-Security: \"max-age=31536000; includeSubDomains\"}}\n";
+    assert_eq!(
+        policy.matches(hsts).count(),
+        2,
+        "secure and mixed: {policy}"
+    );
+    for line in [
+        "controller: proxy-connect-timeout: mapped (connect_timeout: 5s on every pool, ingress-nginx's default \
+         (fairgate's own is 1s))",
+        "controller: hsts: approximated (response_headers.set Strict-Transport-Security: \"max-age=31536000; \
+         includeSubDomains\" on the routes of hosts with a TLS section, as ingress-nginx sent it (ConfigMap hsts, \
+         hsts-max-age, hsts-include-subdomains, hsts-preload); on the upstream's answers, over plain HTTP too \
+         (browsers ignore it there), and not on the gateway's own answers (refusals, redirects))",
+    ] {
+        assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
+    }
+    // The ConfigMap's keys change them; buffering is said, never refused.
+    let (policy, report, code) = import("defaults");
+    assert_eq!(code, 0, "{report}");
+    assert!(policy.contains("connect_timeout: \"10s\"}}"), "{policy}");
+    assert!(
+        policy.contains(
+            "    response_headers: {set: {Strict-Transport-Security: \"max-age=600; preload\"}}\n"
+        ),
+        "{policy}"
+    );
+    let p = "nginx.ingress.kubernetes.io";
+    for line in [
+        format!("files/downloads: {p}/proxy-buffering: mapped (fairgate streams responses to the client as they \
+                 arrive, as off does)"),
+        format!("files/downloads: {p}/proxy-request-buffering: mapped (fairgate streams request bodies upstream as \
+                 they arrive, as off does)"),
+        format!("files/downloads: {p}/proxy-buffer-size: mapped (nothing to size: fairgate streams bodies both ways, \
+                 through no buffer of this kind and no temporary file)"),
+        format!("files/downloads: {p}/proxy-max-temp-file-size: mapped (nothing to size: fairgate streams bodies both \
+                 ways, through no buffer of this kind and no temporary file)"),
+        "configmap ingress-nginx/ingress-nginx-controller: proxy-connect-timeout: mapped (the connect_timeout of \
+         every pool)"
+            .to_string(),
+        "configmap ingress-nginx/ingress-nginx-controller: proxy-buffering: approximated (fairgate streams \
+         responses as they arrive instead of buffering them: a slow client holds the upstream connection as long \
+         as it reads)"
+            .to_string(),
+    ] {
+        assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
+    }
+}
+
 /// `openssl s_server -www` on a free port with `cert`/`key`; ended on drop.
 struct SServer(std::process::Child, SocketAddr);
 
@@ -849,6 +907,38 @@ async fn tls_hosts_redirect_plain_http_unless_told_not_to() {
     let r = send(&gw, "mixed.example.com", "/", &[]).await;
     assert_eq!(r.status(), 200, "ssl-redirect: false");
     assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_15_a_tls_host_answers_https_with_hsts_as_ingress_nginx_did() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, _, _) = import("tls");
+    let pki = mount_secrets(&policy, dir.path());
+    let tls_listen = free_addr();
+    let services = [("site.web.svc.cluster.local:80", echo.addr)];
+    let _gw = Gateway::start(&runnable(
+        "tls",
+        &services,
+        &redis,
+        Some((dir.path(), tls_listen)),
+    ))
+    .await;
+    let resolve = format!("secure.example.com:{}:127.0.0.1", tls_listen.port());
+    let url = format!("https://secure.example.com:{}/a", tls_listen.port());
+    let ca = pki.ca().display().to_string();
+    let (out, code) = curl(&["-i", "--cacert", &ca, "--resolve", &resolve, &url]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/2 200"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.trim_end().eq_ignore_ascii_case(
+            "strict-transport-security: max-age=31536000; includeSubDomains"
+        )),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,6 +11,7 @@ use super::emit::Node;
 use super::manifests::{text, Object};
 use super::policy::{names, Import, PathRule, Route};
 use super::proxy_ssl::{self, Verify};
+use super::streaming;
 use super::Verdict;
 
 /// `backend-protocol`.
@@ -62,6 +63,7 @@ pub const KNOWN: &[&str] = &[
     "canary-by-header-value",
     "canary-weight",
     "canary-weight-total",
+    "client-body-buffer-size",
     "configuration-snippet",
     "cors-allow-credentials",
     "cors-allow-headers",
@@ -81,10 +83,16 @@ pub const KNOWN: &[&str] = &[
     "permanent-redirect",
     "permanent-redirect-code",
     "proxy-body-size",
+    "proxy-buffer-size",
+    "proxy-buffering",
+    "proxy-buffers-number",
+    "proxy-busy-buffers-size",
     "proxy-connect-timeout",
+    "proxy-max-temp-file-size",
     "proxy-next-upstream",
     "proxy-next-upstream-tries",
     "proxy-read-timeout",
+    "proxy-request-buffering",
     "proxy-send-timeout",
     "proxy-ssl-name",
     "proxy-ssl-secret",
@@ -272,6 +280,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
         "custom-headers" => custom_headers(imp, ing, value, plan),
         "configuration-snippet" => snippet(value, plan),
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
+        k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
         other => unsupported(other),
     }
@@ -683,6 +692,8 @@ fn timeouts(
                     None
                 }
             },
+            // The ConfigMap's connect timeout is every pool's connect_timeout.
+            None if i == 0 => None,
             None => imp.globals.timeouts[i].clone(),
         };
         if let Some(d) = value {
@@ -958,6 +969,11 @@ pub fn route(
     }
     keys.insert("auth", Node::str("none"));
     let tls = host.as_deref().is_some_and(|h| imp.covered(h));
+    if let Some(value) = imp.globals.hsts.value().filter(|_| tls) {
+        if !keys.contains_key("redirect") {
+            hsts(&mut keys, &value);
+        }
+    }
     let https =
         plan.force_ssl_redirect || (tls && plan.ssl_redirect.unwrap_or(imp.globals.ssl_redirect));
     if https {
@@ -974,6 +990,23 @@ pub fn route(
         rank,
         regex,
     })
+}
+
+/// `Strict-Transport-Security` on the answers of a TLS host's route, as
+/// ingress-nginx sends it, unless the Ingress sets it itself.
+fn hsts(keys: &mut BTreeMap<&'static str, Node>, value: &str) {
+    let edits = keys
+        .entry("response_headers")
+        .or_insert_with(|| Node::Map(Vec::new()));
+    if edits.get_mut("set").is_none() {
+        edits.set("set", Node::Map(Vec::new()));
+    }
+    if let Some(Node::Map(set)) = edits.get_mut("set") {
+        let name = "Strict-Transport-Security";
+        if !set.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
+            set.push((name.to_string(), Node::str(value)));
+        }
+    }
 }
 
 /// How a path is matched, and its regex groups' names (for `$N`). On a

@@ -10,6 +10,7 @@ mod manifests;
 mod names;
 mod policy;
 mod proxy_ssl;
+mod streaming;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -12,6 +12,7 @@ use super::emit::{self, Node};
 use super::manifests::{text, Object};
 use super::names;
 use super::proxy_ssl::Verify;
+use super::streaming;
 use super::{Imported, Line, Options, Verdict};
 
 /// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
@@ -26,6 +27,68 @@ pub struct Globals {
     pub timeouts: [Option<String>; 3],
     pub next_upstream: Option<String>,
     pub next_upstream_tries: Option<String>,
+    pub hsts: Hsts,
+}
+
+/// `hsts`, `hsts-max-age`, `hsts-include-subdomains`, `hsts-preload`:
+/// the header ingress-nginx sends on the HTTPS answers of hosts it has a
+/// certificate for.
+pub struct Hsts {
+    pub on: bool,
+    pub max_age: String,
+    pub include_subdomains: bool,
+    pub preload: bool,
+}
+
+impl Default for Hsts {
+    fn default() -> Self {
+        Hsts {
+            on: true,
+            max_age: "31536000".into(),
+            include_subdomains: true,
+            preload: false,
+        }
+    }
+}
+
+impl Hsts {
+    /// The `Strict-Transport-Security` value, when it is sent.
+    pub fn value(&self) -> Option<String> {
+        let mut value = format!("max-age={}", self.max_age);
+        if self.include_subdomains {
+            value.push_str("; includeSubDomains");
+        }
+        if self.preload {
+            value.push_str("; preload");
+        }
+        self.on.then_some(value)
+    }
+
+    /// One ConfigMap key.
+    fn key(&mut self, key: &str, value: &str) -> Verdict {
+        let flag = match value {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+            _ => None,
+        };
+        match (key, flag) {
+            ("hsts", Some(on)) => self.on = on,
+            ("hsts-include-subdomains", Some(on)) => self.include_subdomains = on,
+            ("hsts-preload", Some(on)) => self.preload = on,
+            ("hsts-max-age", _)
+                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                self.max_age = value.to_string()
+            }
+            ("hsts-max-age", _) => {
+                return Verdict::Unsupported(format!("{value:?} is not a number of seconds"))
+            }
+            _ => return Verdict::Unsupported(format!("{value:?} is not true or false")),
+        }
+        Verdict::Mapped(
+            "the Strict-Transport-Security header of the routes of hosts with a TLS section".into(),
+        )
+    }
 }
 
 impl Default for Globals {
@@ -39,6 +102,7 @@ impl Default for Globals {
             timeouts: [None, None, None],
             next_upstream: None,
             next_upstream_tries: None,
+            hsts: Hsts::default(),
         }
     }
 }
@@ -148,9 +212,11 @@ impl<'a> Import<'a> {
         self.count_replicas();
         self.admin();
         let ingresses: Vec<&Object> = self.ingresses();
+        self.defaults_said();
         for ing in &ingresses {
             self.tls(ing);
         }
+        self.hsts_said();
         let (canaries, mains): (Vec<&Object>, Vec<&Object>) =
             ingresses.into_iter().partition(|i| {
                 annotations::get(i, &self.options.annotation_prefix, "canary")
@@ -271,6 +337,10 @@ impl<'a> Import<'a> {
             "proxy-connect-timeout" | "proxy-read-timeout" | "proxy-send-timeout" => {
                 timeout(g, key, value)
             }
+            "hsts" | "hsts-max-age" | "hsts-include-subdomains" | "hsts-preload" => {
+                g.hsts.key(key, value)
+            }
+            k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
             "proxy-next-upstream" => {
                 g.next_upstream = Some(value.to_string());
                 Verdict::Mapped("the retries of routes without their own".into())
@@ -290,31 +360,9 @@ impl<'a> Import<'a> {
                         .into(),
                 )
             }
-            "whitelist-source-range" | "denylist-source-range" => {
-                match annotations::cidrs(value) {
-                    Ok(list) => {
-                        let target = if key == "whitelist-source-range" {
-                            "allow_cidrs"
-                        } else {
-                            "deny_cidrs"
-                        };
-                        self.server.push((target.into(), Node::strs(list)));
-                        Verdict::Mapped(format!("server.{target}"))
-                    }
-                    Err(why) => {
-                        self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
-                        Verdict::Unsupported(why)
-                    }
-                }
-            }
-            "global-auth-url" | "block-cidrs" | "block-user-agents" | "block-referers" => {
-                self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
-                Verdict::Unsupported("a rule for every Ingress that fairgate cannot carry over".into())
-            }
-            k if k.ends_with("-snippet") => {
-                self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
-                Verdict::Unsupported("nginx configuration for every Ingress; never translated".into())
-            }
+            "whitelist-source-range" | "denylist-source-range" | "global-auth-url" | "block-cidrs"
+            | "block-user-agents" | "block-referers" => self.configmap_access(key, value),
+            k if k.ends_with("-snippet") => self.configmap_access(key, value),
             "use-proxy-protocol" if value == "true" => Verdict::Unsupported(
                 "set server.proxy_protocol: true and list the load balancer in server.trusted_proxies \
                  (the only peers whose PROXY header is believed); the manifests do not say its addresses"
@@ -324,6 +372,38 @@ impl<'a> Import<'a> {
                 Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
             }
             _ => Verdict::Unsupported("no fairgate equivalent".into()),
+        }
+    }
+
+    /// The ConfigMap's rules for every Ingress: address lists, or what
+    /// withholds them all.
+    fn configmap_access(&mut self, key: &str, value: &str) -> Verdict {
+        let lost = format!("the ConfigMap's {key} did not carry over");
+        let target = match key {
+            "whitelist-source-range" => "allow_cidrs",
+            "denylist-source-range" => "deny_cidrs",
+            k if k.ends_with("-snippet") => {
+                self.withheld = Some(lost);
+                return Verdict::Unsupported(
+                    "nginx configuration for every Ingress; never translated".into(),
+                );
+            }
+            _ => {
+                self.withheld = Some(lost);
+                return Verdict::Unsupported(
+                    "a rule for every Ingress that fairgate cannot carry over".into(),
+                );
+            }
+        };
+        match annotations::cidrs(value) {
+            Ok(list) => {
+                self.server.push((target.into(), Node::strs(list)));
+                Verdict::Mapped(format!("server.{target}"))
+            }
+            Err(why) => {
+                self.withheld = Some(lost);
+                Verdict::Unsupported(why)
+            }
         }
     }
 
@@ -383,6 +463,38 @@ impl<'a> Import<'a> {
         };
         self.replicas = n.max(1);
         self.line(subject, "replicas", verdict);
+    }
+
+    /// The connect timeout ingress-nginx used when its ConfigMap did not say.
+    fn defaults_said(&mut self) {
+        if self.globals.timeouts[0].is_none() {
+            let why =
+                "connect_timeout: 5s on every pool, ingress-nginx's default (fairgate's own is 1s)";
+            self.line(
+                "controller",
+                "proxy-connect-timeout",
+                Verdict::Mapped(why.into()),
+            );
+        }
+    }
+
+    /// The HSTS header ingress-nginx sent on its TLS hosts, when there are any.
+    fn hsts_said(&mut self) {
+        let Some(value) = self
+            .globals
+            .hsts
+            .value()
+            .filter(|_| !self.tls_hosts.is_empty())
+        else {
+            return;
+        };
+        let why = format!(
+            "response_headers.set Strict-Transport-Security: \"{value}\" on the routes of hosts with a TLS section, \
+             as ingress-nginx sent it (ConfigMap hsts, hsts-max-age, hsts-include-subdomains, hsts-preload); \
+             on the upstream's answers, over plain HTTP too (browsers ignore it there), and not on the gateway's \
+             own answers (refusals, redirects)"
+        );
+        self.line("controller", "hsts", Verdict::Approximated(why));
     }
 
     /// `admin.listen`, said: its endpoints answer without authentication.
@@ -587,7 +699,16 @@ impl<'a> Import<'a> {
         );
         let mut node = Node::map([("targets", Node::strs([target]))]);
         protocol.apply(&mut node, verify);
+        node.set("connect_timeout", Node::str(self.connect_timeout()));
         Some(self.pool(name, node))
+    }
+
+    /// ingress-nginx's `proxy-connect-timeout`: the ConfigMap's, else its
+    /// default of 5 s (fairgate's own pools default to 1 s).
+    fn connect_timeout(&self) -> String {
+        self.globals.timeouts[0]
+            .clone()
+            .unwrap_or_else(|| "5s".into())
     }
 
     /// Adds a pool under `name`, or finds the same one there; a pool of
@@ -740,7 +861,10 @@ fn timeout(g: &mut Globals, key: &str, value: &str) -> Verdict {
     match annotations::seconds(value) {
         Some(d) => {
             g.timeouts[i] = Some(d);
-            Verdict::Mapped("the timeouts of routes without their own".into())
+            Verdict::Mapped(match i {
+                0 => "the connect_timeout of every pool".into(),
+                _ => "the timeouts of routes without their own".into(),
+            })
         }
         None => Verdict::Unsupported(format!("{value:?} is not a number of seconds")),
     }
