@@ -19,12 +19,15 @@ use common::*;
 const CASES: &[&str] = &[
     "canary",
     "cors",
+    "defaults",
     "grpc",
     "legacy",
     "rate-limit",
+    "regex-host",
     "rewrite",
     "snippets",
     "tls",
+    "upstream-tls",
 ];
 
 /// The policy, the report and the exit code of an import of `case`, with
@@ -121,6 +124,131 @@ fn a_server_wide_access_rule_that_does_not_parse_withholds_every_ingress() {
     assert_eq!(report.matches("paths: not supported (not imported: the ConfigMap's whitelist-source-range did not carry over)").count(), 4, "{report}");
 }
 
+/// The exit code and standard error of an import that is refused.
+fn import_refused(inputs: &[&Path]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
+        .args(["import", "ingress-nginx"])
+        .args(inputs)
+        .output()
+        .unwrap();
+    assert!(out.stdout.is_empty(), "no policy: {out:?}");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A "billion laughs": nine copies of nine copies ... of a string, eleven
+/// lines that a loader expanding aliases turns into 9^8 strings.
+const LAUGHS: &str = "kind: ConfigMap\nmetadata: {name: lol, namespace: t}\ndata:\n  \
+    a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n  \
+    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n  \
+    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n  \
+    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n  \
+    e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n  \
+    f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n  \
+    g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n  \
+    h: [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n";
+
+#[test]
+fn finding_5_yaml_aliases_in_manifests_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let laughs = dir.path().join("laughs.yaml");
+    std::fs::write(&laughs, LAUGHS).unwrap();
+    assert_eq!(LAUGHS.lines().count(), 11);
+    let (code, stderr) = import_refused(&[&laughs]);
+    assert_eq!(
+        (code, stderr),
+        (
+            1,
+            format!(
+                "import: {}:4:9: a YAML anchor (&name): anchors and aliases are refused in manifests\n",
+                laughs.display()
+            )
+        )
+    );
+    // An alias alone (of an anchor YAML would have had to accept first).
+    let alias = dir.path().join("alias.yaml");
+    std::fs::write(
+        &alias,
+        "kind: ConfigMap\nmetadata: {name: x}\ndata: *nothing\n",
+    )
+    .unwrap();
+    let (code, stderr) = import_refused(&[&alias]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.starts_with(&format!("import: {}:3:", alias.display())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn finding_5_manifest_files_are_bounded_in_size_and_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Over 16 MiB: refused before it is read (the file is sparse).
+    let big = dir.path().join("big.yaml");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((16 << 20) + 1).unwrap();
+    let (code, stderr) = import_refused(&[&big]);
+    assert_eq!(
+        (code, stderr),
+        (
+            1,
+            format!(
+                "import: {}: 16777217 bytes: a manifest file may have at most 16777216 (16 MiB)\n",
+                big.display()
+            )
+        )
+    );
+    // A million and one nodes in 2 MB.
+    let many = dir.path().join("many.yaml");
+    let items = vec!["0"; 1_000_000].join(",");
+    std::fs::write(&many, format!("kind: List\nitems: [{items}]\n")).unwrap();
+    let (code, stderr) = import_refused(&[&many]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.starts_with(&format!("import: {}:2:", many.display()))
+            && stderr.ends_with(
+                ": more than 1000000 YAML nodes: a manifest file may have at most that many\n"
+            ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn finding_12_the_admin_listener_is_on_loopback_unless_told() {
+    let (policy, report, _) = import("rewrite");
+    assert!(
+        policy.contains("\nadmin: {listen: \"127.0.0.1:9090\"}\n"),
+        "{policy}"
+    );
+    assert!(
+        report.contains(
+            "controller: admin.listen: mapped (127.0.0.1:9090: /healthz, /readyz and /metrics answer \
+             without authentication, on loopback only; for kubelet probes or a Prometheus scrape by pod IP \
+             give --admin-listen 0.0.0.0:9090 and keep that port a pod port that no Service publishes)\n"
+        ),
+        "{report}"
+    );
+    let (policy, report, _) = import_with(&[
+        "--admin-listen",
+        "0.0.0.0:9090",
+        "tests/ingress-nginx/rewrite",
+    ]);
+    assert!(
+        policy.contains("\nadmin: {listen: \"0.0.0.0:9090\"}\n"),
+        "{policy}"
+    );
+    assert!(
+        report.contains(
+            "controller: admin.listen: mapped (0.0.0.0:9090, from --admin-listen: /healthz, /readyz and \
+             /metrics answer anyone who reaches it, without authentication; keep that port a pod port that \
+             no Service publishes)\n"
+        ),
+        "{report}"
+    );
+}
+
 /// An Ingress of one path, with `annotations` (YAML flow mapping entries).
 fn ingress(name: &str, host: &str, annotations: &str) -> String {
     format!(
@@ -206,10 +334,68 @@ fn a_default_backend_serves_its_own_hosts_only() {
     );
 }
 
+#[test]
+fn finding_8_names_that_become_paths_are_validated_as_the_api_server_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_tls = |ns: &str, name: &str, secret: &str, service: &str| {
+        format!(
+            "---\nkind: Ingress\nmetadata: {{name: \"{name}\", namespace: \"{ns}\"}}\nspec:\n  \
+             tls: [{{hosts: [{name}.example.com], secretName: \"{secret}\"}}]\n  \
+             rules: [{{host: {name}.example.com, http: {{paths: [{{path: /, pathType: Prefix, \
+             backend: {{service: {{name: \"{service}\", port: {{number: 80}}}}}}}}]}}}}]\n"
+        )
+    };
+    let manifests = [
+        with_tls(
+            "shop",
+            "secret",
+            "../../../../etc/ssl/private/server",
+            "web",
+        ),
+        with_tls("../../..", "namespace", "tls", "web"),
+        with_tls("shop", "service", "tls", "web/../x"),
+        with_tls("shop", "fine", "fine-tls", "web"),
+    ]
+    .concat();
+    std::fs::write(dir.path().join("ingresses.yaml"), manifests).unwrap();
+    let (policy, report, code) = import_with(&["--replicas", "1", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(!policy.contains(".."), "{policy}");
+    assert!(
+        policy.contains("cert_file: /etc/fairgate/tls/shop/fine-tls/tls.crt")
+            && policy.contains("host: fine.example.com"),
+        "{policy}"
+    );
+    for host in ["secret", "namespace", "service"] {
+        assert!(!policy.contains(&format!("{host}.example.com")), "{policy}");
+    }
+    let lines: Vec<&str> = report.lines().filter(|l| l.contains(": paths: ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "shop/secret: paths: not supported (not imported: secretName \"../../../../etc/ssl/private/server\" \
+             is not a DNS-1123 subdomain (at most 253 of a-z, 0-9, - and .), as the API server requires; \
+             it would become a file path, a host name or a key)",
+            "\"../../../namespace\": paths: not supported (not imported: namespace \"../../..\" is not a \
+             DNS-1123 label (at most 63 of a-z, 0-9 and -), as the API server requires; it would become a \
+             file path, a host name or a key)",
+            "shop/service: paths: not supported (not imported: Service \"web/../x\" is not a DNS-1035 label \
+             (at most 63 of a-z, 0-9 and -, starting with a letter), as the API server requires; it would \
+             become a file path, a host name or a key)",
+        ]
+    );
+}
+
 /// Writes a certificate for every `cert_file` of `policy` under `dir` (the
-/// Secrets as they would be mounted), signed by one test CA.
+/// Secrets as they would be mounted), signed by one test CA, and that CA
+/// for every `ca_file`.
 fn mount_secrets(policy: &str, dir: &Path) -> Pki {
     let pki = Pki::new(dir, "import");
+    for ca in policy.split("ca_file: ").skip(1) {
+        let ca = ca.split([',', '}', '\n']).next().unwrap();
+        std::fs::create_dir_all(dir.join(ca).parent().unwrap()).unwrap();
+        std::fs::copy(pki.ca(), dir.join(ca)).unwrap();
+    }
     for line in policy.lines() {
         let Some(cert) = line.trim().strip_prefix("- cert_file: ") else {
             continue;
@@ -220,6 +406,7 @@ fn mount_secrets(policy: &str, dir: &Path) -> Pki {
             "secure.example.com",
             "mixed.example.com",
             "grpctest.dev.mydomain.com",
+            "files.example.com",
         ];
         let (pem, key) = pki.leaf("leaf", "imported", &hosts, "01");
         std::fs::copy(pem, dir.join(cert)).unwrap();
@@ -274,6 +461,8 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         format!("store/tomcat {p}/backend-protocol"),
         "store/tomcat paths".to_string(),
         format!("store/catalogue-public-storefront-with-a-name-longer-than-fairgate-allows {p}/load-balance"),
+        format!("shop/invoices {p}/proxy-ssl-secret"),
+        "shop/invoices paths".to_string(),
         "configmap ingress-nginx/ingress-nginx-controller worker-processes".to_string(),
     ]
     .into_iter()
@@ -290,15 +479,25 @@ fn runnable(
     redis: &Redis,
     tls: Option<(&Path, SocketAddr)>,
 ) -> String {
-    let (mut policy, _, _) = import(case);
-    policy = policy
+    let (policy, _, _) = import(case);
+    serveable(&policy, services, redis, tls)
+}
+
+/// An imported policy made runnable here, as `runnable` says.
+fn serveable(
+    policy: &str,
+    services: &[(&str, SocketAddr)],
+    redis: &Redis,
+    tls: Option<(&Path, SocketAddr)>,
+) -> String {
+    let mut policy = policy
         .replace("0.0.0.0:8080", "$LISTEN")
-        .replace("0.0.0.0:9090", "$ADMIN")
+        .replace("127.0.0.1:9090", "$ADMIN")
         .replace("redis://fairgate-redis:6379/0", &redis.url());
     for (name, addr) in services {
         let before = policy.clone();
         policy = policy.replace(name, &addr.to_string());
-        assert_ne!(before, policy, "{name} is not in the {case} policy");
+        assert_ne!(before, policy, "{name} is not in the policy");
     }
     if let Some((dir, listen)) = tls {
         policy = policy
@@ -378,6 +577,211 @@ async fn limit_rps_5_on_3_replicas_admits_78_back_to_back_then_refuses_503() {
     assert_eq!(refused.status(), 503);
     assert_eq!(header(&refused, "retry-after"), "1");
     assert_eq!(echo.requests(), 78 + extra);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_2_a_regex_ingress_cannot_shadow_an_address_restricted_path() {
+    let redis = Redis::start().await;
+    let (api, admin) = (Upstream::start().await, Upstream::start().await);
+    let services = [
+        ("api.t.svc.cluster.local:80", api.addr),
+        ("admin.t.svc.cluster.local:80", admin.addr),
+    ];
+    // Only 10/8 may reach the admin paths; this client is 127.0.0.1.
+    let gw = Gateway::start(&runnable("regex-host", &services, &redis, None)).await;
+    let admin_paths = [
+        "/api/v1/admin",
+        "/api/v1/admin/users",
+        "/API/V1/ADMIN",
+        "/api/v1/administrators",
+        "/api/v1/status/x",
+    ];
+    for path in admin_paths {
+        let status = send(&gw, "api.example.com", path, &[]).await.status();
+        assert_eq!(status, 403, "{path} from outside the allow list");
+    }
+    for path in ["/api/v2/items", "/API/V1/users"] {
+        let status = send(&gw, "api.example.com", path, &[]).await.status();
+        assert_eq!(status, 200, "{path}");
+    }
+    assert_eq!((api.requests(), admin.requests()), (2, 0));
+    drop(gw);
+    // The same Ingresses with this client's network allowed.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = std::fs::read_to_string("tests/ingress-nginx/regex-host/ingress.yaml")
+        .unwrap()
+        .replace("10.0.0.0/8", "127.0.0.0/8");
+    std::fs::write(dir.path().join("ingress.yaml"), manifest).unwrap();
+    let (policy, _, code) = import_with(&["--replicas", "3", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let gw = Gateway::start(&serveable(&policy, &services, &redis, None)).await;
+    for path in admin_paths {
+        let status = send(&gw, "api.example.com", path, &[]).await.status();
+        assert_eq!(status, 200, "{path} from inside the allow list");
+    }
+    assert_eq!((api.requests(), admin.requests()), (2, 5));
+}
+
+#[test]
+fn finding_6_verified_upstream_tls_stays_verified() {
+    let (policy, report, code) = import("upstream-tls");
+    assert_eq!(code, 2);
+    let pools = [
+        "  shop_ledger-8443-https:\n    targets: [\"ledger.shop.svc.cluster.local:8443\"]\n    \
+         tls: true\n    tls_verify: true\n  ",
+        "  shop_payments-443-https:\n    targets: [\"payments.shop.svc.cluster.local:443\"]\n    \
+         tls: true\n    tls_verify: true\n    ca_file: tls/shop/payments-ca/ca.crt\n    sni: payments.internal\n",
+        "  shop_payments-443-https-2:\n    targets: [\"payments.shop.svc.cluster.local:443\"]\n    \
+         tls: true\n    tls_verify: false\n",
+    ];
+    for pool in pools {
+        assert!(policy.contains(pool), "{pool}\n{policy}");
+    }
+    assert!(!policy.contains("invoices"), "{policy}");
+    let p = "nginx.ingress.kubernetes.io";
+    for line in [
+        format!("shop/payments: {p}/proxy-ssl-verify: mapped (tls_verify: true, against ca_file tls/shop/payments-ca/ca.crt; \
+                 the name checked is proxy-ssl-name, else the pool's sni (the Service's DNS name))"),
+        format!("shop/payments: {p}/proxy-ssl-secret: approximated (ca_file tls/shop/payments-ca/ca.crt: the Secret's \
+                 ca.crt must be mounted there, as the TLS certificates are; its tls.crt and tls.key, which ingress-nginx \
+                 presented to the backend as a client certificate, are not: fairgate presents none, so a backend that \
+                 requires one refuses the gateway)"),
+        format!("shop/ledger: {p}/proxy-ssl-verify: approximated (tls_verify: true, against the system's roots: without \
+                 proxy-ssl-secret ingress-nginx ignored every proxy-ssl-* annotation and verified nothing, but the \
+                 annotation asks for verification; a backend certificate the system's roots do not sign gets 502 \
+                 (give proxy-ssl-secret with its CA))"),
+        "shop/invoices: paths: not supported (not imported: proxy-ssl-secret did not carry over; its paths served \
+         without them would be open or broken)"
+            .to_string(),
+    ] {
+        assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
+    }
+}
+
+#[test]
+fn finding_15_hsts_the_connect_timeout_and_buffering_carry_over() {
+    // ingress-nginx's defaults, on a case that does not write them.
+    let (policy, report, _) = import("tls");
+    assert!(
+        policy.contains("upstreams: {web_site-80: {targets: [\"site.web.svc.cluster.local:80\"], connect_timeout: \"5s\"}}\n"),
+        "{policy}"
+    );
+    let hsts = "    response_headers: {set: {Strict-Transport-Security: \"max-age=31536000; includeSubDomains\"}}\n";
+    assert_eq!(
+        policy.matches(hsts).count(),
+        2,
+        "secure and mixed: {policy}"
+    );
+    for line in [
+        "controller: proxy-connect-timeout: mapped (connect_timeout: 5s on every pool, ingress-nginx's default \
+         (fairgate's own is 1s))",
+        "controller: hsts: approximated (response_headers.set Strict-Transport-Security: \"max-age=31536000; \
+         includeSubDomains\" on the routes of hosts with a TLS section, as ingress-nginx sent it (ConfigMap hsts, \
+         hsts-max-age, hsts-include-subdomains, hsts-preload); on the upstream's answers, over plain HTTP too \
+         (browsers ignore it there), and not on the gateway's own answers (refusals, redirects))",
+    ] {
+        assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
+    }
+    // The ConfigMap's keys change them; buffering is said, never refused.
+    let (policy, report, code) = import("defaults");
+    assert_eq!(code, 0, "{report}");
+    assert!(policy.contains("connect_timeout: \"10s\"}}"), "{policy}");
+    assert!(
+        policy.contains(
+            "    response_headers: {set: {Strict-Transport-Security: \"max-age=600; preload\"}}\n"
+        ),
+        "{policy}"
+    );
+    let p = "nginx.ingress.kubernetes.io";
+    for line in [
+        format!("files/downloads: {p}/proxy-buffering: mapped (fairgate streams responses to the client as they \
+                 arrive, as off does)"),
+        format!("files/downloads: {p}/proxy-request-buffering: mapped (fairgate streams request bodies upstream as \
+                 they arrive, as off does)"),
+        format!("files/downloads: {p}/proxy-buffer-size: mapped (nothing to size: fairgate streams bodies both ways, \
+                 through no buffer of this kind and no temporary file)"),
+        format!("files/downloads: {p}/proxy-max-temp-file-size: mapped (nothing to size: fairgate streams bodies both \
+                 ways, through no buffer of this kind and no temporary file)"),
+        "configmap ingress-nginx/ingress-nginx-controller: proxy-connect-timeout: mapped (the connect_timeout of \
+         every pool)"
+            .to_string(),
+        "configmap ingress-nginx/ingress-nginx-controller: proxy-buffering: approximated (fairgate streams \
+         responses as they arrive instead of buffering them: a slow client holds the upstream connection as long \
+         as it reads)"
+            .to_string(),
+    ] {
+        assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
+    }
+}
+
+/// `openssl s_server -www` on a free port with `cert`/`key`; ended on drop.
+struct SServer(std::process::Child, SocketAddr);
+
+impl SServer {
+    fn start(cert: &Path, key: &Path) -> SServer {
+        let addr = free_addr();
+        let child = Command::new("openssl")
+            .args(["s_server", "-www", "-accept", &addr.port().to_string()])
+            .arg("-cert")
+            .arg(cert)
+            .arg("-key")
+            .arg(key)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("openssl is needed: apt-get install openssl");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "openssl s_server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        SServer(child, addr)
+    }
+}
+
+impl Drop for SServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_6_an_imported_verified_backend_refuses_a_certificate_of_another_ca() {
+    let redis = Redis::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The verified Ingress and the one that never verified, of one Service.
+    let manifests =
+        std::fs::read_to_string("tests/ingress-nginx/upstream-tls/ingress.yaml").unwrap();
+    let two: Vec<&str> = manifests.split("\n---\n").take(2).collect();
+    std::fs::write(dir.path().join("ingress.yaml"), two.join("\n---\n")).unwrap();
+    let (policy, _, _) = import_with(&["--tls-dir", "tls", dir.path().to_str().unwrap()]);
+    // The Secret's ca.crt, mounted where the policy says.
+    let ca = Pki::new(dir.path(), "payments");
+    let other = Pki::new(dir.path(), "other");
+    let mounted = dir.path().join("tls/shop/payments-ca");
+    std::fs::create_dir_all(&mounted).unwrap();
+    std::fs::copy(ca.ca(), mounted.join("ca.crt")).unwrap();
+    let policy = policy.replace(
+        "ca_file: tls/",
+        &format!("ca_file: {}/tls/", dir.path().display()),
+    );
+    // Signed by the Secret's CA: served; by another: 502 on the verified
+    // pool, and still served by the Ingress that never verified.
+    for (pki, file, verified) in [(&ca, "good", 200), (&other, "forged", 502)] {
+        let (cert, key) = pki.leaf(file, "payments", &["payments.internal"], "01");
+        let server = SServer::start(&cert, &key);
+        let services = [("payments.shop.svc.cluster.local:443", server.1)];
+        let gw = Gateway::start(&serveable(&policy, &services, &redis, None)).await;
+        let status = send(&gw, "pay.example.com", "/", &[]).await.status();
+        assert_eq!(status, verified, "{file}");
+        let status = send(&gw, "pay-legacy.example.com", "/", &[]).await.status();
+        assert_eq!(status, 200, "{file}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -503,6 +907,38 @@ async fn tls_hosts_redirect_plain_http_unless_told_not_to() {
     let r = send(&gw, "mixed.example.com", "/", &[]).await;
     assert_eq!(r.status(), 200, "ssl-redirect: false");
     assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn finding_15_a_tls_host_answers_https_with_hsts_as_ingress_nginx_did() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let dir = tempfile::tempdir().unwrap();
+    let (policy, _, _) = import("tls");
+    let pki = mount_secrets(&policy, dir.path());
+    let tls_listen = free_addr();
+    let services = [("site.web.svc.cluster.local:80", echo.addr)];
+    let _gw = Gateway::start(&runnable(
+        "tls",
+        &services,
+        &redis,
+        Some((dir.path(), tls_listen)),
+    ))
+    .await;
+    let resolve = format!("secure.example.com:{}:127.0.0.1", tls_listen.port());
+    let url = format!("https://secure.example.com:{}/a", tls_listen.port());
+    let ca = pki.ca().display().to_string();
+    let (out, code) = curl(&["-i", "--cacert", &ca, "--resolve", &resolve, &url]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/2 200"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.trim_end().eq_ignore_ascii_case(
+            "strict-transport-security: max-age=31536000; includeSubDomains"
+        )),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -10,6 +10,8 @@ use serde_json::Value;
 use super::emit::Node;
 use super::manifests::{text, Object};
 use super::policy::{names, Import, PathRule, Route};
+use super::proxy_ssl::{self, Verify};
+use super::streaming;
 use super::Verdict;
 
 /// `backend-protocol`.
@@ -33,12 +35,12 @@ impl Protocol {
     }
 
     /// The pool's keys: ingress-nginx does not verify a backend's
-    /// certificate unless told to (`proxy-ssl-verify`), so neither does
-    /// the import.
-    pub fn apply(self, pool: &mut Node) {
+    /// certificate unless told to (`proxy-ssl-verify`), and the import
+    /// verifies as it was told.
+    pub fn apply(self, pool: &mut Node, verify: &Verify) {
         if matches!(self, Protocol::Https | Protocol::Grpcs) {
             pool.set("tls", Node::Bool(true));
-            pool.set("tls_verify", Node::Bool(false));
+            verify.apply(pool);
         }
         match self {
             Protocol::Grpc => pool.set("protocol", Node::str("h2c")),
@@ -61,6 +63,7 @@ pub const KNOWN: &[&str] = &[
     "canary-by-header-value",
     "canary-weight",
     "canary-weight-total",
+    "client-body-buffer-size",
     "configuration-snippet",
     "cors-allow-credentials",
     "cors-allow-headers",
@@ -80,11 +83,21 @@ pub const KNOWN: &[&str] = &[
     "permanent-redirect",
     "permanent-redirect-code",
     "proxy-body-size",
+    "proxy-buffer-size",
+    "proxy-buffering",
+    "proxy-buffers-number",
+    "proxy-busy-buffers-size",
     "proxy-connect-timeout",
+    "proxy-max-temp-file-size",
     "proxy-next-upstream",
     "proxy-next-upstream-tries",
     "proxy-read-timeout",
+    "proxy-request-buffering",
     "proxy-send-timeout",
+    "proxy-ssl-name",
+    "proxy-ssl-secret",
+    "proxy-ssl-server-name",
+    "proxy-ssl-verify",
     "rewrite-target",
     "service-upstream",
     "ssl-redirect",
@@ -100,10 +113,11 @@ pub const KNOWN: &[&str] = &[
 #[derive(Debug, Default)]
 pub struct Plan {
     pub keys: BTreeMap<&'static str, Node>,
-    pub regex: bool,
     pub rewrite_target: Option<String>,
     pub vhost: Option<String>,
     pub protocol: Protocol,
+    /// How a TLS backend is checked (`proxy-ssl-*`).
+    pub verify: Verify,
     /// `ssl-redirect` when the annotation says it.
     pub ssl_redirect: Option<bool>,
     pub force_ssl_redirect: bool,
@@ -151,6 +165,8 @@ pub fn plan(imp: &mut Import<'_>, ing: &Object) -> Plan {
     cors(&ann, &mut plan, &mut lines);
     retries(imp, &ann, &mut plan, &mut lines);
     timeouts(imp, &ann, &mut plan, &mut lines);
+    let protocol = protocol_of(imp, ing);
+    proxy_ssl::read(imp, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
     for (key, value) in &ann {
         if lines.iter().any(|(k, _)| k == key) {
             continue;
@@ -185,7 +201,8 @@ fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
     let lost: Vec<&str> = lines
         .iter()
         .filter(|(k, v)| {
-            matches!(v, Verdict::Unsupported(_)) && (access(k) || k == "backend-protocol")
+            matches!(v, Verdict::Unsupported(_))
+                && (access(k) || k == "backend-protocol" || proxy_ssl::KEYS.contains(&k.as_str()))
         })
         .map(|(k, _)| k.as_str())
         .collect();
@@ -201,17 +218,18 @@ fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
 fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut Plan) -> Verdict {
     let mapped = |s: &str| Verdict::Mapped(s.to_string());
     match key {
-        "use-regex" => {
-            plan.regex |= value == "true";
-            mapped("paths as path_regex: case-insensitive, matching from the start as nginx does")
-        }
+        "use-regex" if go_bool(value) => mapped(
+            "paths as path_regex: case-insensitive, matching from the start as nginx does; \
+             every other path of its hosts too, whichever Ingress it comes from",
+        ),
+        "use-regex" => mapped("off"),
         "rewrite-target" => {
             if value.contains(['{', '}']) {
                 return Verdict::Unsupported("a { or } in the target".into());
             }
             plan.rewrite_target = Some(value.to_string());
-            plan.regex = true;
-            mapped("rewrite.path, $N as the path's numbered groups; the paths become regular expressions as in ingress-nginx")
+            mapped("rewrite.path, $N as the path's numbered groups; the paths become regular expressions as in ingress-nginx, \
+                    and every other path of their hosts too")
         }
         "app-root" if value.starts_with('/') => {
             plan.keys.insert("app_root", Node::str(value));
@@ -251,18 +269,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
             }
             Err(why) => Verdict::Unsupported(why),
         },
-        "backend-protocol" => match value {
-            "HTTP" | "HTTPS" | "GRPC" | "GRPCS" => {
-                plan.protocol = protocol_of(imp, ing);
-                match plan.protocol {
-                    Protocol::Http => mapped("protocol http1"),
-                    Protocol::Https => mapped("tls: true, tls_verify: false, as ingress-nginx does without proxy-ssl-verify"),
-                    Protocol::Grpc => mapped("protocol: h2c"),
-                    Protocol::Grpcs => mapped("protocol: h2, tls: true, tls_verify: false"),
-                }
-            }
-            other => Verdict::Unsupported(format!("{other} backends")),
-        },
+        "backend-protocol" => backend_protocol(imp, ing, value, plan),
         "upstream-vhost" => {
             plan.vhost = Some(value.to_string());
             mapped("rewrite.host")
@@ -273,9 +280,31 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
         "custom-headers" => custom_headers(imp, ing, value, plan),
         "configuration-snippet" => snippet(value, plan),
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
+        k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
         other => unsupported(other),
     }
+}
+
+/// `backend-protocol`, with the verification `proxy-ssl-*` gave.
+fn backend_protocol(imp: &Import<'_>, ing: &Object, value: &str, plan: &mut Plan) -> Verdict {
+    if !matches!(value, "HTTP" | "HTTPS" | "GRPC" | "GRPCS") {
+        return Verdict::Unsupported(format!("{value} backends"));
+    }
+    plan.protocol = protocol_of(imp, ing);
+    let why = match (plan.protocol, plan.verify.on) {
+        (Protocol::Http, _) => "protocol http1",
+        (Protocol::Https, false) => {
+            "tls: true, tls_verify: false, as ingress-nginx does without proxy-ssl-verify"
+        }
+        (Protocol::Https, true) => "tls: true, tls_verify: true as proxy-ssl-verify says",
+        (Protocol::Grpc, _) => "protocol: h2c",
+        (Protocol::Grpcs, false) => "protocol: h2, tls: true, tls_verify: false",
+        (Protocol::Grpcs, true) => {
+            "protocol: h2, tls: true, tls_verify: true as proxy-ssl-verify says"
+        }
+    };
+    Verdict::Mapped(why.into())
 }
 
 /// Why an annotation without a mapping has none.
@@ -663,6 +692,8 @@ fn timeouts(
                     None
                 }
             },
+            // The ConfigMap's connect timeout is every pool's connect_timeout.
+            None if i == 0 => None,
             None => imp.globals.timeouts[i].clone(),
         };
         if let Some(d) = value {
@@ -901,10 +932,19 @@ pub fn route(
     upstream: String,
 ) -> Option<Route> {
     let id = ing.id();
-    let (rule, groups) = path_rule(imp, &id, plan, &path, &kind);
+    let regex = imp.regex_hosts.contains_key(&host);
+    let (rule, groups) = match path_rule(imp, &id, plan, &path, &kind, regex) {
+        Ok(found) => found,
+        Err(why) => {
+            let why = format!("path {path}: {why}; the path is not imported");
+            imp.line(&id, "paths", super::Verdict::Unsupported(why));
+            return None;
+        }
+    };
     let mut keys = plan.keys.clone();
     let mut rewrite = Node::Map(Vec::new());
-    if let Some(target) = &plan.rewrite_target {
+    // ingress-nginx rewrites only where the target differs from the path.
+    if let Some(target) = plan.rewrite_target.as_ref().filter(|t| **t != path) {
         match rewrite_template(target, &groups) {
             Ok(t) => rewrite.set("path", Node::str(t)),
             Err(why) => {
@@ -929,6 +969,11 @@ pub fn route(
     }
     keys.insert("auth", Node::str("none"));
     let tls = host.as_deref().is_some_and(|h| imp.covered(h));
+    if let Some(value) = imp.globals.hsts.value().filter(|_| tls) {
+        if !keys.contains_key("redirect") {
+            hsts(&mut keys, &value);
+        }
+    }
     let https =
         plan.force_ssl_redirect || (tls && plan.ssl_redirect.unwrap_or(imp.globals.ssl_redirect));
     if https {
@@ -943,23 +988,64 @@ pub fn route(
         headers: None,
         keys,
         rank,
+        regex,
     })
 }
 
-/// How a path is matched, and its regex groups' names (for `$N`).
+/// `Strict-Transport-Security` on the answers of a TLS host's route, as
+/// ingress-nginx sends it, unless the Ingress sets it itself.
+fn hsts(keys: &mut BTreeMap<&'static str, Node>, value: &str) {
+    let edits = keys
+        .entry("response_headers")
+        .or_insert_with(|| Node::Map(Vec::new()));
+    if edits.get_mut("set").is_none() {
+        edits.set("set", Node::Map(Vec::new()));
+    }
+    if let Some(Node::Map(set)) = edits.get_mut("set") {
+        let name = "Strict-Transport-Security";
+        if !set.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
+            set.push((name.to_string(), Node::str(value)));
+        }
+    }
+}
+
+/// How a path is matched, and its regex groups' names (for `$N`). On a
+/// host where ingress-nginx enforces regular expressions, every path is
+/// its `~* "^PATH"` location: case-insensitive, from the start, and a
+/// prefix whatever its pathType (an Exact one too).
 fn path_rule(
     imp: &mut Import<'_>,
     id: &str,
     plan: &mut Plan,
     path: &str,
     kind: &str,
-) -> (PathRule, Vec<String>) {
+    regex: bool,
+) -> Result<(PathRule, Vec<String>), String> {
     let rule = match kind {
         "Default" => PathRule::Any,
-        _ if plan.regex => {
+        _ if regex => {
             let (re, names) = named_groups(path);
-            let tail = if kind == "Exact" { "" } else { ".*" };
-            return (PathRule::Regex(format!("(?i){re}{tail}")), names);
+            // A top-level `|` would leave the alternatives after the first
+            // unanchored in nginx and unbounded here: grouped.
+            let re = match top_level_alternation(&re) {
+                true => format!("(?:{re})"),
+                false => re,
+            };
+            let re = format!("(?i){re}.*");
+            regex::RegexBuilder::new(&format!("^(?:{re})$"))
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| {
+                    let why = e
+                        .to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string();
+                    format!("not a regular expression fairgate reads ({why})")
+                })?;
+            return Ok((PathRule::Regex(re), names));
         }
         "Exact" if !path.contains(['{', '}']) => PathRule::Exact(path.to_string()),
         "Exact" => PathRule::Regex(regex_escape(path)),
@@ -977,7 +1063,30 @@ fn path_rule(
             PathRule::Prefix(path.to_string())
         }
     };
-    (rule, Vec::new())
+    Ok((rule, Vec::new()))
+}
+
+/// Whether a regular expression has a `|` outside every group and class.
+fn top_level_alternation(re: &str) -> bool {
+    let (mut depth, mut class, mut escaped) = (0usize, false, false);
+    for c in re.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '[' if !class => class = true,
+            ']' if class => class = false,
+            '(' if !class => depth += 1,
+            ')' if !class => depth = depth.saturating_sub(1),
+            '|' if !class && depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A boolean annotation as ingress-nginx reads it (Go's `ParseBool`).
+pub fn go_bool(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 /// Numbered groups named `gN` (named ones keep their names), so `$N` in a
@@ -1241,6 +1350,14 @@ mod tests {
         );
         assert!(rewrite_template("/$3", &names).is_err());
         assert!(rewrite_template("$1", &names).is_err());
+    }
+
+    #[test]
+    fn only_a_bar_outside_groups_and_classes_is_an_alternation() {
+        assert!(top_level_alternation("/a|/b"));
+        for re in [r"/a(/|$)", r"/a[|]", r"/a\|b", "/a"] {
+            assert!(!top_level_alternation(re), "{re}");
+        }
     }
 
     #[test]

@@ -1,11 +1,28 @@
 //! Kubernetes manifests as files hold them and as `kubectl get -A -o yaml`
 //! prints them: multi-document YAML, `kind: List`, JSON; the objects the
 //! import reads, each as JSON with its kind, namespace and name.
+//!
+//! A manifest is bounded before it is loaded: its size, and (read as a
+//! stream of events, holding nothing) its node count and nesting. Anchors
+//! and aliases are refused as the policy reader refuses them: an alias is
+//! a copy when loaded, so a few lines of them can stand for billions of
+//! nodes, and `kubectl` never writes one.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+use yaml_rust2::parser::{Event, Parser};
+use yaml_rust2::scanner::Marker;
 use yaml_rust2::{Yaml, YamlLoader};
+
+/// The largest manifest file read: 16 MiB, many times a large cluster's
+/// `kubectl get ingress,service,configmap -A -o yaml`.
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+/// The most YAML nodes (scalars, lists, mappings) one file may hold.
+pub const MAX_NODES: usize = 1_000_000;
+/// The deepest nesting of lists and mappings in one file.
+pub const MAX_DEPTH: usize = 128;
 
 /// One Kubernetes object.
 #[derive(Debug, Clone)]
@@ -49,22 +66,92 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Object>, String> {
     }
     let mut objects = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
-        let docs = YamlLoader::load_from_str(&text).map_err(|e| {
-            format!(
-                "{}:{}:{}: not YAML: {}",
-                file.display(),
-                e.marker().line(),
-                e.marker().col() + 1,
-                e.info()
-            )
-        })?;
+        let text = read_bounded(&file)?;
+        let at = |m: &Marker, what: &str| {
+            format!("{}:{}:{}: {what}", file.display(), m.line(), m.col() + 1)
+        };
+        screen(&text).map_err(|(m, what)| at(&m, &what))?;
+        let docs = YamlLoader::load_from_str(&text)
+            .map_err(|e| at(e.marker(), &format!("not YAML: {}", e.info())))?;
         for doc in &docs {
             unpack(json(doc), &mut objects);
         }
     }
     Ok(objects)
+}
+
+/// A file's text, refused beyond `MAX_FILE_BYTES` (read no further than
+/// that, should it grow meanwhile).
+fn read_bounded(file: &Path) -> Result<String, String> {
+    let refuse = |size: u64| {
+        format!(
+            "{}: {size} bytes: a manifest file may have at most {MAX_FILE_BYTES} (16 MiB)",
+            file.display()
+        )
+    };
+    let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", file.display());
+    let f = std::fs::File::open(file).map_err(cannot)?;
+    let size = f.metadata().map_err(cannot)?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(refuse(size));
+    }
+    let mut text = String::new();
+    f.take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(refuse(text.len() as u64));
+    }
+    Ok(text)
+}
+
+/// Reads the file as events, holding none of them, and refuses anchors,
+/// aliases, more than `MAX_NODES` nodes and nesting deeper than
+/// `MAX_DEPTH`, before anything is loaded.
+fn screen(text: &str) -> Result<(), (Marker, String)> {
+    let mut parser = Parser::new_from_str(text);
+    let (mut nodes, mut depth) = (0usize, 0usize);
+    loop {
+        let (event, mark) = parser
+            .next_token()
+            .map_err(|e| (*e.marker(), format!("not YAML: {}", e.info())))?;
+        let anchor = match &event {
+            Event::Alias(_) => {
+                return Err((
+                    mark,
+                    "a YAML alias (*name): anchors and aliases are refused in manifests".into(),
+                ))
+            }
+            Event::StreamEnd => return Ok(()),
+            Event::SequenceEnd | Event::MappingEnd => {
+                depth = depth.saturating_sub(1);
+                continue;
+            }
+            Event::Scalar(_, _, anchor, _) => *anchor,
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    let why = format!("nested deeper than {MAX_DEPTH} lists and mappings");
+                    return Err((mark, why));
+                }
+                *anchor
+            }
+            _ => continue,
+        };
+        if anchor != 0 {
+            return Err((
+                mark,
+                "a YAML anchor (&name): anchors and aliases are refused in manifests".into(),
+            ));
+        }
+        nodes += 1;
+        if nodes > MAX_NODES {
+            let why = format!(
+                "more than {MAX_NODES} YAML nodes: a manifest file may have at most that many"
+            );
+            return Err((mark, why));
+        }
+    }
 }
 
 fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
@@ -179,5 +266,20 @@ mod tests {
         std::fs::write(&file, "kind: Ingress\nmetadata: {name: [\n").unwrap();
         let err = read(&[file]).unwrap_err();
         assert!(err.contains("bad.yaml:3:"), "{err}");
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("deep.yaml");
+        let deep = |n: usize| format!("kind: List\nitems: {}{}\n", "[".repeat(n), "]".repeat(n));
+        std::fs::write(&file, deep(MAX_DEPTH - 1)).unwrap();
+        assert!(read(std::slice::from_ref(&file)).is_ok());
+        std::fs::write(&file, deep(MAX_DEPTH)).unwrap();
+        let err = read(&[file]).unwrap_err();
+        assert!(
+            err.ends_with("deep.yaml:2:135: nested deeper than 128 lists and mappings"),
+            "{err}"
+        );
     }
 }

@@ -7,7 +7,10 @@
 mod annotations;
 mod emit;
 mod manifests;
+mod names;
 mod policy;
+mod proxy_ssl;
+mod streaming;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -48,8 +51,9 @@ pub struct Options {
     /// The TLS listener (when any Ingress has a TLS section).
     #[arg(long, default_value = "0.0.0.0:8443")]
     pub tls_listen: String,
-    /// The admin listener (/healthz, /readyz, /metrics).
-    #[arg(long, default_value = "0.0.0.0:9090")]
+    /// The admin listener (/healthz, /readyz, /metrics): loopback unless
+    /// told otherwise, since it answers anyone who reaches it.
+    #[arg(long, default_value = "127.0.0.1:9090")]
     pub admin_listen: String,
     /// Services are reached as NAME.NAMESPACE.svc.DOMAIN:PORT.
     #[arg(long, default_value = "cluster.local")]

@@ -10,6 +10,9 @@ use serde_json::Value;
 use super::annotations::{self, Protocol};
 use super::emit::{self, Node};
 use super::manifests::{text, Object};
+use super::names;
+use super::proxy_ssl::Verify;
+use super::streaming;
 use super::{Imported, Line, Options, Verdict};
 
 /// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
@@ -24,6 +27,68 @@ pub struct Globals {
     pub timeouts: [Option<String>; 3],
     pub next_upstream: Option<String>,
     pub next_upstream_tries: Option<String>,
+    pub hsts: Hsts,
+}
+
+/// `hsts`, `hsts-max-age`, `hsts-include-subdomains`, `hsts-preload`:
+/// the header ingress-nginx sends on the HTTPS answers of hosts it has a
+/// certificate for.
+pub struct Hsts {
+    pub on: bool,
+    pub max_age: String,
+    pub include_subdomains: bool,
+    pub preload: bool,
+}
+
+impl Default for Hsts {
+    fn default() -> Self {
+        Hsts {
+            on: true,
+            max_age: "31536000".into(),
+            include_subdomains: true,
+            preload: false,
+        }
+    }
+}
+
+impl Hsts {
+    /// The `Strict-Transport-Security` value, when it is sent.
+    pub fn value(&self) -> Option<String> {
+        let mut value = format!("max-age={}", self.max_age);
+        if self.include_subdomains {
+            value.push_str("; includeSubDomains");
+        }
+        if self.preload {
+            value.push_str("; preload");
+        }
+        self.on.then_some(value)
+    }
+
+    /// One ConfigMap key.
+    fn key(&mut self, key: &str, value: &str) -> Verdict {
+        let flag = match value {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+            _ => None,
+        };
+        match (key, flag) {
+            ("hsts", Some(on)) => self.on = on,
+            ("hsts-include-subdomains", Some(on)) => self.include_subdomains = on,
+            ("hsts-preload", Some(on)) => self.preload = on,
+            ("hsts-max-age", _)
+                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                self.max_age = value.to_string()
+            }
+            ("hsts-max-age", _) => {
+                return Verdict::Unsupported(format!("{value:?} is not a number of seconds"))
+            }
+            _ => return Verdict::Unsupported(format!("{value:?} is not true or false")),
+        }
+        Verdict::Mapped(
+            "the Strict-Transport-Security header of the routes of hosts with a TLS section".into(),
+        )
+    }
 }
 
 impl Default for Globals {
@@ -37,6 +102,7 @@ impl Default for Globals {
             timeouts: [None, None, None],
             next_upstream: None,
             next_upstream_tries: None,
+            hsts: Hsts::default(),
         }
     }
 }
@@ -65,6 +131,8 @@ pub struct Route {
     /// Order among routes of the same host and path length: a main route
     /// after its canary's header route, a default backend last.
     pub rank: u8,
+    /// On a host whose every path ingress-nginx made a regular expression.
+    pub regex: bool,
 }
 
 /// The order keys are written in.
@@ -106,6 +174,9 @@ pub struct Import<'a> {
     /// Why no Ingress is imported: a server-wide access rule that did not
     /// carry over.
     pub withheld: Option<String>,
+    /// Hosts (None: rules without one) where ingress-nginx made every path
+    /// a regular expression, with the Ingress and annotation that did.
+    pub regex_hosts: BTreeMap<Option<String>, (String, &'static str)>,
 }
 
 impl<'a> Import<'a> {
@@ -124,6 +195,7 @@ impl<'a> Import<'a> {
             routes: Vec::new(),
             server: Vec::new(),
             withheld: None,
+            regex_hosts: BTreeMap::new(),
         }
     }
 
@@ -138,15 +210,23 @@ impl<'a> Import<'a> {
     pub fn run(mut self) -> Imported {
         self.configmap();
         self.count_replicas();
+        self.admin();
         let ingresses: Vec<&Object> = self.ingresses();
+        self.defaults_said();
         for ing in &ingresses {
             self.tls(ing);
         }
+        self.hsts_said();
         let (canaries, mains): (Vec<&Object>, Vec<&Object>) =
             ingresses.into_iter().partition(|i| {
                 annotations::get(i, &self.options.annotation_prefix, "canary")
                     == Some("true".into())
             });
+        for ing in &mains {
+            for (host, why) in self.regex_triggers(ing) {
+                self.regex_hosts.entry(host).or_insert((ing.id(), why));
+            }
+        }
         for ing in mains {
             self.ingress(ing);
         }
@@ -176,7 +256,20 @@ impl<'a> Import<'a> {
                         self.options.ingress_class
                     )),
                 ),
-                _ => out.push(ing),
+                _ => match names::ingress_problem(ing) {
+                    None => out.push(ing),
+                    Some(why) => {
+                        // The name itself may be what is wrong: quoted.
+                        let subject = match names::dns1123_label(&ing.namespace)
+                            && names::dns1123_subdomain(&ing.name)
+                        {
+                            true => ing.id(),
+                            false => format!("{:?}", ing.id()),
+                        };
+                        let why = format!("not imported: {why}; it would become a file path, a host name or a key");
+                        self.line(&subject, "paths", Verdict::Unsupported(why));
+                    }
+                },
             }
         }
         out
@@ -244,6 +337,10 @@ impl<'a> Import<'a> {
             "proxy-connect-timeout" | "proxy-read-timeout" | "proxy-send-timeout" => {
                 timeout(g, key, value)
             }
+            "hsts" | "hsts-max-age" | "hsts-include-subdomains" | "hsts-preload" => {
+                g.hsts.key(key, value)
+            }
+            k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
             "proxy-next-upstream" => {
                 g.next_upstream = Some(value.to_string());
                 Verdict::Mapped("the retries of routes without their own".into())
@@ -263,31 +360,9 @@ impl<'a> Import<'a> {
                         .into(),
                 )
             }
-            "whitelist-source-range" | "denylist-source-range" => {
-                match annotations::cidrs(value) {
-                    Ok(list) => {
-                        let target = if key == "whitelist-source-range" {
-                            "allow_cidrs"
-                        } else {
-                            "deny_cidrs"
-                        };
-                        self.server.push((target.into(), Node::strs(list)));
-                        Verdict::Mapped(format!("server.{target}"))
-                    }
-                    Err(why) => {
-                        self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
-                        Verdict::Unsupported(why)
-                    }
-                }
-            }
-            "global-auth-url" | "block-cidrs" | "block-user-agents" | "block-referers" => {
-                self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
-                Verdict::Unsupported("a rule for every Ingress that fairgate cannot carry over".into())
-            }
-            k if k.ends_with("-snippet") => {
-                self.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
-                Verdict::Unsupported("nginx configuration for every Ingress; never translated".into())
-            }
+            "whitelist-source-range" | "denylist-source-range" | "global-auth-url" | "block-cidrs"
+            | "block-user-agents" | "block-referers" => self.configmap_access(key, value),
+            k if k.ends_with("-snippet") => self.configmap_access(key, value),
             "use-proxy-protocol" if value == "true" => Verdict::Unsupported(
                 "set server.proxy_protocol: true and list the load balancer in server.trusted_proxies \
                  (the only peers whose PROXY header is believed); the manifests do not say its addresses"
@@ -297,6 +372,38 @@ impl<'a> Import<'a> {
                 Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
             }
             _ => Verdict::Unsupported("no fairgate equivalent".into()),
+        }
+    }
+
+    /// The ConfigMap's rules for every Ingress: address lists, or what
+    /// withholds them all.
+    fn configmap_access(&mut self, key: &str, value: &str) -> Verdict {
+        let lost = format!("the ConfigMap's {key} did not carry over");
+        let target = match key {
+            "whitelist-source-range" => "allow_cidrs",
+            "denylist-source-range" => "deny_cidrs",
+            k if k.ends_with("-snippet") => {
+                self.withheld = Some(lost);
+                return Verdict::Unsupported(
+                    "nginx configuration for every Ingress; never translated".into(),
+                );
+            }
+            _ => {
+                self.withheld = Some(lost);
+                return Verdict::Unsupported(
+                    "a rule for every Ingress that fairgate cannot carry over".into(),
+                );
+            }
+        };
+        match annotations::cidrs(value) {
+            Ok(list) => {
+                self.server.push((target.into(), Node::strs(list)));
+                Verdict::Mapped(format!("server.{target}"))
+            }
+            Err(why) => {
+                self.withheld = Some(lost);
+                Verdict::Unsupported(why)
+            }
         }
     }
 
@@ -358,6 +465,59 @@ impl<'a> Import<'a> {
         self.line(subject, "replicas", verdict);
     }
 
+    /// The connect timeout ingress-nginx used when its ConfigMap did not say.
+    fn defaults_said(&mut self) {
+        if self.globals.timeouts[0].is_none() {
+            let why =
+                "connect_timeout: 5s on every pool, ingress-nginx's default (fairgate's own is 1s)";
+            self.line(
+                "controller",
+                "proxy-connect-timeout",
+                Verdict::Mapped(why.into()),
+            );
+        }
+    }
+
+    /// The HSTS header ingress-nginx sent on its TLS hosts, when there are any.
+    fn hsts_said(&mut self) {
+        let Some(value) = self
+            .globals
+            .hsts
+            .value()
+            .filter(|_| !self.tls_hosts.is_empty())
+        else {
+            return;
+        };
+        let why = format!(
+            "response_headers.set Strict-Transport-Security: \"{value}\" on the routes of hosts with a TLS section, \
+             as ingress-nginx sent it (ConfigMap hsts, hsts-max-age, hsts-include-subdomains, hsts-preload); \
+             on the upstream's answers, over plain HTTP too (browsers ignore it there), and not on the gateway's \
+             own answers (refusals, redirects)"
+        );
+        self.line("controller", "hsts", Verdict::Approximated(why));
+    }
+
+    /// `admin.listen`, said: its endpoints answer without authentication.
+    fn admin(&mut self) {
+        let listen = self.options.admin_listen.clone();
+        let loopback = listen
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip().is_loopback());
+        let why = if loopback {
+            format!(
+                "{listen}: /healthz, /readyz and /metrics answer without authentication, on loopback only; \
+                 for kubelet probes or a Prometheus scrape by pod IP give --admin-listen 0.0.0.0:9090 \
+                 and keep that port a pod port that no Service publishes"
+            )
+        } else {
+            format!(
+                "{listen}, from --admin-listen: /healthz, /readyz and /metrics answer anyone who reaches it, \
+                 without authentication; keep that port a pod port that no Service publishes"
+            )
+        };
+        self.line("controller", "admin.listen", Verdict::Mapped(why));
+    }
+
     /// TLS sections: certificate files where the Secret is mounted.
     fn tls(&mut self, ing: &Object) {
         let Some(Value::Array(sections)) = ing.value.pointer("/spec/tls") else {
@@ -390,6 +550,56 @@ impl<'a> Import<'a> {
         }
     }
 
+    /// The hosts where an Ingress makes ingress-nginx read every path as a
+    /// regular expression (its `enforceRegexModifier`): all of them with
+    /// `use-regex`, those of the paths a `rewrite-target` changes.
+    fn regex_triggers(&self, ing: &Object) -> Vec<(Option<String>, &'static str)> {
+        let prefix = &self.options.annotation_prefix;
+        let use_regex =
+            annotations::get(ing, prefix, "use-regex").is_some_and(|v| annotations::go_bool(&v));
+        let target = annotations::get(ing, prefix, "rewrite-target").filter(|t| !t.is_empty());
+        let mut out = Vec::new();
+        for (host, path, kind, _) in paths(ing) {
+            let why = match () {
+                _ if kind == "Default" => continue,
+                _ if use_regex => "use-regex",
+                _ if target.as_ref().is_some_and(|t| *t != path) => "rewrite-target",
+                _ => continue,
+            };
+            if !out.iter().any(|(h, _)| *h == host) {
+                out.push((host, why));
+            }
+        }
+        out
+    }
+
+    /// Says, once per host, that this Ingress's paths there are regular
+    /// expressions because another Ingress of the host made them so.
+    fn regex_lines(&mut self, ing: &Object) {
+        let own: Vec<Option<String>> = self
+            .regex_triggers(ing)
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect();
+        let mut said: Vec<Option<String>> = Vec::new();
+        for (host, _, kind, _) in paths(ing) {
+            if kind == "Default" || own.contains(&host) || said.contains(&host) {
+                continue;
+            }
+            let Some((by, annotation)) = self.regex_hosts.get(&host).cloned() else {
+                continue;
+            };
+            let why = format!(
+                "{}: every path is a path_regex \"(?i)PATH.*\", case-insensitive and matched from the start \
+                 as a prefix, Exact and Prefix alike, because {by} uses {annotation} there: ingress-nginx makes \
+                 every path of such a host a ~* location, tried longest path first",
+                host.as_deref().map_or("rules without a host".to_string(), |h| format!("host {h}"))
+            );
+            self.line(&ing.id(), "paths", Verdict::Mapped(why));
+            said.push(host);
+        }
+    }
+
     /// One route per path of a main (not canary) Ingress.
     fn ingress(&mut self, ing: &Object) {
         let mut plan = annotations::plan(self, ing);
@@ -401,9 +611,10 @@ impl<'a> Import<'a> {
             );
             return;
         }
+        self.regex_lines(ing);
         let paths = paths(ing);
         for (i, (host, path, kind, backend)) in paths.into_iter().enumerate() {
-            let Some(upstream) = self.upstream(ing, &backend, plan.protocol) else {
+            let Some(upstream) = self.upstream(ing, &backend, plan.protocol, &plan.verify) else {
                 continue;
             };
             let name = format!("{}-{i}", names(&format!("{}_{}", ing.namespace, ing.name)));
@@ -430,7 +641,8 @@ impl<'a> Import<'a> {
                 continue;
             };
             let protocol = annotations::protocol_of(self, ing);
-            if let Some(upstream) = self.upstream(ing, &backend, protocol) {
+            let verify = Verify::default();
+            if let Some(upstream) = self.upstream(ing, &backend, protocol, &verify) {
                 targets.push((main, upstream));
             }
         }
@@ -443,6 +655,7 @@ impl<'a> Import<'a> {
         ing: &Object,
         backend: &Value,
         protocol: Protocol,
+        verify: &Verify,
     ) -> Option<String> {
         let id = ing.id();
         // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
@@ -485,9 +698,33 @@ impl<'a> Import<'a> {
             ing.namespace, self.options.cluster_domain
         );
         let mut node = Node::map([("targets", Node::strs([target]))]);
-        protocol.apply(&mut node);
-        self.upstreams.insert(name.clone(), node);
-        Some(name)
+        protocol.apply(&mut node, verify);
+        node.set("connect_timeout", Node::str(self.connect_timeout()));
+        Some(self.pool(name, node))
+    }
+
+    /// ingress-nginx's `proxy-connect-timeout`: the ConfigMap's, else its
+    /// default of 5 s (fairgate's own pools default to 1 s).
+    fn connect_timeout(&self) -> String {
+        self.globals.timeouts[0]
+            .clone()
+            .unwrap_or_else(|| "5s".into())
+    }
+
+    /// Adds a pool under `name`, or finds the same one there; a pool of
+    /// the same Service checked otherwise (another CA, no verification)
+    /// gets `name-2`, `name-3`...: one never takes another's place.
+    fn pool(&mut self, name: String, node: Node) -> String {
+        let mut candidate = name.clone();
+        for n in 2.. {
+            match self.upstreams.get(&candidate) {
+                Some(existing) if *existing != node => candidate = format!("{name}-{n}"),
+                Some(_) => return candidate,
+                None => break,
+            }
+        }
+        self.upstreams.insert(candidate.clone(), node);
+        candidate
     }
 
     fn service_port(&self, namespace: &str, service: &str, port: &str) -> Option<String> {
@@ -624,7 +861,10 @@ fn timeout(g: &mut Globals, key: &str, value: &str) -> Verdict {
     match annotations::seconds(value) {
         Some(d) => {
             g.timeouts[i] = Some(d);
-            Verdict::Mapped("the timeouts of routes without their own".into())
+            Verdict::Mapped(match i {
+                0 => "the connect_timeout of every pool".into(),
+                _ => "the timeouts of routes without their own".into(),
+            })
         }
         None => Verdict::Unsupported(format!("{value:?} is not a number of seconds")),
     }
@@ -695,25 +935,32 @@ pub fn names(text: &str) -> String {
     format!("{}-{:08x}", &name[..39], hash as u32)
 }
 
-/// nginx's choice among locations: per host (exact hosts, then wildcards,
-/// then none), exact paths first, then the longest path.
-fn order(r: &Route) -> (u8, String, u8, std::cmp::Reverse<usize>, u8) {
+/// The order routes are written in, as nginx picks among ingress-nginx's
+/// locations: per host (exact hosts, then wildcards, then none), then by
+/// the Ingress path, a default backend last. On a host of plain paths an
+/// Exact path wins whatever its length (nginx's `= ` location), then the
+/// longest prefix. On a host ingress-nginx made all regular expressions,
+/// the first match wins, so the locations' order is its "Path Priority":
+/// the longest Ingress path first (ties: the greater path), and Exact
+/// before Prefix for one path.
+fn order(r: &Route) -> impl Ord {
+    use std::cmp::Reverse;
     let host_rank = match &r.host {
         Some(h) if !h.starts_with('*') => 0,
         Some(_) => 1,
         None => 2,
     };
-    let (path_rank, len) = match &r.path {
-        PathRule::Exact(p) => (0, p.len()),
-        PathRule::Prefix(p) | PathRule::Regex(p) => (1, p.len()),
-        PathRule::Any => (2, 0),
+    let (_, path, kind) = &r.origin;
+    let exact = u8::from(kind != "Exact");
+    let class = match kind.as_str() {
+        "Default" => 2,
+        _ if r.regex => 0,
+        _ => exact,
     };
+    let tie = if r.regex { path.clone() } else { String::new() };
     (
-        host_rank,
-        r.host.clone().unwrap_or_default(),
-        path_rank,
-        std::cmp::Reverse(len),
-        r.rank,
+        (host_rank, r.host.clone().unwrap_or_default(), class),
+        (Reverse(path.len()), Reverse(tie), exact, r.rank),
     )
 }
 
