@@ -226,7 +226,8 @@ fn finding_12_the_admin_listener_is_on_loopback_unless_told() {
         report.contains(
             "controller: admin.listen: mapped (127.0.0.1:9090: /healthz, /readyz and /metrics answer \
              without authentication, on loopback only; for kubelet probes or a Prometheus scrape by pod IP \
-             give --admin-listen 0.0.0.0:9090 and keep that port a pod port that no Service publishes)\n"
+             give --admin-listen 0.0.0.0:9090 and reach that port only from inside the cluster \
+             (deploy/kubernetes publishes it by the ClusterIP Service fairgate-admin, never by the traffic Service))\n"
         ),
         "{report}"
     );
@@ -242,8 +243,9 @@ fn finding_12_the_admin_listener_is_on_loopback_unless_told() {
     assert!(
         report.contains(
             "controller: admin.listen: mapped (0.0.0.0:9090, from --admin-listen: /healthz, /readyz and \
-             /metrics answer anyone who reaches it, without authentication; keep that port a pod port that \
-             no Service publishes)\n"
+             /metrics answer anyone who reaches it, without authentication; reach that port only from inside \
+             the cluster (deploy/kubernetes publishes it by the ClusterIP Service fairgate-admin, never by the \
+             traffic Service))\n"
         ),
         "{report}"
     );

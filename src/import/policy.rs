@@ -507,12 +507,14 @@ impl<'a> Import<'a> {
             format!(
                 "{listen}: /healthz, /readyz and /metrics answer without authentication, on loopback only; \
                  for kubelet probes or a Prometheus scrape by pod IP give --admin-listen 0.0.0.0:9090 \
-                 and keep that port a pod port that no Service publishes"
+                 and reach that port only from inside the cluster \
+                 (deploy/kubernetes publishes it by the ClusterIP Service fairgate-admin, never by the traffic Service)"
             )
         } else {
             format!(
                 "{listen}, from --admin-listen: /healthz, /readyz and /metrics answer anyone who reaches it, \
-                 without authentication; keep that port a pod port that no Service publishes"
+                 without authentication; reach that port only from inside the cluster \
+                 (deploy/kubernetes publishes it by the ClusterIP Service fairgate-admin, never by the traffic Service)"
             )
         };
         self.line("controller", "admin.listen", Verdict::Mapped(why));
