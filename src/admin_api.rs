@@ -73,7 +73,7 @@ fn tenant_buckets(shared: &Shared, tenant: &str, plan: Option<&str>) -> Option<T
         .and_then(|t| t.plan.clone())
         .or(plan.map(str::to_string))
         .or(config.auth.as_ref().map(|a| a.default_plan.clone()))
-        .unwrap_or_else(|| "free".into());
+        .unwrap_or_else(|| crate::config::DEFAULT_PLAN.into());
     let identity = Identity {
         tenant: TenantId::new(tenant)?,
         user: None,

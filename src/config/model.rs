@@ -288,6 +288,10 @@ impl Default for StoreTls {
     }
 }
 
+/// The plan of an identity that names none, when `auth.default_plan` is
+/// not set (and of the admin API's tenant reads without auth).
+pub const DEFAULT_PLAN: &str = "free";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Auth {
     /// Failed authentications one client address may make back to back,

@@ -57,12 +57,10 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     }
     // Before auth and limits: a body that cannot pass costs no tokens.
     if let Some(max) = route.max_body {
-        let declared = req
-            .headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > max) {
+        if headers::content_length(req)
+            .flatten()
+            .is_some_and(|n| n > max)
+        {
             return Err(Deny::BodyTooLarge { max });
         }
     }

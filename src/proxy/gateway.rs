@@ -28,11 +28,7 @@ pub struct Gateway {
 
 /// Whether the request carries a body the gateway has not read.
 fn has_body(req: &RequestHeader) -> bool {
-    let declared = req
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim() != "0");
+    let declared = headers::content_length(req).is_some_and(|n| n != Some(0));
     declared || req.headers.contains_key(http::header::TRANSFER_ENCODING)
 }
 

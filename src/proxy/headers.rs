@@ -141,6 +141,14 @@ fn bounded(req: &RequestHeader, max: usize) -> Result<(), Deny> {
     Ok(())
 }
 
+/// The request's declared body length: `None` without a Content-Length,
+/// `Some(None)` for one that does not parse (hygiene refuses it; whatever
+/// reads before hygiene must assume a body). The one reader of the header.
+pub fn content_length(req: &RequestHeader) -> Option<Option<u64>> {
+    let value = req.headers.get(http::header::CONTENT_LENGTH)?;
+    Some(value.to_str().ok().and_then(|v| v.trim().parse().ok()))
+}
+
 /// Repeated equal Content-Lengths (`3, 3` or two lines) become one; any
 /// disagreement is refused.
 fn one_content_length(req: &mut RequestHeader) -> Result<(), Deny> {

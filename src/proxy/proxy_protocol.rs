@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(h, Header::Client("203.0.113.7:5555".parse().unwrap()));
         let mut v2 = V2_SIGNATURE.to_vec();
         v2.extend([0x21, 0x21, 0, 36]);
-        v2.extend(Ipv6Addr::from(Ipv4Addr::new(198, 51, 100, 9).to_ipv6_mapped()).octets());
+        v2.extend(Ipv4Addr::new(198, 51, 100, 9).to_ipv6_mapped().octets());
         v2.extend([0u8; 16]);
         v2.extend([0x1f, 0x90, 0x01, 0xbb]);
         let (h, _) = parse(&v2).unwrap().unwrap();

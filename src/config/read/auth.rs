@@ -61,7 +61,7 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
     let default_plan = f
         .get("default_plan")
         .and_then(|at| r.string(&at))
-        .unwrap_or_else(|| "free".into());
+        .unwrap_or_else(|| DEFAULT_PLAN.into());
     let failure_limit = f
         .get("failure_limit")
         .and_then(|at| bucket(r, &at))
