@@ -71,39 +71,92 @@ fn header_state(r: &reqwest::Response) -> (u16, String) {
     (r.status().as_u16(), value)
 }
 
+/// One request of tenant acme (bearer `token`) through the gateway.
+async fn spend(gw: &Gateway, token: &str) -> reqwest::Response {
+    client()
+        .get(gw.url("/x"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A fresh tenant read through the API: refused without the token or with
+/// another, then a full bucket, read without spending (twice the same).
+async fn assert_a_fresh_tenant_reads_full(gw: &Gateway, limits: &str) {
+    let get = reqwest::Method::GET;
+    // Without the token, or with another: 401, and nothing read.
+    let (status, _) = admin(gw, get.clone(), limits, None).await;
+    assert_eq!(status, 401);
+    let (status, _) = admin(gw, get.clone(), limits, Some("wrong")).await;
+    assert_eq!(status, 401);
+    // A fresh tenant: a full bucket, read without spending (twice the same).
+    let (status, body) = admin(gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["plan"], "free");
+    assert_eq!(body["limits"][0]["capacity"], 5);
+    assert_eq!(api_limit(&body), (5, 0));
+    let (_, again) = admin(gw, get, limits, Some(ADMIN_TOKEN)).await;
+    assert_eq!(api_limit(&again), (5, 0));
+}
+
+/// What the API may not touch: a limit not keyed by tenant, a tenant id
+/// that is not one, a path that is no endpoint.
+async fn assert_other_targets_are_refused(gw: &Gateway, limits: &str) {
+    let (status, _) = admin(
+        gw,
+        reqwest::Method::DELETE,
+        &format!("{limits}/per_user"),
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, _) = admin(
+        gw,
+        reqwest::Method::GET,
+        "/v1/tenants/a%20b/limits",
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, _) = admin(gw, reqwest::Method::GET, "/v1/nothing", Some(ADMIN_TOKEN)).await;
+    assert_eq!(status, 404);
+}
+
+/// The one reset is audited (tenant and limit); the admin token never
+/// reaches the log.
+fn assert_the_reset_is_audited_without_the_token(gw: &Gateway) {
+    let logs = gw.logs();
+    let resets: Vec<Value> = gw
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["message"] == "admin.limit_reset")
+        .collect();
+    assert_eq!(resets.len(), 1, "{logs}");
+    assert_eq!(
+        (resets[0]["tenant"].as_str(), resets[0]["limit"].as_str()),
+        (Some("acme"), Some("api"))
+    );
+    assert!(!logs.contains(ADMIN_TOKEN));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_quota_api_reads_and_resets_what_requests_spend() {
     let (redis, echo) = (Redis::start().await, Upstream::start().await);
     let gw = gateway(&redis, &echo, true).await;
     let get = reqwest::Method::GET;
     let limits = "/v1/tenants/acme/limits";
-    // Without the token, or with another: 401, and nothing read.
-    let (status, _) = admin(&gw, get.clone(), limits, None).await;
-    assert_eq!(status, 401);
-    let (status, _) = admin(&gw, get.clone(), limits, Some("wrong")).await;
-    assert_eq!(status, 401);
-    // A fresh tenant: a full bucket, read without spending (twice the same).
-    let (status, body) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["plan"], "free");
-    assert_eq!(body["limits"][0]["capacity"], 5);
-    assert_eq!(api_limit(&body), (5, 0));
-    let (_, again) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
-    assert_eq!(api_limit(&again), (5, 0));
+    assert_a_fresh_tenant_reads_full(&gw, limits).await;
     // Two requests; the API then reports what the last one's headers said,
     // and the next request spends from exactly that.
     let t = token("acme");
-    let send = || {
-        let req = client().get(gw.url("/x")).bearer_auth(&t);
-        async move { req.send().await.unwrap() }
-    };
-    send().await;
-    let last = send().await;
+    spend(&gw, &t).await;
+    let last = spend(&gw, &t).await;
     assert_eq!(header_state(&last), (200, r#""api";r=3;t=7200"#.into()));
     let (_, body) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
     assert_eq!(api_limit(&body), (3, 7200));
     assert_eq!(
-        header_state(&send().await),
+        header_state(&spend(&gw, &t).await),
         (200, r#""api";r=2;t=10800"#.into())
     );
     // Another plan's sizing, on request.
@@ -117,11 +170,11 @@ async fn the_quota_api_reads_and_resets_what_requests_spend() {
     assert_eq!(pro["plan"], "pro");
     assert_eq!(pro["limits"][0]["capacity"], 8);
     // Spent out: refused; a reset lets the next request through.
-    send().await;
-    send().await;
-    assert_eq!(send().await.status(), 429);
+    spend(&gw, &t).await;
+    spend(&gw, &t).await;
+    assert_eq!(spend(&gw, &t).await.status(), 429);
     assert_eq!(
-        send().await.status(),
+        spend(&gw, &t).await.status(),
         429,
         "refused again (from the denial cache)"
     );
@@ -134,43 +187,15 @@ async fn the_quota_api_reads_and_resets_what_requests_spend() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
-        header_state(&send().await),
+        header_state(&spend(&gw, &t).await),
         (200, r#""api";r=4;t=3600"#.into())
     );
     let (_, body) = admin(&gw, get.clone(), limits, Some(ADMIN_TOKEN)).await;
     assert_eq!(api_limit(&body), (4, 3600));
     // Not a tenant-keyed limit, not a tenant id, not an endpoint.
-    let (status, _) = admin(
-        &gw,
-        reqwest::Method::DELETE,
-        &format!("{limits}/per_user"),
-        Some(ADMIN_TOKEN),
-    )
-    .await;
-    assert_eq!(status, 404);
-    let (status, _) = admin(
-        &gw,
-        get.clone(),
-        "/v1/tenants/a%20b/limits",
-        Some(ADMIN_TOKEN),
-    )
-    .await;
-    assert_eq!(status, 400);
-    let (status, _) = admin(&gw, get.clone(), "/v1/nothing", Some(ADMIN_TOKEN)).await;
-    assert_eq!(status, 404);
+    assert_other_targets_are_refused(&gw, limits).await;
     // The reset is audited; the token never reaches the log.
-    let logs = gw.logs();
-    let resets: Vec<Value> = gw
-        .log_lines()
-        .into_iter()
-        .filter(|l| l["message"] == "admin.limit_reset")
-        .collect();
-    assert_eq!(resets.len(), 1, "{logs}");
-    assert_eq!(
-        (resets[0]["tenant"].as_str(), resets[0]["limit"].as_str()),
-        (Some("acme"), Some("api"))
-    );
-    assert!(!logs.contains(ADMIN_TOKEN));
+    assert_the_reset_is_audited_without_the_token(&gw);
     // The open endpoints stay open.
     assert_eq!(
         client()

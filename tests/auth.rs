@@ -223,22 +223,32 @@ async fn spoofed_identity_never_reaches_the_upstream_on_open_routes() {
     assert!(body["headers"].get("x-tenant-id").is_none(), "{body}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_bad_token_is_a_401_with_the_right_challenge() {
-    let up = Upstream::start().await;
-    let gw = gateway(&up, None).await;
-    let t = now();
-    let hs = |c: &Value| sign(Algorithm::HS256, Some("hs"), c);
-    let with = |k: &str, v: Value| {
-        let mut c = claims("globex");
-        c[k] = v;
-        c
-    };
-    let without = |k: &str| {
-        let mut c = claims("globex");
-        c.as_object_mut().unwrap().remove(k);
-        c
-    };
+/// `claims("globex")` with `key` set to `value`.
+fn claims_with(key: &str, value: Value) -> Value {
+    let mut c = claims("globex");
+    c[key] = value;
+    c
+}
+
+/// `claims("globex")` without `key`.
+fn claims_without(key: &str) -> Value {
+    let mut c = claims("globex");
+    c.as_object_mut().unwrap().remove(key);
+    c
+}
+
+/// Signed with the gateway's HS256 key (kid `hs`).
+fn hs(claims: &Value) -> String {
+    sign(Algorithm::HS256, Some("hs"), claims)
+}
+
+/// A refused token: what the case is, the token, and the
+/// `error_description` its challenge must carry.
+type BadToken = (&'static str, String, &'static str);
+
+/// Tokens no key of the gateway verifies: no algorithm, a confused one,
+/// another key's signature, an unknown kid, not a JWT at all.
+fn forged_tokens() -> Vec<BadToken> {
     // alg "none": header {"alg":"none"}, claims, empty signature.
     let b64 = |v: &Value| {
         use base64::Engine;
@@ -261,7 +271,7 @@ async fn every_bad_token_is_a_401_with_the_right_challenge() {
         .unwrap()
     };
     let other_rsa = sign_rs("rs256-b.key", "rs", &claims("globex"));
-    let cases: Vec<(&str, String, &str)> = vec![
+    vec![
         (
             "alg none",
             alg_none,
@@ -271,46 +281,6 @@ async fn every_bad_token_is_a_401_with_the_right_challenge() {
             "HS256 with the RSA public key",
             confused,
             "the token names an unknown key",
-        ),
-        (
-            "expired",
-            hs(&with("exp", json!(t - 60))),
-            "the token has expired",
-        ),
-        (
-            "nbf in the future",
-            hs(&with("nbf", json!(t + 600))),
-            "the token is not valid yet",
-        ),
-        (
-            "wrong issuer",
-            hs(&with("iss", json!("https://evil.test"))),
-            "the token has the wrong issuer",
-        ),
-        (
-            "wrong audience",
-            hs(&with("aud", json!("other"))),
-            "the token has the wrong audience",
-        ),
-        (
-            "no exp",
-            hs(&without("exp")),
-            "the token lacks a required claim",
-        ),
-        (
-            "no iss",
-            hs(&without("iss")),
-            "the token lacks a required claim",
-        ),
-        (
-            "no aud",
-            hs(&without("aud")),
-            "the token lacks a required claim",
-        ),
-        (
-            "plan with a newline",
-            hs(&with("plan", json!("pro\nx"))),
-            "a claim of the token is too long or not a string",
         ),
         (
             "bad signature",
@@ -323,9 +293,63 @@ async fn every_bad_token_is_a_401_with_the_right_challenge() {
             "the token names an unknown key",
         ),
         ("malformed", "not.a.jwt".into(), "the token is malformed"),
+    ]
+}
+
+/// Verified tokens whose registered claims (time, issuer, audience) fail.
+fn tokens_with_bad_registered_claims() -> Vec<BadToken> {
+    let t = now();
+    vec![
+        (
+            "expired",
+            hs(&claims_with("exp", json!(t - 60))),
+            "the token has expired",
+        ),
+        (
+            "nbf in the future",
+            hs(&claims_with("nbf", json!(t + 600))),
+            "the token is not valid yet",
+        ),
+        (
+            "wrong issuer",
+            hs(&claims_with("iss", json!("https://evil.test"))),
+            "the token has the wrong issuer",
+        ),
+        (
+            "wrong audience",
+            hs(&claims_with("aud", json!("other"))),
+            "the token has the wrong audience",
+        ),
+        (
+            "no exp",
+            hs(&claims_without("exp")),
+            "the token lacks a required claim",
+        ),
+        (
+            "no iss",
+            hs(&claims_without("iss")),
+            "the token lacks a required claim",
+        ),
+        (
+            "no aud",
+            hs(&claims_without("aud")),
+            "the token lacks a required claim",
+        ),
+    ]
+}
+
+/// Verified tokens whose identity claims (tenant, user, plan) are missing
+/// or not acceptable.
+fn tokens_with_bad_identity_claims() -> Vec<BadToken> {
+    vec![
+        (
+            "plan with a newline",
+            hs(&claims_with("plan", json!("pro\nx"))),
+            "a claim of the token is too long or not a string",
+        ),
         (
             "missing tenant",
-            hs(&without("tid")),
+            hs(&claims_without("tid")),
             "the token lacks a required claim",
         ),
         (
@@ -345,27 +369,43 @@ async fn every_bad_token_is_a_401_with_the_right_challenge() {
         ),
         (
             "300-byte user",
-            hs(&with("sub", json!("u".repeat(300)))),
+            hs(&claims_with("sub", json!("u".repeat(300)))),
             "a claim of the token is too long or not a string",
         ),
-    ];
+    ]
+}
+
+/// `token` is refused with a 401 whose challenge and problem body carry
+/// `description`, and whose body does not echo the token.
+async fn assert_invalid_token(gw: &Gateway, name: &str, token: &str, description: &str) {
+    let r = call(gw, "/v1/x", Some(token)).await;
+    assert_eq!(r.status(), 401, "{name}");
+    assert_eq!(
+        r.headers()["www-authenticate"].to_str().unwrap(),
+        format!(r#"Bearer error="invalid_token", error_description="{description}""#),
+        "{name}"
+    );
+    assert_eq!(
+        r.headers()["content-type"].to_str().unwrap(),
+        "application/problem+json"
+    );
+    let text = r.text().await.unwrap();
+    assert!(!text.contains(token), "{name}: the body echoes the token");
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["status"], 401);
+    assert_eq!(body["detail"], description);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_bad_token_is_a_401_with_the_right_challenge() {
+    let up = Upstream::start().await;
+    let gw = gateway(&up, None).await;
+    let cases = forged_tokens()
+        .into_iter()
+        .chain(tokens_with_bad_registered_claims())
+        .chain(tokens_with_bad_identity_claims());
     for (name, token, description) in cases {
-        let r = call(&gw, "/v1/x", Some(&token)).await;
-        assert_eq!(r.status(), 401, "{name}");
-        assert_eq!(
-            r.headers()["www-authenticate"].to_str().unwrap(),
-            format!(r#"Bearer error="invalid_token", error_description="{description}""#),
-            "{name}"
-        );
-        assert_eq!(
-            r.headers()["content-type"].to_str().unwrap(),
-            "application/problem+json"
-        );
-        let text = r.text().await.unwrap();
-        assert!(!text.contains(&token), "{name}: the body echoes the token");
-        let body: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(body["status"], 401);
-        assert_eq!(body["detail"], description);
+        assert_invalid_token(&gw, name, &token, description).await;
     }
     assert_eq!(up.requests(), 0, "no refused request reached the upstream");
 

@@ -20,6 +20,52 @@ impl Drop for Demo {
     }
 }
 
+/// The demo's banner, read from its output up to the end of the
+/// instructions.
+fn read_banner(out: &mut impl BufRead) -> String {
+    let mut banner = String::new();
+    while !banner.contains("Press Ctrl-C") {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap() == 0 {
+            panic!("demo ended early:\n{banner}");
+        }
+        banner.push_str(&line);
+    }
+    banner
+}
+
+/// The token the banner prints as `NAME=...`.
+fn banner_token(banner: &str, name: &str) -> String {
+    banner
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{name}=")))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no {name} token in:\n{banner}"))
+        .to_string()
+}
+
+/// What the banner's loop line promises after its first curl, e.g.
+/// `200 x4, then 429 x3`.
+fn loop_promise(banner: &str) -> &str {
+    banner
+        .lines()
+        .find(|l| l.contains("for i in $(seq 7)"))
+        .and_then(|l| l.split("# after the curl above: ").nth(1))
+        .unwrap_or_else(|| panic!("no loop line in:\n{banner}"))
+}
+
+/// SIGINT ends the demo, cleanly, within 10 s.
+async fn assert_stops_on_sigint(child: &mut std::process::Child) {
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let exited = eventually(Duration::from_secs(10), || {
+        let done = child.try_wait().unwrap().is_some();
+        async move { done }
+    })
+    .await;
+    assert!(exited, "the demo did not stop on SIGINT");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn finding_17_the_demo_shows_a_200_quota_headers_and_the_429s_its_banner_promises() {
     let mut demo = Demo(
@@ -33,24 +79,11 @@ async fn finding_17_the_demo_shows_a_200_quota_headers_and_the_429s_its_banner_p
     );
     let child = &mut demo.0;
     // The banner comes first; read it up to the end of the instructions.
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut banner = String::new();
-    while !banner.contains("Press Ctrl-C") {
-        let mut line = String::new();
-        if out.read_line(&mut line).unwrap() == 0 {
-            panic!("demo ended early:\n{banner}");
-        }
-        banner.push_str(&line);
-    }
-    let token = |name: &str| {
-        banner
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(&format!("{name}=")))
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no {name} token in:\n{banner}"))
-            .to_string()
-    };
-    let (acme, globex) = (token("ACME"), token("GLOBEX"));
+    let banner = read_banner(&mut BufReader::new(child.stdout.take().unwrap()));
+    let (acme, globex) = (
+        banner_token(&banner, "ACME"),
+        banner_token(&banner, "GLOBEX"),
+    );
     assert!(banner
         .contains("curl -i -H \"Authorization: Bearer $ACME\" http://127.0.0.1:8080/v1/hello"));
 
@@ -74,11 +107,7 @@ async fn finding_17_the_demo_shows_a_200_quota_headers_and_the_429s_its_banner_p
     assert_eq!(r.headers()["ratelimit-policy"], r#""api";q=5;w=10"#);
     assert_eq!(r.headers()["x-ratelimit-remaining"], "4");
     // The banner's loop, run after its first curl, gives what it promises.
-    let promise = banner
-        .lines()
-        .find(|l| l.contains("for i in $(seq 7)"))
-        .and_then(|l| l.split("# after the curl above: ").nth(1))
-        .unwrap_or_else(|| panic!("no loop line in:\n{banner}"));
+    let promise = loop_promise(&banner);
     let mut statuses = Vec::new();
     for _ in 0..7 {
         statuses.push(call(&acme).await.unwrap().status().as_u16());
@@ -98,12 +127,5 @@ async fn finding_17_the_demo_shows_a_200_quota_headers_and_the_429s_its_banner_p
         .unwrap();
     assert_eq!(r.status(), 401);
 
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let exited = eventually(Duration::from_secs(10), || {
-        let done = child.try_wait().unwrap().is_some();
-        async move { done }
-    })
-    .await;
-    assert!(exited, "the demo did not stop on SIGINT");
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_stops_on_sigint(child).await;
 }

@@ -102,6 +102,33 @@ acknowledge: [store.process_local]
     .await
 }
 
+/// The arguments of a call carrying `auth` as metadata and each of
+/// `messages` in order.
+fn with_messages<'a>(auth: &'a str, messages: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--metadata", auth];
+    for m in messages {
+        args.extend(["--message", m]);
+    }
+    args
+}
+
+/// The upload-style stream took a slot of its concurrency policy, and
+/// gave it back.
+async fn assert_the_upload_slot_was_taken_and_freed(gw: &Gateway) {
+    let metrics = gw.metrics().await;
+    assert_eq!(
+        metric(
+            &metrics,
+            "fairgate_slots_acquired_total{policy=\"uploads\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&metrics, "fairgate_slots_held{policy=\"uploads\"}"),
+        Some(0.0)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn unary_and_streaming_calls_pass_through_h2c() {
     let peer = GrpcServer::start(None);
@@ -123,16 +150,7 @@ async fn unary_and_streaming_calls_pass_through_h2c() {
     let r = call(
         &target,
         &format!("{METHOD}Bidi"),
-        &[
-            "--metadata",
-            &auth,
-            "--message",
-            "one",
-            "--message",
-            "two",
-            "--message",
-            "three",
-        ],
+        &with_messages(&auth, &["one", "two", "three"]),
     );
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(
@@ -143,7 +161,7 @@ async fn unary_and_streaming_calls_pass_through_h2c() {
     let r = call(
         &target,
         &format!("{METHOD}ServerStream"),
-        &["--metadata", &auth, "--message", "5"],
+        &with_messages(&auth, &["5"]),
     );
     assert_eq!(
         r["responses"],
@@ -153,35 +171,14 @@ async fn unary_and_streaming_calls_pass_through_h2c() {
     let r = call(
         &target,
         &format!("{METHOD}ClientStream"),
-        &[
-            "--metadata",
-            &auth,
-            "--message",
-            "a",
-            "--message",
-            "bb",
-            "--message",
-            "ccc",
-        ],
+        &with_messages(&auth, &["a", "bb", "ccc"]),
     );
     assert_eq!(
         r["responses"],
         serde_json::json!(["count=3 bytes=6"]),
         "{r}"
     );
-    // The upload-style stream took a slot of its concurrency policy, and gave it back.
-    let metrics = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &metrics,
-            "fairgate_slots_acquired_total{policy=\"uploads\"}"
-        ),
-        Some(1.0)
-    );
-    assert_eq!(
-        metric(&metrics, "fairgate_slots_held{policy=\"uploads\"}"),
-        Some(0.0)
-    );
+    assert_the_upload_slot_was_taken_and_freed(&gw).await;
 
     // The upstream's own statuses pass through untouched.
     let r = call(&target, &format!("{METHOD}Fail"), &["--metadata", &auth]);

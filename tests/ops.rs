@@ -24,12 +24,10 @@ fn metric_names(path: &str) -> BTreeSet<String> {
     names
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
-    let redis = Redis::start().await;
-    let up = Upstream::start().await;
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-    // A JWKS endpoint, for fairgate_jwks_last_success_timestamp_seconds.
+/// A JWKS endpoint serving the RS256 fixture key, for
+/// fairgate_jwks_last_success_timestamp_seconds; its directory lives as
+/// long as the server.
+fn jwks_server(fixtures: &str) -> (tempfile::TempDir, StaticFiles) {
     let jwks_dir = tempfile::tempdir().unwrap();
     let key = std::fs::read(format!("{fixtures}/keys/rs256.key")).unwrap();
     let key = jsonwebtoken::EncodingKey::from_rsa_pem(&key).unwrap();
@@ -38,9 +36,19 @@ async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
     let jwks = serde_json::json!({ "keys": [jwk] }).to_string();
     std::fs::write(jwks_dir.path().join("jwks.json"), jwks).unwrap();
     let jwks = StaticFiles::start(jwks_dir.path());
-    // A collector, for fairgate_trace_spans_total.
-    let otlp = OtlpReceiver::start(200).await;
-    let yaml = format!(
+    (jwks_dir, jwks)
+}
+
+/// A config that gives every metric family a reason to exist: TLS, Redis,
+/// a static and a JWKS key, a limit, a concurrency policy, OTLP export.
+fn every_feature_config(
+    fixtures: &str,
+    redis: &Redis,
+    jwks: &StaticFiles,
+    up: &Upstream,
+    otlp: &OtlpReceiver,
+) -> String {
+    format!(
         r#"
 server:
   listen: ["$LISTEN"]
@@ -66,15 +74,12 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
         jwks.addr,
         up.addr,
         otlp.endpoint()
-    );
-    let gw = Gateway::start_with(
-        &yaml,
-        GatewayOptions {
-            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
-            ..Default::default()
-        },
     )
-    .await;
+}
+
+/// Traffic that moves every counter: allowed and limited requests, one
+/// without a token, an upload taking a slot, and a reload by SIGHUP.
+async fn exercise(gw: &Gateway) {
     let token = token("acme");
     let c = client();
     for _ in 0..3 {
@@ -97,6 +102,27 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
     })
     .await;
     assert!(reloaded);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
+    let redis = Redis::start().await;
+    let up = Upstream::start().await;
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    // A JWKS endpoint, for fairgate_jwks_last_success_timestamp_seconds.
+    let (_jwks_dir, jwks) = jwks_server(fixtures);
+    // A collector, for fairgate_trace_spans_total.
+    let otlp = OtlpReceiver::start(200).await;
+    let yaml = every_feature_config(fixtures, &redis, &jwks, &up, &otlp);
+    let gw = Gateway::start_with(
+        &yaml,
+        GatewayOptions {
+            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
+            ..Default::default()
+        },
+    )
+    .await;
+    exercise(&gw).await;
 
     let exported = gw.metrics().await;
     let mut wanted = metric_names("deploy/grafana/fairgate.json");

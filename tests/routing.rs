@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -556,14 +556,18 @@ async fn resetter() -> std::net::SocketAddr {
     addr
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn retries_and_passive_health_route_around_failed_targets() {
-    let echo = EchoProcess::start();
-    let dead = free_addr(); // nothing listens
-    let reset = resetter().await;
-    let (busy, busy_count) = unavailable().await;
-    let (failing, failing_count) = unavailable().await;
-    let yaml = format!(
+/// Four upstreams, each with a failing target before `echo`: `dead` (no
+/// listener; ejected after one failure), `reset` (closes every
+/// connection), `busy` (503 to everything), `failing` (503s; ejected after
+/// two). Routes /e, /f, /b retry; /n and /j do not.
+fn failing_targets_config(
+    echo: SocketAddr,
+    dead: SocketAddr,
+    reset: SocketAddr,
+    busy: SocketAddr,
+    failing: SocketAddr,
+) -> String {
+    format!(
         r#"
 server: {{listen: ["$LISTEN"]}}
 admin: {{listen: "$ADMIN"}}
@@ -579,18 +583,49 @@ routes:
   - {{name: busy_once, match: {{path_prefix: /n}}, upstream: busy, auth: none, exempt: true}}
   - {{name: ejects, match: {{path_prefix: /j}}, upstream: ejects, auth: none, exempt: true}}
 acknowledge: [store.process_local]
-"#,
-        echo = echo.addr
+"#
+    )
+}
+
+/// The status of a GET (or a POST with a body) of `path`, sent with `c`.
+async fn get_or_post_status(c: &reqwest::Client, gw: &Gateway, path: &str, post: bool) -> u16 {
+    let req = match post {
+        true => c.post(gw.url(path)).body("x"),
+        false => c.get(gw.url(path)),
+    };
+    req.send().await.unwrap().status().as_u16()
+}
+
+/// The dead target cost one retry and was ejected, unless the TCP health
+/// check (its first runs at start) took it out before any request met it;
+/// every GET that met the resetter was retried once (round robin counts
+/// the retry's pick too, so most met it first); no POST was.
+fn assert_dead_and_reset_targets_cost_one_retry(metrics: &str) {
+    let retried = metric(
+        metrics,
+        "fairgate_upstream_retries_total{route=\"ejecting\"}",
     );
+    let ejected = metric(
+        metrics,
+        "fairgate_upstream_ejections_total{upstream=\"ejecting\"}",
+    );
+    assert!(matches!(retried, None | Some(1.0)), "{retried:?}");
+    assert_eq!(retried, ejected);
+    let flaky = metric(metrics, "fairgate_upstream_retries_total{route=\"flaky\"}").unwrap();
+    assert!((10.0..=20.0).contains(&flaky), "{flaky}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_and_passive_health_route_around_failed_targets() {
+    let echo = EchoProcess::start();
+    let dead = free_addr(); // nothing listens
+    let reset = resetter().await;
+    let (busy, busy_count) = unavailable().await;
+    let (failing, failing_count) = unavailable().await;
+    let yaml = failing_targets_config(echo.addr, dead, reset, busy, failing);
     let gw = Gateway::start(&yaml).await;
     let c = client();
-    let status = |path: &'static str, post: bool| {
-        let req = match post {
-            true => c.post(gw.url(path)).body("x"),
-            false => c.get(gw.url(path)),
-        };
-        async move { req.send().await.unwrap().status().as_u16() }
-    };
+    let status = |path: &'static str, post: bool| get_or_post_status(&c, &gw, path, post);
     // Every 200 below is one request the echo process answered, no more:
     // a retried attempt that failed never reached it twice.
     let answered = std::cell::Cell::new(0);
@@ -649,23 +684,7 @@ acknowledge: [store.process_local]
     assert!(posts.contains(&502), "{posts:?}");
     let posted = posts.iter().filter(|s| **s == 200).count() as u64;
     assert_eq!(answered_since(), posted);
-    // The dead target cost one retry and was ejected, unless the TCP health
-    // check (its first runs at start) took it out before any request met it.
-    let metrics = gw.metrics().await;
-    let retried = metric(
-        &metrics,
-        "fairgate_upstream_retries_total{route=\"ejecting\"}",
-    );
-    let ejected = metric(
-        &metrics,
-        "fairgate_upstream_ejections_total{upstream=\"ejecting\"}",
-    );
-    assert!(matches!(retried, None | Some(1.0)), "{retried:?}");
-    assert_eq!(retried, ejected);
-    // Every GET that met the resetter was retried once (round robin counts
-    // the retry's pick too, so most met it first); no POST was.
-    let flaky = metric(&metrics, "fairgate_upstream_retries_total{route=\"flaky\"}").unwrap();
-    assert!((10.0..=20.0).contains(&flaky), "{flaky}");
+    assert_dead_and_reset_targets_cost_one_retry(&gw.metrics().await);
 }
 
 /// `retry_on` is the key (YAML 1.1 tools turn a key `on:` into `true:`);

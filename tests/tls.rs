@@ -294,6 +294,28 @@ async fn certificates_added_by_reload_are_served_without_restart() {
     assert_eq!(gw.pid(), pid);
 }
 
+/// `curl` to `url` at the gateway's TLS port `tls` as `api.test`, trusting
+/// `ca`, presenting `cert` (a certificate and its key) if any, with `more`
+/// arguments before the URL.
+fn curl_api_test(
+    tls: std::net::SocketAddr,
+    ca: &Path,
+    cert: Option<(&Path, &Path)>,
+    more: &[&str],
+) -> (String, i32) {
+    let ca = ca.display().to_string();
+    let resolve = format!("api.test:{}:127.0.0.1", tls.port());
+    let url = format!("https://api.test:{}/who", tls.port());
+    let mut args = vec!["--cacert".to_string(), ca, "--resolve".into(), resolve];
+    if let Some((cert, key)) = cert {
+        args.extend(["--cert".into(), cert.display().to_string()]);
+        args.extend(["--key".into(), key.display().to_string()]);
+    }
+    args.extend(more.iter().map(|a| a.to_string()));
+    args.push(url);
+    curl(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn client_certificates_are_required_and_their_subject_reaches_the_upstream() {
     let echo = Upstream::start().await;
@@ -311,24 +333,9 @@ async fn client_certificates_are_required_and_their_subject_reaches_the_upstream
     );
     let _gw = gateway(tls, &item(&cert, &key, ""), &extra, &echo).await;
 
-    let ca = servers.ca().display().to_string();
-    let resolve = format!("api.test:{}:127.0.0.1", tls.port());
-    let url = format!("https://api.test:{}/who", tls.port());
-    let (b, bk) = (
-        billing.display().to_string(),
-        billing_key.display().to_string(),
-    );
-    let (out, code) = curl(&[
-        "--cacert",
-        &ca,
-        "--resolve",
-        &resolve,
-        "--cert",
-        &b,
-        "--key",
-        &bk,
-        &url,
-    ]);
+    let ca = servers.ca();
+    let billing = Some((billing.as_path(), billing_key.as_path()));
+    let (out, code) = curl_api_test(tls, &ca, billing, &[]);
     assert_eq!(code, 0, "{out}");
     let body: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     assert_eq!(
@@ -337,38 +344,14 @@ async fn client_certificates_are_required_and_their_subject_reaches_the_upstream
     );
 
     // Without a certificate, or with one another CA signed: no handshake.
-    let (out, code) = curl(&["--cacert", &ca, "--resolve", &resolve, &url]);
+    let (out, code) = curl_api_test(tls, &ca, None, &[]);
     assert_ne!(code, 0, "{out}");
-    let (m, mk) = (
-        mallory.display().to_string(),
-        mallory_key.display().to_string(),
-    );
-    let (out, code) = curl(&[
-        "--cacert",
-        &ca,
-        "--resolve",
-        &resolve,
-        "--cert",
-        &m,
-        "--key",
-        &mk,
-        &url,
-    ]);
+    let mallory = Some((mallory.as_path(), mallory_key.as_path()));
+    let (out, code) = curl_api_test(tls, &ca, mallory, &[]);
     assert_ne!(code, 0, "{out}");
     // A client's own X-Client-Cert-Subject never passes.
-    let (out, code) = curl(&[
-        "--cacert",
-        &ca,
-        "--resolve",
-        &resolve,
-        "--cert",
-        &b,
-        "--key",
-        &bk,
-        "-H",
-        "X-Client-Cert-Subject: CN=admin",
-        &url,
-    ]);
+    let spoofed = ["-H", "X-Client-Cert-Subject: CN=admin"];
+    let (out, code) = curl_api_test(tls, &ca, billing, &spoofed);
     assert_eq!(code, 0, "{out}");
     let body: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     assert_eq!(

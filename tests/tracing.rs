@@ -91,20 +91,11 @@ async fn send(gw: &Gateway, headers: &[(&str, &str)]) -> (u16, Value) {
     (status, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continues_the_trace() {
-    let more = ", service_name: edge-test, tenant_attribute: true";
-    let (otlp, echo, gw) = traced(200, 2, "", more, vec![]).await;
-
-    // 1. Continued from the client's trace, its vendor state kept.
-    let parent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
-    let (status, body) = send(
-        &gw,
-        &[("traceparent", &parent), ("tracestate", "vendor=abc")],
-    )
-    .await;
-    assert_eq!(status, 200);
-    let forwarded = received(&body, "traceparent").expect("traceparent reached the upstream");
+/// What the upstream received on a request continued from the client's
+/// trace: the same trace and flags, the vendor state, and the gateway's own
+/// span as parent. Returns that parent span id.
+fn assert_upstream_continues_the_client_trace(body: &Value) -> String {
+    let forwarded = received(body, "traceparent").expect("traceparent reached the upstream");
     let (trace, upstream_parent, flags) = parse_traceparent(&forwarded).expect("valid");
     assert_eq!(trace, CLIENT_TRACE);
     assert_eq!(flags, "01");
@@ -112,8 +103,19 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
         upstream_parent, CLIENT_SPAN,
         "the gateway's own span is the upstream's parent"
     );
-    assert_eq!(received(&body, "tracestate").as_deref(), Some("vendor=abc"));
+    assert_eq!(received(body, "tracestate").as_deref(), Some("vendor=abc"));
+    upstream_parent
+}
 
+/// The request span of the client's trace: its kind, parent, service and
+/// attributes; then its two children, one store call and one upstream
+/// exchange whose span id is `upstream_parent`, the parent the upstream
+/// received.
+async fn assert_request_span_and_children(
+    otlp: &OtlpReceiver,
+    echo: &Upstream,
+    upstream_parent: &str,
+) {
     let spans = otlp.trace_with(CLIENT_TRACE, "GET items").await;
     let server = spans.iter().find(|s| s.name == "GET items").unwrap();
     assert_eq!(server.kind, 2, "server span");
@@ -154,9 +156,12 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
     assert_eq!(up.attr("http.response.status_code"), Some("200"));
     assert_eq!(up.attr("fairgate.upstream.attempts"), Some("1"));
     assert_eq!(spans.len(), 3, "{spans:#?}");
+}
 
-    // 2. No traceparent: a trace is started and the upstream is in it.
-    let (status, body) = send(&gw, &[]).await;
+/// A request without `traceparent`: a trace is started, the upstream is in
+/// it, and its request span is a root. Returns the started trace id.
+async fn assert_a_trace_is_started(gw: &Gateway, otlp: &OtlpReceiver) -> String {
+    let (status, body) = send(gw, &[]).await;
     assert_eq!(status, 200);
     let (started, _, flags) =
         parse_traceparent(&received(&body, "traceparent").expect("started")).expect("valid");
@@ -166,12 +171,14 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
     let spans = otlp.trace_with(&started, "GET items").await;
     let server = spans.iter().find(|s| s.name == "GET items").unwrap();
     assert_eq!(server.parent_span_id, "", "a root span");
+    started
+}
 
-    // 3. Refused by its bucket (capacity 2): the span says so, with the
-    // store's word and no upstream child.
-    let refused_trace = "0af7651916cd43dd8448eb211c80319c";
+/// A request its bucket refuses, in trace `refused_trace`: the span says
+/// so, with the store's word and no upstream child.
+async fn assert_a_refusal_is_traced(gw: &Gateway, otlp: &OtlpReceiver, refused_trace: &str) {
     let parent = format!("00-{refused_trace}-b7ad6b7169203331-01");
-    let (status, _) = send(&gw, &[("traceparent", &parent)]).await;
+    let (status, _) = send(gw, &[("traceparent", &parent)]).await;
     assert_eq!(status, 429);
     let spans = otlp.trace_with(refused_trace, "GET items").await;
     let server = spans.iter().find(|s| s.name == "GET items").unwrap();
@@ -183,6 +190,51 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
         "a 4xx is the client's, not a server error"
     );
     assert!(spans.iter().all(|s| s.name != "GET upstream"), "{spans:#?}");
+}
+
+/// Exports go to the traces path as protobuf, and nothing secret rides
+/// along: no token or query in any span name or attribute.
+fn assert_exports_are_protobuf_without_secrets(otlp: &OtlpReceiver) {
+    let posts = otlp.posts.lock().unwrap().clone();
+    assert!(
+        posts
+            .iter()
+            .all(|(p, h)| p == "/v1/traces" && h["content-type"] == "application/x-protobuf"),
+        "{posts:?}"
+    );
+    let tok = token("acme");
+    for s in otlp.spans() {
+        let text = format!("{} {:?}", s.name, s.attributes);
+        assert!(
+            !text.contains(&tok) && !text.contains("QUERY-SECRET"),
+            "{s:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continues_the_trace() {
+    let more = ", service_name: edge-test, tenant_attribute: true";
+    let (otlp, echo, gw) = traced(200, 2, "", more, vec![]).await;
+
+    // 1. Continued from the client's trace, its vendor state kept.
+    let parent = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let (status, body) = send(
+        &gw,
+        &[("traceparent", &parent), ("tracestate", "vendor=abc")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let upstream_parent = assert_upstream_continues_the_client_trace(&body);
+    assert_request_span_and_children(&otlp, &echo, &upstream_parent).await;
+
+    // 2. No traceparent: a trace is started and the upstream is in it.
+    let started = assert_a_trace_is_started(&gw, &otlp).await;
+
+    // 3. Refused by its bucket (capacity 2): the span says so, with the
+    // store's word and no upstream child.
+    let refused_trace = "0af7651916cd43dd8448eb211c80319c";
+    assert_a_refusal_is_traced(&gw, &otlp, refused_trace).await;
 
     // The access log carries the same trace ids, started one included.
     let logged: Vec<String> = gw
@@ -192,23 +244,7 @@ async fn a_request_span_has_its_attributes_and_children_and_the_upstream_continu
         .filter_map(|l| l["trace_id"].as_str().map(String::from))
         .collect();
     assert_eq!(logged, [CLIENT_TRACE, started.as_str(), refused_trace]);
-    // Exports go to the traces path as protobuf.
-    let posts = otlp.posts.lock().unwrap().clone();
-    assert!(
-        posts
-            .iter()
-            .all(|(p, h)| p == "/v1/traces" && h["content-type"] == "application/x-protobuf"),
-        "{posts:?}"
-    );
-    // Nothing secret rides along: no token or query in any name or attribute.
-    let tok = token("acme");
-    for s in otlp.spans() {
-        let text = format!("{} {:?}", s.name, s.attributes);
-        assert!(
-            !text.contains(&tok) && !text.contains("QUERY-SECRET"),
-            "{s:#?}"
-        );
-    }
+    assert_exports_are_protobuf_without_secrets(&otlp);
 }
 
 #[tokio::test(flavor = "multi_thread")]
