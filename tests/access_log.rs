@@ -33,21 +33,23 @@ async fn access_lines(gw: &Gateway, n: usize) -> Vec<Value> {
 async fn every_field_is_measured_on_a_real_tls_request() {
     let echo = Upstream::start().await;
     let tls = free_addr();
-    let yaml = format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  tls: {{listen: "{tls}", certificates: [{{cert_file: "{FIXTURES}/gw.pem", key_file: "{FIXTURES}/gw.key"}}]}}
-admin: {{listen: "$ADMIN"}}
-{AUTH_HS256}
+    let tls_listener = format!(
+        r#"tls: {{listen: "{tls}", certificates: [{{cert_file: "{FIXTURES}/gw.pem", key_file: "{FIXTURES}/gw.key"}}]}}"#
+    );
+    let gw = Policy::new()
+        .server(&tls_listener)
+        .hs256()
+        .acknowledge("server.tls_host_uncovered")
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 routes:
   - {{name: items, match: {{path_prefix: /v1/items}}, upstream: api, limits: []}}
-acknowledge: [store.process_local, server.tls_host_uncovered]
 "#,
-        echo.addr
-    );
-    let gw = Gateway::start_hs256(&yaml, GatewayOptions::default()).await;
+            echo.addr
+        ))
+        .start()
+        .await;
     let ca = reqwest::Certificate::from_pem(&std::fs::read(format!("{FIXTURES}/ca.pem")).unwrap())
         .unwrap();
     let c = reqwest::Client::builder()
@@ -110,10 +112,9 @@ acknowledge: [store.process_local, server.tls_host_uncovered]
 #[tokio::test(flavor = "multi_thread")]
 async fn chosen_fields_only_and_successes_sampled_but_never_errors() {
     let echo = Upstream::start().await;
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 limits:
   one: {{scope: client_ip, default: {{capacity: 3, rate: 1/h}}}}
@@ -121,11 +122,11 @@ routes:
   - {{name: api, match: {{path_prefix: /api}}, upstream: api, auth: none, limits: [one]}}
 log:
   access: {{fields: [route, status], sample: 0}}
-acknowledge: [store.process_local]
 "#,
-        echo.addr
-    );
-    let gw = Gateway::start(&yaml).await;
+            echo.addr
+        ))
+        .start()
+        .await;
     let c = client();
     let mut statuses = Vec::new();
     for path in ["/api", "/api", "/nowhere", "/api", "/api"] {

@@ -11,17 +11,17 @@ use serde_json::Value;
 const ADMIN_TOKEN: &str = "admin-token-for-the-test-0123456789";
 
 async fn gateway(redis: &Redis, echo: &Upstream, token_env: bool) -> Gateway {
-    let admin = if token_env {
-        r#"admin: {listen: "$ADMIN", token_env: FAIRGATE_TEST_ADMIN}"#
-    } else {
-        r#"admin: {listen: "$ADMIN"}"#
+    let policy = Policy::new()
+        .store(&format!(r#"{{kind: redis, url: "{}"}}"#, redis.url()))
+        .hs256()
+        .env("FAIRGATE_TEST_ADMIN", ADMIN_TOKEN);
+    let policy = match token_env {
+        true => policy.admin("token_env: FAIRGATE_TEST_ADMIN"),
+        false => policy,
     };
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-{admin}
-store: {{kind: redis, url: "{}"}}
-{AUTH_HS256}
+    policy
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 limits:
   api: {{scope: tenant, default: {{capacity: 5, rate: 1/h}}, plans: {{pro: {{capacity: 8, rate: 2/h}}}}}}
@@ -30,14 +30,10 @@ default_limits: none
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api, per_user]}}
 "#,
-        redis.url(),
-        echo.addr
-    );
-    let mut options = GatewayOptions::default();
-    options
-        .env
-        .push(("FAIRGATE_TEST_ADMIN".into(), ADMIN_TOKEN.into()));
-    Gateway::start_hs256(&yaml, options).await
+            echo.addr
+        ))
+        .start()
+        .await
 }
 
 async fn admin(

@@ -115,12 +115,11 @@ async fn gateway(upstream: &Upstream, jwks: Option<&Jwks>) -> Gateway {
             )
         })
         .unwrap_or_default();
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    Policy::new()
+        .server("shutdown_grace: 1s")
+        .env("FAIRGATE_TEST_HS", SECRET)
+        .sections(&format!(
+            r#"
 auth:
   issuer: "https://auth.test"
   audience: api
@@ -142,16 +141,10 @@ routes:
   - {{name: open, match: {{path_prefix: /open}}, upstream: api, auth: none}}
   - {{name: api, match: {{path_prefix: /}}, upstream: api}}
 "#,
-        upstream.addr
-    );
-    Gateway::start_with(
-        &yaml,
-        GatewayOptions {
-            env: vec![("FAIRGATE_TEST_HS".into(), SECRET.into())],
-            ..Default::default()
-        },
-    )
-    .await
+            upstream.addr
+        ))
+        .start()
+        .await
 }
 
 async fn call(gw: &Gateway, path: &str, token: Option<&str>) -> reqwest::Response {

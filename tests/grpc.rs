@@ -77,13 +77,16 @@ fn bearer(tenant: &str) -> String {
 
 const METHOD: &str = "/fairgate.test.Echo/";
 
+/// The gateway, h2c on, in front of `upstream` (the pool's mapping): one
+/// limited unary method, one client stream holding a slot, the rest open;
+/// `server_extra` adds `server:` keys.
 async fn gateway(upstream: &str, server_extra: &str) -> Gateway {
-    Gateway::start_hs256(
-        &format!(
+    Policy::new()
+        .server("http2: {h2c: true}")
+        .server(server_extra)
+        .hs256()
+        .sections(&format!(
             r#"
-server: {{listen: ["$LISTEN"], http2: {{h2c: true}}{server_extra}}}
-admin: {{listen: "$ADMIN"}}
-{AUTH_HS256}
 upstreams:
   grpc: {upstream}
 limits:
@@ -94,12 +97,10 @@ routes:
   - {{name: unary, match: {{path: {METHOD}Unary}}, upstream: grpc, limits: [calls]}}
   - {{name: upload, match: {{path: {METHOD}ClientStream}}, upstream: grpc, concurrency: uploads, limits: []}}
   - {{name: echo, match: {{path_prefix: {METHOD}}}, upstream: grpc, limits: []}}
-acknowledge: [store.process_local]
 "#
-        ),
-        GatewayOptions::default(),
-    )
-    .await
+        ))
+        .start()
+        .await
 }
 
 /// The arguments of a call carrying `auth` as metadata and each of
@@ -277,7 +278,7 @@ async fn grpc_over_tls_on_both_sides() {
             inside.ca().display()
         ),
         &format!(
-            ", tls: {{listen: \"{tls}\", certificates: [{{cert_file: \"{}\", key_file: \"{}\"}}]}}",
+            "tls: {{listen: \"{tls}\", certificates: [{{cert_file: \"{}\", key_file: \"{}\"}}]}}",
             gw_cert.display(),
             gw_key.display()
         ),

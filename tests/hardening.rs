@@ -16,13 +16,15 @@ fn user_token(tenant: &str) -> String {
     hs256_token(TEST_SECRET, json!({"tid": tenant, "sub": "u1"}))
 }
 
-/// A gateway in front of a raw upstream. `server` and `routes` are YAML
-/// lines indented for their sections; `extra` adds top-level sections.
+/// A gateway in front of a raw upstream `app`, on one worker thread, with
+/// the shared HS256 key and the warnings these tests provoke on purpose
+/// acknowledged. `server` adds `server:` keys (one a line), `routes` are
+/// YAML lines indented for their section; `extra` adds top-level sections.
 async fn gateway(up: &RawUpstream, server: &str, extra: &str, routes: &str) -> Gateway {
     gateway_auth(up, server, "", extra, routes).await
 }
 
-/// As `gateway`, with more `auth:` keys (indented by two spaces).
+/// As `gateway`, with more `auth:` keys (one a line).
 async fn gateway_auth(
     up: &RawUpstream,
     server: &str,
@@ -30,27 +32,24 @@ async fn gateway_auth(
     extra: &str,
     routes: &str,
 ) -> Gateway {
-    let yaml = format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  threads: 1
-{server}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local, limits.client_keyed, server.escaped_slashes_keep]
-auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
-{auth}
+    Policy::new()
+        .server("threads: 1")
+        .server(server)
+        .acknowledge("limits.client_keyed")
+        .acknowledge("server.escaped_slashes_keep")
+        .auth(auth)
+        .sections(&format!(
+            r#"
 upstreams:
   app: {{targets: ["{up}"]}}
 {extra}
 routes:
 {routes}
 "#,
-        up = up.addr
-    );
-    Gateway::start_hs256(&yaml, GatewayOptions::default()).await
+            up = up.addr
+        ))
+        .start()
+        .await
 }
 
 /// An exempt public catch-all and an authenticated admin area, the shape
@@ -155,7 +154,7 @@ async fn finding_2_encoded_slashes_are_refused_decoded_or_kept_as_configured() {
     assert_eq!(up.count(), 0);
     drop(gw);
 
-    let gw = gateway(&up, "  escaped_slashes: decode", STRICT, ADMIN_ROUTES).await;
+    let gw = gateway(&up, "escaped_slashes: decode", STRICT, ADMIN_ROUTES).await;
     let r = send(&gw, &get("/admin%2Fusers", &host_of(&gw), "")).await;
     assert_eq!(status_of(&r), 401, "decoded, it is the admin route: {r}");
     let auth = format!("Authorization: Bearer {}\r\n", user_token("acme"));
@@ -164,7 +163,7 @@ async fn finding_2_encoded_slashes_are_refused_decoded_or_kept_as_configured() {
     assert_eq!(up.received()[0].target(), "/admin/users");
     drop(gw);
 
-    let gw = gateway(&up, "  escaped_slashes: keep", STRICT, ADMIN_ROUTES).await;
+    let gw = gateway(&up, "escaped_slashes: keep", STRICT, ADMIN_ROUTES).await;
     let r = send(&gw, &get("/files/a%2Fb", &host_of(&gw), "")).await;
     assert_eq!(status_of(&r), 200);
     assert_eq!(up.received()[1].target(), "/files/a%2Fb");
@@ -242,7 +241,7 @@ async fn finding_3_hostile_heads_cannot_grow_memory() {
 async fn finding_3_slow_heads_and_connection_floods_are_bounded() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let up = RawUpstream::start().await;
-    let gw = gateway(&up, "  header_timeout: 1s", STRICT, ADMIN_ROUTES).await;
+    let gw = gateway(&up, "header_timeout: 1s", STRICT, ADMIN_ROUTES).await;
 
     // A head trickled one byte at a time is cut at the deadline with a 408.
     let slow = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
@@ -273,7 +272,7 @@ async fn finding_3_slow_heads_and_connection_floods_are_bounded() {
     );
     drop(gw);
 
-    let gw = gateway(&up, "  max_connections_per_ip: 2", STRICT, ADMIN_ROUTES).await;
+    let gw = gateway(&up, "max_connections_per_ip: 2", STRICT, ADMIN_ROUTES).await;
     // Two idle connections from one address hold its share; a third is
     // refused at once; another address is served.
     let a = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
@@ -332,7 +331,7 @@ async fn finding_4_headers_with_underscores_never_reach_the_upstream() {
     // Opted in, other names with `_` pass; identity look-alikes never do.
     let gw = gateway(
         &up,
-        "  allow_underscores_in_headers: true",
+        "allow_underscores_in_headers: true",
         STRICT,
         ADMIN_ROUTES,
     )
@@ -387,28 +386,21 @@ default_limits:
 #[tokio::test]
 async fn finding_6_debug_logs_never_show_tokens_cookies_or_queries() {
     let up = RawUpstream::start().await;
-    let yaml_options = GatewayOptions {
-        env: vec![
-            ("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into()),
-            ("RUST_LOG".into(), "debug".into()),
-        ],
-        ..Default::default()
-    };
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"], threads: 1}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
-auth: {{keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]}}
+    let gw = Policy::new()
+        .server("threads: 1")
+        .hs256()
+        .env("RUST_LOG", "debug")
+        .sections(&format!(
+            r#"
 upstreams: {{app: {{targets: ["{}"]}}}}
 {STRICT}
 routes:
 {ADMIN_ROUTES}
 "#,
-        up.addr
-    );
-    let gw = Gateway::start_with(&yaml, yaml_options).await;
+            up.addr
+        ))
+        .start()
+        .await;
     let tok = user_token("acme");
     let extra = format!("Authorization: Bearer {tok}\r\nCookie: session=cookie-secret-42\r\n");
     let r = send(
@@ -473,7 +465,7 @@ async fn finding_7_proxy_headers_from_untrusted_peers_are_removed() {
 async fn finding_8_failed_authentication_is_limited_per_address() {
     let up = RawUpstream::start().await;
     // No refill during the test, so the count is exact however slow the machine.
-    let auth = "  failure_limit: {capacity: 20, rate: 1/h}";
+    let auth = "failure_limit: {capacity: 20, rate: 1/h}";
     let gw = gateway_auth(&up, "", auth, STRICT, ADMIN_ROUTES).await;
     let host = host_of(&gw);
     let good = format!("Authorization: Bearer {}\r\n", user_token("acme"));
@@ -524,7 +516,7 @@ async fn finding_9_a_trickling_upload_loses_its_slot() {
     let up = RawUpstream::start().await;
     let extra = "concurrency:\n  uploads: {scope: tenant, slots: 1, lease: 30s}";
     let routes = "  - {name: up, match: {path_prefix: /up}, upstream: app, concurrency: uploads, limits: []}";
-    let gw = gateway(&up, "  body_idle_timeout: 1s", extra, routes).await;
+    let gw = gateway(&up, "body_idle_timeout: 1s", extra, routes).await;
     let auth = format!("Authorization: Bearer {}\r\n", user_token("acme"));
     let mut stream = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
     let head = format!("POST /up HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 100\r\n\r\na");
@@ -566,7 +558,7 @@ async fn finding_9_a_trickling_upload_loses_its_slot() {
 #[tokio::test]
 async fn finding_9_ipv6_clients_share_a_bucket_per_64() {
     let up = RawUpstream::start().await;
-    let server = "  trusted_proxies: [127.0.0.1/32]";
+    let server = "trusted_proxies: [127.0.0.1/32]";
     let extra = "default_limits:\n  unauthenticated: {scope: client_ip, capacity: 1, rate: 1/h}";
     let routes = "  - {name: open, match: {path_prefix: /}, upstream: app, auth: none}";
     let gw = gateway(&up, server, extra, routes).await;
@@ -667,7 +659,7 @@ async fn read_response(stream: &mut tokio::net::TcpStream) -> u16 {
 async fn review_an_idle_kept_alive_connection_is_closed_and_gives_its_share_back() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let up = RawUpstream::start().await;
-    let server = "  keepalive_timeout: 1s\n  max_connections_per_ip: 2";
+    let server = "keepalive_timeout: 1s\nmax_connections_per_ip: 2";
     let gw = gateway(&up, server, STRICT, ADMIN_ROUTES).await;
     let mut held = Vec::new();
     for target in ["/x", "/admin/x"] {
@@ -732,7 +724,7 @@ async fn review_paths_and_hosts_that_readers_cut_differently_are_refused() {
     assert_eq!(up.received()[0].cgi_header("Host"), ["other.example"]);
     drop(gw);
 
-    let gw = gateway(&up, "  path_parameters: keep", "", routes).await;
+    let gw = gateway(&up, "path_parameters: keep", "", routes).await;
     let r = send(&gw, &get("/items;v=1", "a", "")).await;
     assert_eq!(status_of(&r), 200, "{r}");
     assert_eq!(up.received()[1].target(), "/items;v=1");
@@ -743,7 +735,7 @@ async fn review_look_alike_proxy_and_method_headers_are_removed() {
     let up = RawUpstream::start().await;
     let gw = gateway(
         &up,
-        "  allow_underscores_in_headers: true",
+        "allow_underscores_in_headers: true",
         STRICT,
         ADMIN_ROUTES,
     )
@@ -781,19 +773,18 @@ async fn review_look_alike_proxy_and_method_headers_are_removed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn review_lower_case_methods_are_refused() {
     let up = RawUpstream::start().await;
-    let gw = Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 routes:
   - {{name: writes, match: {{path_prefix: /x, methods: [POST]}}, upstream: api, auth: none, exempt: true}}
   - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
 "#,
-        up.addr
-    ))
-    .await;
+            up.addr
+        ))
+        .start()
+        .await;
     for method in ["post", "Post", "gEt"] {
         let answer = raw_http(
             gw.listen,

@@ -10,25 +10,14 @@ use std::time::Duration;
 
 use common::*;
 
-async fn gateway(echo: &Upstream, http2: &str) -> Gateway {
-    Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"], http2: {http2}}}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
-"#,
-        echo.addr
-    ))
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn h2c_prior_knowledge_is_opt_in_and_http1_still_works() {
     let echo = Upstream::start().await;
-    let on = gateway(&echo, "{h2c: true}").await;
+    let on = Policy::new()
+        .server("http2: {h2c: true}")
+        .catch_all(echo.addr)
+        .start()
+        .await;
     let url = on.url("/h2c");
     let (out, code) = curl(&["--http2-prior-knowledge", &url]);
     assert_eq!((code, out.lines().last().unwrap()), (0, "200 2"), "{out}");
@@ -38,7 +27,11 @@ async fn h2c_prior_knowledge_is_opt_in_and_http1_still_works() {
     let answer = raw_http(on.listen, "GET /short HTTP/1.0\r\n\r\n").await;
     assert_eq!(status_of(&answer), 200, "{answer}");
 
-    let off = gateway(&echo, "{h2c: false}").await;
+    let off = Policy::new()
+        .server("http2: {h2c: false}")
+        .catch_all(echo.addr)
+        .start()
+        .await;
     let (out, code) = curl(&["--http2-prior-knowledge", &off.url("/h2c")]);
     assert_ne!(code, 0, "h2c answered while off: {out}");
     assert_eq!(echo.requests(), 3);
@@ -47,11 +40,11 @@ async fn h2c_prior_knowledge_is_opt_in_and_http1_still_works() {
 #[tokio::test(flavor = "multi_thread")]
 async fn configured_limits_are_advertised_and_enforced() {
     let echo = Upstream::start().await;
-    let gw = gateway(
-        &echo,
-        "{h2c: true, max_concurrent_streams: 7, max_header_list_size: 4KiB}",
-    )
-    .await;
+    let gw = Policy::new()
+        .server("http2: {h2c: true, max_concurrent_streams: 7, max_header_list_size: 4KiB}")
+        .catch_all(echo.addr)
+        .start()
+        .await;
     let tcp = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(connection);
@@ -121,7 +114,11 @@ async fn rapid_reset(addr: std::net::SocketAddr, url: &str, max: u32) -> (u32, E
 #[tokio::test(flavor = "multi_thread")]
 async fn rapid_reset_clients_are_cut_off_and_others_are_served() {
     let echo = Upstream::start().await;
-    let gw = gateway(&echo, "{h2c: true, max_resets_per_second: 50}").await;
+    let gw = Policy::new()
+        .server("http2: {h2c: true, max_resets_per_second: 50}")
+        .catch_all(echo.addr)
+        .start()
+        .await;
     let slow = gw.url("/slow?sleep_ms=2000");
 
     // A well-behaved client on its own connection, throughout.
@@ -176,18 +173,11 @@ async fn rapid_reset_clients_are_cut_off_and_others_are_served() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_h2c_upgrade_cannot_open_a_tunnel_past_the_gateway() {
     let up = RawUpstream::start().await;
-    let gw = Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"], http2: {{h2c: true}}}}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
-"#,
-        up.addr
-    ))
-    .await;
+    let gw = Policy::new()
+        .server("http2: {h2c: true}")
+        .catch_all(up.addr)
+        .start()
+        .await;
     for upgrade in [
         "Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
         "Connection: Upgrade\r\nUpgrade: websocket, H2C\r\n",
@@ -203,23 +193,20 @@ acknowledge: [store.process_local]
 #[tokio::test(flavor = "multi_thread")]
 async fn http2_requests_route_on_their_authority_and_keep_it_as_host() {
     let echo = Upstream::start().await;
-    let gw = Gateway::start_hs256(
-        &format!(
+    let gw = Policy::new()
+        .server("http2: {h2c: true}")
+        .hs256()
+        .sections(&format!(
             r#"
-server: {{listen: ["$LISTEN"], http2: {{h2c: true}}}}
-admin: {{listen: "$ADMIN"}}
-{AUTH_HS256}
 upstreams: {{api: {{targets: ["{}"]}}}}
 routes:
   - {{name: admin, match: {{host: admin.test, path_prefix: /}}, upstream: api, limits: []}}
   - {{name: public, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
 "#,
             echo.addr
-        ),
-        GatewayOptions::default(),
-    )
-    .await;
+        ))
+        .start()
+        .await;
     let port = gw.listen.port();
     let connect = format!("admin.test:{port}:127.0.0.1:{port}");
     let url = format!("http://admin.test:{port}/anything");
@@ -262,18 +249,11 @@ acknowledge: [store.process_local]
 async fn an_http2_connection_that_sends_no_request_is_closed() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let echo = Upstream::start().await;
-    let gw = Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"], header_timeout: 1s, http2: {{h2c: true}}}}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
-"#,
-        echo.addr
-    ))
-    .await;
+    let gw = Policy::new()
+        .server("header_timeout: 1s\nhttp2: {h2c: true}")
+        .catch_all(echo.addr)
+        .start()
+        .await;
     // The preface alone, the preface and SETTINGS, and a head without END_HEADERS.
     let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
     let settings = [0u8, 0, 0, 4, 0, 0, 0, 0, 0];

@@ -43,12 +43,9 @@ fn token(kid: &str) -> String {
 }
 
 async fn gateway(keys: &str, upstream: &Upstream) -> Gateway {
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    Policy::new()
+        .sections(&format!(
+            r#"
 auth:
   jwks_timeout: 300ms
   failure_limit: {{capacity: 10000, rate: 1000/s}}
@@ -60,9 +57,10 @@ default_limits: none
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api}}
 "#,
-        upstream.addr
-    );
-    Gateway::start(&yaml).await
+            upstream.addr
+        ))
+        .start()
+        .await
 }
 
 async fn status(gw: &Gateway, token: &str) -> u16 {

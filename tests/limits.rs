@@ -11,8 +11,6 @@ use common::*;
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 
-const SECRET: &str = "limits-suite-secret-0123456789";
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
     Memory,
@@ -44,17 +42,19 @@ impl Env {
         }
     }
 
-    fn store_yaml(&self) -> String {
+    /// The store under test's `store:` mapping; `None` for the memory store,
+    /// the policy's default.
+    fn store(&self) -> Option<String> {
         match self.backend {
-            Backend::Memory => "store: {kind: memory}\nacknowledge: [store.process_local]".into(),
-            Backend::Redis => format!(
-                "store: {{kind: redis, url: \"{}\", timeout: 2s}}",
+            Backend::Memory => None,
+            Backend::Redis => Some(format!(
+                "{{kind: redis, url: \"{}\", timeout: 2s}}",
                 self.redis.as_ref().unwrap().url()
-            ),
-            Backend::Cluster => format!(
-                "store: {{kind: redis_cluster, nodes: {:?}, timeout: 2s}}",
+            )),
+            Backend::Cluster => Some(format!(
+                "{{kind: redis_cluster, nodes: {:?}, timeout: 2s}}",
                 self.cluster.as_ref().unwrap().urls()
-            ),
+            )),
         }
     }
 
@@ -95,33 +95,22 @@ impl Env {
         }
     }
 
-    /// The whole config: server, store, auth, and the test's own part.
-    fn config(&self, rest: &str) -> String {
-        format!(
-            r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s, threads: 1}}
-admin: {{listen: "$ADMIN"}}
-{}
-auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_SUITE_SECRET}}]
-upstreams:
-  api: {{targets: ["{}"]}}
-{rest}
-"#,
-            self.store_yaml(),
-            self.upstream.addr
-        )
-    }
-
+    /// A gateway on the store under test with the shared HS256 key, the
+    /// upstream `api`, and the test's own sections, `rest`.
     async fn gateway(&self, rest: &str) -> Gateway {
-        Gateway::start_with(
-            &self.config(rest),
-            GatewayOptions {
-                env: vec![("FAIRGATE_SUITE_SECRET".into(), SECRET.into())],
-                ..Default::default()
-            },
-        )
-        .await
+        let policy = Policy::new().server("shutdown_grace: 1s\nthreads: 1");
+        let policy = match self.store() {
+            Some(store) => policy.store(&store),
+            None => policy,
+        };
+        policy
+            .hs256()
+            .sections(&format!(
+                "upstreams:\n  api: {{targets: [\"{}\"]}}\n{rest}",
+                self.upstream.addr
+            ))
+            .start()
+            .await
     }
 }
 
@@ -130,7 +119,7 @@ fn token(tenant: &str, user: &str, plan: Option<&str>) -> String {
     if let Some(p) = plan {
         claims["plan"] = json!(p);
     }
-    hs256_token(SECRET, claims)
+    hs256_token(TEST_SECRET, claims)
 }
 
 fn header(r: &reqwest::Response, name: &str) -> String {

@@ -39,23 +39,24 @@ fn jwks_server(fixtures: &str) -> (tempfile::TempDir, StaticFiles) {
     (jwks_dir, jwks)
 }
 
-/// A config that gives every metric family a reason to exist: TLS, Redis,
+/// A policy that gives every metric family a reason to exist: TLS, Redis,
 /// a static and a JWKS key, a limit, a concurrency policy, OTLP export.
-fn every_feature_config(
+fn every_feature_policy(
     fixtures: &str,
     redis: &Redis,
     jwks: &StaticFiles,
     up: &Upstream,
     otlp: &OtlpReceiver,
-) -> String {
-    format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  shutdown_grace: 1s
-  tls: {{listen: "{}", certificates: [{{cert_file: "{fixtures}/gw.pem", key_file: "{fixtures}/gw.key"}}]}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: redis, url: "{}"}}
+) -> Policy {
+    let tls_listener = format!(
+        r#"tls: {{listen: "{}", certificates: [{{cert_file: "{fixtures}/gw.pem", key_file: "{fixtures}/gw.key"}}]}}"#,
+        free_addr()
+    );
+    Policy::new()
+        .server(&format!("shutdown_grace: 1s\n{tls_listener}"))
+        .store(&format!(r#"{{kind: redis, url: "{}"}}"#, redis.url()))
+        .sections(&format!(
+            r#"
 auth:
   keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}, {{jwks_url: "http://{}/jwks.json"}}]
 upstreams:
@@ -69,12 +70,11 @@ routes:
   - {{name: api, match: {{path_prefix: /v1}}, upstream: api, limits: [api]}}
 telemetry: {{otlp: {{endpoint: "{}"}}}}
 "#,
-        free_addr(),
-        redis.url(),
-        jwks.addr,
-        up.addr,
-        otlp.endpoint()
-    )
+            jwks.addr,
+            up.addr,
+            otlp.endpoint()
+        ))
+        .env("FAIRGATE_TEST_JWT", TEST_SECRET)
 }
 
 /// Traffic that moves every counter: allowed and limited requests, one
@@ -113,15 +113,9 @@ async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
     let (_jwks_dir, jwks) = jwks_server(fixtures);
     // A collector, for fairgate_trace_spans_total.
     let otlp = OtlpReceiver::start(200).await;
-    let yaml = every_feature_config(fixtures, &redis, &jwks, &up, &otlp);
-    let gw = Gateway::start_with(
-        &yaml,
-        GatewayOptions {
-            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
-            ..Default::default()
-        },
-    )
-    .await;
+    let gw = every_feature_policy(fixtures, &redis, &jwks, &up, &otlp)
+        .start()
+        .await;
     exercise(&gw).await;
 
     let exported = gw.metrics().await;

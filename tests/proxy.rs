@@ -9,16 +9,15 @@ use common::*;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 
+/// Three pools: `a` (reads time out after 500 ms), `b`, and `dead` (nothing
+/// listens); `extra_server` adds `server:` keys; `routes` are YAML lines
+/// indented for their section.
 fn base(upstream_a: &Upstream, upstream_b: &Upstream, extra_server: &str, routes: &str) -> String {
-    format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  shutdown_grace: 5s
-  {extra_server}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    Policy::new()
+        .server("shutdown_grace: 5s")
+        .server(extra_server)
+        .sections(&format!(
+            r#"
 upstreams:
   a: {{targets: ["{a}"], read_timeout: 500ms}}
   b: {{targets: ["{b}"]}}
@@ -26,10 +25,11 @@ upstreams:
 routes:
 {routes}
 "#,
-        a = upstream_a.addr,
-        b = upstream_b.addr,
-        dead = free_addr(),
-    )
+            a = upstream_a.addr,
+            b = upstream_b.addr,
+            dead = free_addr(),
+        ))
+        .yaml()
 }
 
 async fn get_json(url: &str) -> (u16, Value) {
@@ -454,21 +454,20 @@ async fn websocket_upgrade_passes_through() {
         }
     });
     let a = Upstream::start().await;
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 2s}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    let gw = Policy::new()
+        .server("shutdown_grace: 2s")
+        .sections(&format!(
+            r#"
 upstreams:
   ws: {{targets: ["{ws_addr}"]}}
   a: {{targets: ["{}"]}}
 routes:
   - {{name: ws, match: {{path: /ws}}, upstream: ws, auth: none}}
 "#,
-        a.addr
-    );
-    let gw = Gateway::start(&yaml).await;
+            a.addr
+        ))
+        .start()
+        .await;
     let (mut ws, resp) = tokio_tungstenite::connect_async(format!("ws://{}/ws", gw.listen))
         .await
         .expect("websocket handshake through the gateway");
@@ -672,12 +671,10 @@ async fn one_json_access_line_per_request() {
 async fn upstream_pools_round_robin_and_skip_unhealthy_targets() {
     let (a, b) = (Upstream::start().await, Upstream::start().await);
     let dead = free_addr();
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    let gw = Policy::new()
+        .server("shutdown_grace: 1s")
+        .sections(&format!(
+            r#"
 upstreams:
   pair: {{targets: ["{}", "{}"]}}
   flaky: {{targets: ["{}", "{dead}"], health_check_interval: 200ms, connect_timeout: 200ms}}
@@ -685,9 +682,10 @@ routes:
   - {{name: pair, match: {{path_prefix: /pair}}, upstream: pair, auth: none}}
   - {{name: flaky, match: {{path_prefix: /flaky}}, upstream: flaky, auth: none}}
 "#,
-        a.addr, b.addr, a.addr
-    );
-    let gw = Gateway::start(&yaml).await;
+            a.addr, b.addr, a.addr
+        ))
+        .start()
+        .await;
     let c = client();
     for _ in 0..10 {
         assert_eq!(c.get(gw.url("/pair")).send().await.unwrap().status(), 200);

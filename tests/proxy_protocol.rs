@@ -8,21 +8,22 @@ mod common;
 use common::*;
 
 async fn gateway(up: &RawUpstream, trusted: &str) -> Gateway {
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"], threads: 1, proxy_protocol: true, trusted_proxies: [{trusted}]}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    Policy::new()
+        .server(&format!(
+            "threads: 1\nproxy_protocol: true\ntrusted_proxies: [{trusted}]"
+        ))
+        .sections(&format!(
+            r#"
 upstreams: {{app: {{targets: ["{}"]}}}}
 default_limits:
   unauthenticated: {{scope: client_ip, capacity: 1, rate: 1/h}}
 routes:
   - {{name: open, match: {{path_prefix: /}}, upstream: app, auth: none}}
 "#,
-        up.addr
-    );
-    Gateway::start(&yaml).await
+            up.addr
+        ))
+        .start()
+        .await
 }
 
 const GET: &[u8] = b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";

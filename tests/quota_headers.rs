@@ -66,11 +66,10 @@ fn p(items: &[(&str, i64)]) -> Vec<(String, i64)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_policy_is_listed_and_the_upstreams_members_are_kept() {
     let (theirs, echo) = (quota_upstream().await, Upstream::start().await);
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
-{AUTH_HS256}
+    let gw = Policy::new()
+        .hs256()
+        .sections(&format!(
+            r#"
 upstreams: {{theirs: {{targets: ["{theirs}"]}}, echo: {{targets: ["{}"]}}}}
 limits:
   api: {{scope: tenant, default: {{capacity: 10, rate: 10/m}}}}
@@ -78,11 +77,11 @@ limits:
 routes:
   - {{name: theirs, match: {{path_prefix: /theirs}}, upstream: theirs, limits: [api, auth]}}
   - {{name: ours, match: {{path_prefix: /ours}}, upstream: echo, limits: [api, auth]}}
-acknowledge: [store.process_local]
 "#,
-        echo.addr
-    );
-    let gw = Gateway::start_hs256(&yaml, GatewayOptions::default()).await;
+            echo.addr
+        ))
+        .start()
+        .await;
     let t = token("acme");
     let get = |path: &'static str| {
         let req = client().get(gw.url(path)).bearer_auth(&t);

@@ -12,13 +12,13 @@ use common::*;
 
 /// A policy with one tenant bucket of capacity 3 (refilling 1/h) on the
 /// store given (`$DIR` is the gateway's directory).
-fn config(store: &str, upstream: &Upstream) -> String {
-    format!(
-        r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
-admin: {{listen: "$ADMIN"}}
-store: {store}
-{AUTH_HS256}
+fn config(store: &str, upstream: &Upstream) -> Policy {
+    Policy::new()
+        .server("shutdown_grace: 1s")
+        .store(store)
+        .hs256()
+        .sections(&format!(
+            r#"
 upstreams:
   api: {{targets: ["{}"]}}
 limits:
@@ -26,8 +26,8 @@ limits:
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api]}}
 "#,
-        upstream.addr
-    )
+            upstream.addr
+        ))
 }
 
 /// The statuses of `n` requests of tenant `acme`, one after the other.
@@ -86,7 +86,7 @@ async fn finding_13_rediss_store_works_with_a_test_ca() {
         redis.port(),
         path(&c.pki.ca())
     );
-    let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
+    let gw = config(&store, &up).start().await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     assert_eq!(redis.cli(&["KEYS", "tenant:*"]).trim(), KEY);
     assert!(
@@ -109,11 +109,10 @@ async fn finding_13_rediss_store_trusts_the_platform_roots() {
         r#"{{kind: redis, url: "rediss://localhost:{}/0", timeout: 2s}}"#,
         redis.port()
     );
-    let options = GatewayOptions {
-        env: vec![("SSL_CERT_FILE".into(), path(&c.pki.ca()))],
-        ..Default::default()
-    };
-    let gw = Gateway::start_hs256(&config(&store, &up), options).await;
+    let gw = config(&store, &up)
+        .env("SSL_CERT_FILE", &path(&c.pki.ca()))
+        .start()
+        .await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     assert_eq!(redis.cli(&["EXISTS", KEY]).trim(), "1");
     assert!(
@@ -129,7 +128,7 @@ async fn finding_13_rediss_store_trusts_the_platform_roots() {
 /// no key.
 async fn refused(redis: &TlsRedis, store: &str, why: &str) {
     let up = Upstream::start().await;
-    let gw = Gateway::start_hs256(&config(store, &up), GatewayOptions::default()).await;
+    let gw = config(store, &up).start().await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     let fallback = lines(&gw, "rate_limits.fallback");
     assert_eq!(fallback.len(), 1, "{}", gw.logs());
@@ -185,7 +184,7 @@ async fn finding_13_tls_verify_false_accepts_a_certificate_it_cannot_verify() {
         r#"{{kind: redis, url: "rediss://127.0.0.1:{}/0", tls_verify: false, timeout: 2s}}"#,
         redis.port(),
     );
-    let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
+    let gw = config(&store, &up).start().await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     assert_eq!(redis.cli(&["EXISTS", KEY]).trim(), "1");
     assert!(
@@ -214,7 +213,7 @@ async fn finding_13_rediss_store_presents_a_client_certificate() {
         path(&client_cert),
         path(&client_key),
     );
-    let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
+    let gw = config(&store, &up).start().await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     assert_eq!(redis.cli(&["EXISTS", KEY]).trim(), "1");
     assert!(
@@ -234,7 +233,7 @@ async fn finding_13_rediss_cluster_store_works_with_a_test_ca() {
         cluster.urls(),
         path(&c.pki.ca())
     );
-    let gw = Gateway::start_hs256(&config(&store, &up), GatewayOptions::default()).await;
+    let gw = config(&store, &up).start().await;
     assert_eq!(statuses(&gw, 4).await, [200, 200, 200, 429]);
     // On the one node that owns the tenant's hash slot.
     let holding: Vec<String> = cluster

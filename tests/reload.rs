@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use common::*;
 
+/// Written whole, not through `Policy`: the invalid-file test names lines
+/// and columns of this text.
 fn config(redis: &Redis, up: &Upstream, capacity: u64, routes_extra: &str) -> String {
     // Small buckets refill slowly so tests can see them; huge ones never run dry.
     // One worker thread: reloads work on the single-threaded runtime.

@@ -11,20 +11,21 @@ use futures_util::future::join_all;
 
 const SET: &str = "tenant:{acme}:slots:uploads";
 
+/// Uploads to `upstream` hold a slot of `uploads` (`slots` per tenant,
+/// leased for `lease`) in `redis`; `extra_limits` adds top-level sections.
 fn config(
     redis: &Redis,
     upstream: &Upstream,
     slots: u64,
     lease: &str,
     extra_limits: &str,
-) -> String {
-    format!(
-        r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: redis, url: "{}", timeout: 2s}}
-auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
+) -> Policy {
+    Policy::new()
+        .server("shutdown_grace: 1s")
+        .store(&format!(r#"{{kind: redis, url: "{}", timeout: 2s}}"#, redis.url()))
+        .hs256()
+        .sections(&format!(
+            r#"
 upstreams:
   api: {{targets: ["{}"], read_timeout: 120s}}
 default_limits: none
@@ -34,20 +35,8 @@ concurrency:
 routes:
   - {{name: uploads, match: {{path_prefix: /v1/attachments, methods: [POST, PUT]}}, upstream: api, concurrency: uploads, max_body: 5GiB}}
 "#,
-        redis.url(),
-        upstream.addr
-    )
-}
-
-async fn gateway(yaml: &str) -> Gateway {
-    Gateway::start_with(
-        yaml,
-        GatewayOptions {
-            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
-            ..Default::default()
-        },
-    )
-    .await
+            upstream.addr
+        ))
 }
 
 async fn upload(gw: &Gateway, query: &str, body: Vec<u8>) -> reqwest::Response {
@@ -88,8 +77,8 @@ fn max_in_flight(up: &Upstream) -> u64 {
 async fn twenty_uploads_over_two_gateways_never_exceed_three() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let yaml = config(&redis, &up, 3, "30s", "");
-    let (a, b) = (gateway(&yaml).await, gateway(&yaml).await);
+    let policy = config(&redis, &up, 3, "30s", "");
+    let (a, b) = (policy.start().await, policy.start().await);
     let gws = [&a, &b];
     let responses =
         join_all((0..20).map(|i| upload(gws[i % 2], "?sleep_ms=1500", vec![b'x'; 1024]))).await;
@@ -130,11 +119,11 @@ async fn a_refused_bucket_takes_no_slot() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
     let limits = "limits:\n  api: {scope: tenant, default: {capacity: 1, rate: 1/h}}";
-    let yaml = config(&redis, &up, 3, "30s", limits).replace(
+    let yaml = config(&redis, &up, 3, "30s", limits).yaml().replace(
         "concurrency: uploads, max_body",
         "concurrency: uploads, limits: [api], max_body",
     );
-    let gw = gateway(&yaml).await;
+    let gw = Gateway::start_hs256(&yaml, GatewayOptions::default()).await;
     let first = upload_in_background(&gw, "?sleep_ms=1000");
     assert!(eventually(Duration::from_secs(5), || async { held(&redis) == 1 }).await);
     let r = upload(&gw, "", b"y".to_vec()).await;
@@ -149,7 +138,7 @@ async fn a_client_that_hangs_up_mid_upload_frees_its_slot() {
     use tokio::io::AsyncWriteExt;
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let gw = gateway(&config(&redis, &up, 1, "30s", "")).await;
+    let gw = config(&redis, &up, 1, "30s", "").start().await;
     let mut stream = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
     let head = format!(
         "POST /v1/attachments HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {}\r\nContent-Length: 10000000\r\n\r\n",
@@ -193,8 +182,8 @@ async fn a_client_that_hangs_up_mid_upload_frees_its_slot() {
 async fn leases_of_a_killed_gateway_expire() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let yaml = config(&redis, &up, 3, "2s", "");
-    let (doomed, survivor) = (gateway(&yaml).await, gateway(&yaml).await);
+    let policy = config(&redis, &up, 3, "2s", "");
+    let (doomed, survivor) = (policy.start().await, policy.start().await);
     let mut uploads = Vec::new();
     for _ in 0..3 {
         uploads.push(upload_in_background(&doomed, "?sleep_ms=20000"));
@@ -226,7 +215,7 @@ async fn leases_of_a_killed_gateway_expire() {
 async fn a_long_upload_keeps_its_slot_by_renewal() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let gw = gateway(&config(&redis, &up, 1, "1s", "")).await;
+    let gw = config(&redis, &up, 1, "1s", "").start().await;
     let long = upload_in_background(&gw, "?sleep_ms=3500");
     assert!(eventually(Duration::from_secs(5), || async { held(&redis) == 1 }).await);
     let started = Instant::now();
@@ -251,7 +240,7 @@ async fn a_long_upload_keeps_its_slot_by_renewal() {
 async fn a_gigabyte_upload_streams_in_bounded_memory() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let gw = gateway(&config(&redis, &up, 1, "30s", "")).await;
+    let gw = config(&redis, &up, 1, "30s", "").start().await;
     let r = client()
         .post(gw.url("/v1/attachments"))
         .bearer_auth(token("acme"))
@@ -273,7 +262,7 @@ async fn a_gigabyte_upload_streams_in_bounded_memory() {
 async fn sigterm_releases_every_lease() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let mut gw = gateway(&config(&redis, &up, 3, "30s", "")).await;
+    let mut gw = config(&redis, &up, 3, "30s", "").start().await;
     for _ in 0..3 {
         upload_in_background(&gw, "?sleep_ms=30000");
     }

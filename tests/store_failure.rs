@@ -13,7 +13,7 @@ use common::*;
 
 /// A policy with one tenant-scoped bucket of `capacity` refilling slowly
 /// (1/h) unless `capacity` is huge (then 1000/s, for request streams).
-fn config(redis_port: u16, upstream: &Upstream, store_extra: &str, capacity: u64) -> String {
+fn config(redis_port: u16, upstream: &Upstream, store_extra: &str, capacity: u64) -> Policy {
     let store = format!(
         r#"{{kind: redis, url: "redis://127.0.0.1:{redis_port}/0", timeout: 50ms{store_extra}}}"#
     );
@@ -21,19 +21,18 @@ fn config(redis_port: u16, upstream: &Upstream, store_extra: &str, capacity: u64
 }
 
 /// As `config`, with the whole `store` mapping given.
-fn config_with_store(store: &str, upstream: &Upstream, capacity: u64) -> String {
+fn config_with_store(store: &str, upstream: &Upstream, capacity: u64) -> Policy {
     let rate = if capacity >= 1_000_000 {
         "1000/s"
     } else {
         "1/h"
     };
-    format!(
-        r#"
-server: {{listen: ["$LISTEN"], shutdown_grace: 1s}}
-admin: {{listen: "$ADMIN"}}
-store: {store}
-auth:
-  keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}]
+    Policy::new()
+        .server("shutdown_grace: 1s")
+        .store(store)
+        .hs256()
+        .sections(&format!(
+            r#"
 upstreams:
   api: {{targets: ["{}"]}}
 limits:
@@ -41,21 +40,8 @@ limits:
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api]}}
 "#,
-        upstream.addr
-    )
-}
-
-async fn gateway(yaml: &str, env: Vec<(String, String)>) -> Gateway {
-    let mut env = env;
-    env.push(("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into()));
-    Gateway::start_with(
-        yaml,
-        GatewayOptions {
-            env,
-            ..Default::default()
-        },
-    )
-    .await
+            upstream.addr
+        ))
 }
 
 /// Counts of log lines with this message.
@@ -107,7 +93,7 @@ fn stream(
 async fn redis_killed_mid_stream_then_restarted_empty() {
     let mut redis = Redis::start().await;
     let up = Upstream::start().await;
-    let gw = gateway(&config(redis.port, &up, "", 1_000_000), vec![]).await;
+    let gw = config(redis.port, &up, "", 1_000_000).start().await;
     let stop = Arc::new(AtomicBool::new(false));
     let run = stream(&gw, 4, stop.clone());
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -167,7 +153,7 @@ async fn redis_killed_mid_stream_then_restarted_empty() {
 async fn paused_redis_never_holds_requests_past_the_timeout() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
-    let gw = gateway(&config(redis.port, &up, "", 1_000_000), vec![]).await;
+    let gw = config(redis.port, &up, "", 1_000_000).start().await;
     let stop = Arc::new(AtomicBool::new(false));
     redis.pause();
     let paused = Instant::now();
@@ -211,7 +197,7 @@ async fn paused_redis_never_holds_requests_past_the_timeout() {
 async fn local_fallback_enforces_the_divided_policy() {
     let up = Upstream::start().await;
     let closed = free_addr().port();
-    let gw = gateway(&config(closed, &up, ", local_divisor: 2", 10), vec![]).await;
+    let gw = config(closed, &up, ", local_divisor: 2", 10).start().await;
     let t = token("acme");
     let mut ok = 0;
     for _ in 0..10 {
@@ -239,15 +225,12 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
     let closed = free_addr().port();
     // Not ready by design (readiness is 503 under deny while Redis is down),
     // so wait for the fallback line instead of /readyz.
-    let deny = Gateway::start_with(
-        &config(closed, &up, ", on_unavailable: deny", 1),
-        GatewayOptions {
-            env: vec![("FAIRGATE_TEST_JWT".into(), TEST_SECRET.into())],
+    let deny = config(closed, &up, ", on_unavailable: deny", 1)
+        .start_with(GatewayOptions {
             wait_ready: false,
             ..Default::default()
-        },
-    )
-    .await;
+        })
+        .await;
     let listening = eventually(Duration::from_secs(30), || async {
         tokio::net::TcpStream::connect(deny.listen).await.is_ok()
             && lines(&deny, "rate_limits.fallback").len() == 1
@@ -265,7 +248,9 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
     assert_eq!(r.status(), 503);
     assert_eq!(up.requests(), 0);
 
-    let allow = gateway(&config(closed, &up, ", on_unavailable: allow", 1), vec![]).await;
+    let allow = config(closed, &up, ", on_unavailable: allow", 1)
+        .start()
+        .await;
     for _ in 0..20 {
         let r = get(&allow, "/v1/x", &token("a")).await;
         assert_eq!(r.status(), 200);
@@ -277,7 +262,7 @@ async fn deny_refuses_with_503_and_allow_passes_everything() {
 async fn starts_with_redis_down_and_switches_when_it_comes_up() {
     let up = Upstream::start().await;
     let port = free_addr().port();
-    let gw = gateway(&config(port, &up, "", 100), vec![]).await;
+    let gw = config(port, &up, "", 100).start().await;
     let t = token("acme");
     let r = get(&gw, "/v1/x", &t).await;
     assert_eq!(r.status(), 200, "serves with Redis down");
@@ -297,8 +282,8 @@ async fn redis_passwords_never_reach_the_logs() {
     let up = Upstream::start().await;
     let password = "s3cret-redis-pw-do-not-log";
     let redis = Redis::start_with(&["--requirepass", password]).await;
-    let yaml = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100);
-    let gw = gateway(&yaml, vec![("FG_REDIS_PW".into(), password.into())]).await;
+    let policy = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100);
+    let gw = policy.clone().env("FG_REDIS_PW", password).start().await;
     let r = get(&gw, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-ratelimit-remaining"], "99");
@@ -318,11 +303,10 @@ async fn redis_passwords_never_reach_the_logs() {
         "1"
     );
     // A wrong password: failures are logged, the password is not.
-    let wrong = gateway(
-        &yaml,
-        vec![("FG_REDIS_PW".into(), "wrong-pw-also-secret".into())],
-    )
-    .await;
+    let wrong = policy
+        .env("FG_REDIS_PW", "wrong-pw-also-secret")
+        .start()
+        .await;
     let r = get(&wrong, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(
@@ -344,7 +328,7 @@ async fn redis_passwords_never_reach_the_logs() {
 async fn a_full_redis_is_one_outage_not_a_flapping_breaker() {
     let up = Upstream::start().await;
     let redis = Redis::start_with(&["--maxmemory-policy", "noeviction"]).await;
-    let gw = gateway(&config(redis.port, &up, "", 100), vec![]).await;
+    let gw = config(redis.port, &up, "", 100).start().await;
     let t = token("acme");
     // Writes now fail with OOM while PING still answers.
     redis.cli(&["CONFIG", "SET", "maxmemory", "1"]);
@@ -373,8 +357,10 @@ async fn a_full_redis_is_one_outage_not_a_flapping_breaker() {
 async fn a_rejected_password_is_retried_once_it_becomes_valid() {
     let up = Upstream::start().await;
     let redis = Redis::start_with(&["--requirepass", "old-password-1"]).await;
-    let yaml = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100);
-    let gw = gateway(&yaml, vec![("FG_REDIS_PW".into(), "new-password-2".into())]).await;
+    let gw = config(redis.port, &up, ", password_env: FG_REDIS_PW", 100)
+        .env("FG_REDIS_PW", "new-password-2")
+        .start()
+        .await;
     let t = token("acme");
     assert_eq!(get(&gw, "/v1/x", &t).await.status(), 200);
     assert_eq!(lines(&gw, "rate_limits.fallback").len(), 1);
@@ -415,7 +401,7 @@ async fn stream_through_sentinels(
         group.sentinel_urls(),
         group.name
     );
-    let gw = gateway(&config_with_store(&store, up, 1_000_000), vec![]).await;
+    let gw = config_with_store(&store, up, 1_000_000).start().await;
     let stop = Arc::new(AtomicBool::new(false));
     let run = stream(&gw, 4, stop.clone());
     let port = group.master.port;
@@ -563,11 +549,10 @@ async fn password_env_authenticates_to_the_master_sentinel_names() {
         group.sentinel_urls(),
         group.name
     );
-    let gw = gateway(
-        &config_with_store(&store, &up, 100),
-        vec![("FG_REDIS_PW".into(), password.into())],
-    )
-    .await;
+    let gw = config_with_store(&store, &up, 100)
+        .env("FG_REDIS_PW", password)
+        .start()
+        .await;
     let r = get(&gw, "/v1/x", &token("acme")).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-ratelimit-remaining"], "99", "{}", gw.logs());

@@ -13,25 +13,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A gateway with one exempt catch-all route to `echo`; `server` lines are
-/// indented for the `server:` section.
-async fn gateway(echo: &Upstream, server: &str) -> Gateway {
-    Gateway::start(&format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-{server}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
-"#,
-        echo.addr
-    ))
-    .await
-}
-
 /// Open file descriptors of process `pid`.
 fn open_files(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -92,12 +73,16 @@ async fn finding_1_stalled_tls_handshakes_are_capped_per_address_and_cut_at_the_
     let (cert, key) = pki.leaf("gw", "gw", &["gw.test"], "0B01");
     let tls = free_addr();
     let server = format!(
-        "  header_timeout: 2s\n  max_connections_per_ip: 50\n  tls:\n    listen: \"{tls}\"\n    \
-         certificates:\n      - {{cert_file: \"{}\", key_file: \"{}\"}}",
+        "header_timeout: 2s\nmax_connections_per_ip: 50\ntls:\n  listen: \"{tls}\"\n  \
+         certificates:\n    - {{cert_file: \"{}\", key_file: \"{}\"}}",
         cert.display(),
         key.display()
     );
-    let gw = gateway(&echo, &server).await;
+    let gw = Policy::new()
+        .server(&server)
+        .catch_all(echo.addr)
+        .start()
+        .await;
     assert!(curl_tls(&pki, tls, "127.0.0.2").starts_with("\n200"));
     let idle = open_files(gw.pid());
 
@@ -148,9 +133,13 @@ async fn finding_1_stalled_tls_handshakes_are_capped_per_address_and_cut_at_the_
 #[tokio::test]
 async fn finding_1_a_stalled_proxy_header_is_cut_and_the_client_it_names_is_capped() {
     let echo = Upstream::start().await;
-    let server = "  header_timeout: 1s\n  max_connections_per_ip: 1\n  proxy_protocol: true\n  \
+    let server = "header_timeout: 1s\nmax_connections_per_ip: 1\nproxy_protocol: true\n\
                   trusted_proxies: [\"127.0.0.1/32\"]";
-    let gw = gateway(&echo, server).await;
+    let gw = Policy::new()
+        .server(server)
+        .catch_all(echo.addr)
+        .start()
+        .await;
     let at = Instant::now();
     let half = stall(
         "127.0.0.1".parse().unwrap(),
@@ -215,9 +204,13 @@ async fn parsed_answer(mut stream: tokio::net::TcpStream) -> (u16, serde_json::V
 #[tokio::test]
 async fn finding_4_the_edge_answers_say_their_true_length() {
     let echo = Upstream::start().await;
-    let server = "  header_timeout: 1s\n  max_header_size: 1024\n  max_header_field_size: 512\n  \
+    let server = "header_timeout: 1s\nmax_header_size: 1024\nmax_header_field_size: 512\n\
                   max_connections_per_ip: 1";
-    let gw = gateway(&echo, server).await;
+    let gw = Policy::new()
+        .server(server)
+        .catch_all(echo.addr)
+        .start()
+        .await;
     let from = |ip: &str| ip.parse::<IpAddr>().unwrap();
 
     // 503: over the per-address cap.
@@ -255,21 +248,11 @@ async fn finding_4_the_edge_answers_say_their_true_length() {
 #[tokio::test]
 async fn finding_12_a_client_carried_as_ipv4_mapped_reaches_the_upstream_as_ipv4() {
     let up = RawUpstream::start().await;
-    let gw = Gateway::start(&format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  proxy_protocol: true
-  trusted_proxies: ["127.0.0.1/32"]
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
-"#,
-        up.addr
-    ))
-    .await;
+    let gw = Policy::new()
+        .server("proxy_protocol: true\ntrusted_proxies: [\"127.0.0.1/32\"]")
+        .catch_all(up.addr)
+        .start()
+        .await;
     let request = "PROXY TCP6 ::ffff:203.0.113.7 ::1 5555 80\r\nGET / HTTP/1.1\r\nHost: x\r\n\
                    Connection: close\r\n\r\n";
     assert_eq!(status_of(&raw_http(gw.listen, request).await), 200);
@@ -286,20 +269,19 @@ acknowledge: [store.process_local]
 #[tokio::test]
 async fn finding_9_a_repeated_header_or_parameter_matches_no_value() {
     let up = RawUpstream::start().await;
-    let gw = Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 routes:
   - {{name: v2, match: {{path: /h, headers: {{x-version: "2"}}}}, upstream: api, auth: none, exempt: true}}
   - {{name: beta, match: {{path: /q, query: {{beta: {{regex: "1"}}}}}}, upstream: api, auth: none, exempt: true}}
   - {{name: canary, match: {{path: /p, headers: {{x-canary: true}}}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
 "#,
-        up.addr
-    ))
-    .await;
+            up.addr
+        ))
+        .start()
+        .await;
     let status = |target: &str, headers: &str| {
         let request =
             format!("GET {target} HTTP/1.1\r\nHost: x\r\n{headers}Connection: close\r\n\r\n");
@@ -348,25 +330,22 @@ async fn finding_10_an_idle_websocket_outlives_the_body_timeout_and_keeps_its_sl
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
     let (redis, ws) = (Redis::start().await, websocket_echo().await);
-    let gw = Gateway::start_hs256(
-        &format!(
+    let gw = Policy::new()
+        .server("body_idle_timeout: 1s\nupgrade_idle_timeout: 4s")
+        .store(&format!(r#"{{kind: redis, url: "{}"}}"#, redis.url()))
+        .hs256()
+        .sections(&format!(
             r#"
-server: {{listen: ["$LISTEN"], body_idle_timeout: 1s, upgrade_idle_timeout: 4s}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: redis, url: "{}"}}
-{AUTH_HS256}
 upstreams: {{ws: {{targets: ["{ws}"], read_timeout: 1s}}}}
 default_limits: none
 concurrency:
   live: {{scope: tenant, slots: 1, lease: 1s}}
 routes:
   - {{name: live, match: {{path: /live}}, upstream: ws, concurrency: live}}
-"#,
-            redis.url()
-        ),
-        GatewayOptions::default(),
-    )
-    .await;
+"#
+        ))
+        .start()
+        .await;
     let mut request = format!("ws://{}/live", gw.listen)
         .into_client_request()
         .unwrap();

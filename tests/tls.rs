@@ -14,36 +14,25 @@ use common::*;
 use serde_json::Value;
 
 /// A gateway with a TLS listener on `tls` serving `certificates` (YAML
-/// list items) and one catch-all route to `echo`; `extra` goes under `server.tls`.
-async fn gateway(
+/// list items, from `item`) and one catch-all route to `echo`; `extra` adds
+/// `server.tls` keys (indented by two spaces).
+fn tls_policy(
     tls: std::net::SocketAddr,
     certificates: &str,
     extra: &str,
     echo: &Upstream,
-) -> Gateway {
-    Gateway::start(&format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  tls:
-    listen: "{tls}"
-    certificates:
-{certificates}
-{extra}
-admin: {{listen: "$ADMIN"}}
-upstreams: {{api: {{targets: ["{}"]}}}}
-routes:
-  - {{name: all, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true}}
-acknowledge: [store.process_local]
-"#,
-        echo.addr
-    ))
-    .await
+) -> Policy {
+    Policy::new()
+        .server(&format!(
+            "tls:\n  listen: \"{tls}\"\n  certificates:\n{certificates}\n{extra}"
+        ))
+        .catch_all(echo.addr)
 }
 
+/// A `certificates` item at its place under `server.tls`.
 fn item(cert: &Path, key: &Path, hosts: &str) -> String {
     format!(
-        "      - {{cert_file: \"{}\", key_file: \"{}\"{hosts}}}\n",
+        "    - {{cert_file: \"{}\", key_file: \"{}\"{hosts}}}\n",
         cert.display(),
         key.display()
     )
@@ -60,7 +49,7 @@ async fn certificates_are_chosen_by_sni_with_the_first_as_default() {
     let tls = free_addr();
     let list =
         item(&api, &api_key, "") + &item(&wild, &wild_key, "") + &item(&other, &other_key, "");
-    let gw = gateway(tls, &list, "", &echo).await;
+    let gw = tls_policy(tls, &list, "", &echo).start().await;
 
     assert_eq!(served_serial(tls, Some("api.test")), "0A01");
     assert_eq!(served_serial(tls, Some("WWW.API.TEST")), "0A01");
@@ -116,7 +105,7 @@ async fn hosts_lists_decide_a_name_two_certificates_claim() {
     let (new, new_key) = pki.leaf("new", "new", &["api.test"], "0C02");
     let tls = free_addr();
     let list = item(&old, &old_key, "") + &item(&new, &new_key, ", hosts: [api.test]");
-    let _gw = gateway(tls, &list, "", &echo).await;
+    let _gw = tls_policy(tls, &list, "", &echo).start().await;
     assert_eq!(served_serial(tls, Some("api.test")), "0C02");
     assert_eq!(served_serial(tls, Some("old.test")), "0C01");
 }
@@ -183,7 +172,9 @@ async fn rewritten_certificate_files_are_served_within_two_seconds_without_failu
     let (next, next_key) = pki.leaf("next", "api", &["api.test"], "0B02");
     let (broken, _) = pki.leaf("broken", "api", &["api.test"], "0B03");
     let tls = free_addr();
-    let gw = gateway(tls, &item(&cert, &key, ""), "", &echo).await;
+    let gw = tls_policy(tls, &item(&cert, &key, ""), "", &echo)
+        .start()
+        .await;
     assert_eq!(served_serial(tls, Some("api.test")), "0B01");
 
     let (client, stop) = loop_client(tls, &pki.ca(), "api.test");
@@ -249,12 +240,13 @@ async fn a_secret_volume_data_swap_is_served_within_two_seconds_without_failures
     std::os::unix::fs::symlink("..data/tls.crt", vol.join("tls.crt")).unwrap();
     std::os::unix::fs::symlink("..data/tls.key", vol.join("tls.key")).unwrap();
     let tls = free_addr();
-    let _gw = gateway(
+    let _gw = tls_policy(
         tls,
         &item(&vol.join("tls.crt"), &vol.join("tls.key"), ""),
         "",
         &echo,
     )
+    .start()
     .await;
     assert_eq!(served_serial(tls, Some("api.test")), "0D01");
 
@@ -283,13 +275,13 @@ async fn certificates_added_by_reload_are_served_without_restart() {
     let (api, api_key) = pki.leaf("api", "api", &["api.test"], "0E01");
     let (other, other_key) = pki.leaf("other", "other", &["other.test"], "0E02");
     let tls = free_addr();
-    let gw = gateway(tls, &item(&api, &api_key, ""), "", &echo).await;
+    let gw = tls_policy(tls, &item(&api, &api_key, ""), "", &echo)
+        .start()
+        .await;
     let pid = gw.pid();
     assert_eq!(served_serial(tls, Some("other.test")), "0E01");
-    let text = std::fs::read_to_string(gw.config_path()).unwrap();
-    let first = item(&api, &api_key, "");
-    let both = text.replace(&first, &(first.clone() + &item(&other, &other_key, "")));
-    gw.write_config(&both, Write::RenameOver);
+    let both = item(&api, &api_key, "") + &item(&other, &other_key, "");
+    gw.write_config(&tls_policy(tls, &both, "", &echo).yaml(), Write::RenameOver);
     serial_within(tls, "other.test", "0E02", Duration::from_secs(5)).await;
     assert_eq!(gw.pid(), pid);
 }
@@ -328,10 +320,12 @@ async fn client_certificates_are_required_and_their_subject_reaches_the_upstream
     let (mallory, mallory_key) = strangers.leaf("mallory", "billing", &[], "1F02");
     let tls = free_addr();
     let extra = format!(
-        "    client_ca: \"{}\"\n    client_auth: required",
+        "  client_ca: \"{}\"\n  client_auth: required",
         clients.ca().display()
     );
-    let _gw = gateway(tls, &item(&cert, &key, ""), &extra, &echo).await;
+    let _gw = tls_policy(tls, &item(&cert, &key, ""), &extra, &echo)
+        .start()
+        .await;
 
     let ca = servers.ca();
     let billing = Some((billing.as_path(), billing_key.as_path()));
@@ -416,20 +410,19 @@ async fn tls_upstreams_are_verified_against_their_own_ca_and_name() {
     let upstreams = pool("good", "backend.internal", &up.ca())
         + &pool("wrong_ca", "backend.internal", &other.ca())
         + &pool("wrong_name", "elsewhere.internal", &up.ca());
-    let gw = Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams:
 {upstreams}
 routes:
   - {{name: good, match: {{path: /good}}, upstream: good, auth: none, exempt: true}}
   - {{name: wrong_ca, match: {{path: /wrong_ca}}, upstream: wrong_ca, auth: none, exempt: true}}
   - {{name: wrong_name, match: {{path: /wrong_name}}, upstream: wrong_name, auth: none, exempt: true}}
-acknowledge: [store.process_local]
 "#
-    ))
-    .await;
+        ))
+        .start()
+        .await;
     let client = client();
     let r = client.get(gw.url("/good")).send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -499,26 +492,27 @@ async fn proxy_protocol_before_tls_names_the_client() {
     let pki = Pki::new(dir.path(), "a");
     let (cert, key) = pki.leaf("api", "api", &["api.test"], "3A01");
     let tls = free_addr();
-    let _gw = Gateway::start(&format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  trusted_proxies: ["127.0.0.0/8"]
-  proxy_protocol: true
-  tls: {{listen: "{tls}", certificates: [{{cert_file: "{}", key_file: "{}"}}]}}
-admin: {{listen: "$ADMIN"}}
+    let tls_listener = format!(
+        r#"tls: {{listen: "{tls}", certificates: [{{cert_file: "{}", key_file: "{}"}}]}}"#,
+        cert.display(),
+        key.display()
+    );
+    let _gw = Policy::new()
+        .server(&format!(
+            "trusted_proxies: [\"127.0.0.0/8\"]\nproxy_protocol: true\n{tls_listener}"
+        ))
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 limits:
   per_address: {{scope: client_ip, default: {{capacity: 1, rate: 1/h}}}}
 routes:
   - {{name: who, match: {{path: /who}}, upstream: api, auth: none, limits: [per_address]}}
-acknowledge: [store.process_local]
 "#,
-        cert.display(),
-        key.display(),
-        echo.addr
-    ))
-    .await;
+            echo.addr
+        ))
+        .start()
+        .await;
     for (client, v2) in [("203.0.113.7", false), ("198.51.100.9", true)] {
         let first = proxied_tls_get(tls, &pki.ca(), client, v2);
         assert_eq!(status_of(&first), 200, "{first}");
@@ -544,29 +538,27 @@ async fn limits_can_be_kept_per_client_certificate() {
     let (billing, billing_key) = clients.leaf("billing", "billing", &[], "5B01");
     let (reports, reports_key) = clients.leaf("reports", "reports", &[], "5B02");
     let tls = free_addr();
-    let _gw = Gateway::start(&format!(
-        r#"
-server:
-  listen: ["$LISTEN"]
-  tls:
-    listen: "{tls}"
-    certificates: [{{cert_file: "{}", key_file: "{}"}}]
-    client_ca: "{}"
-    client_auth: optional
-admin: {{listen: "$ADMIN"}}
+    let tls_listener = format!(
+        "tls:\n  listen: \"{tls}\"\n  certificates: [{{cert_file: \"{}\", key_file: \"{}\"}}]\n  \
+         client_ca: \"{}\"\n  client_auth: optional",
+        cert.display(),
+        key.display(),
+        clients.ca().display()
+    );
+    let _gw = Policy::new()
+        .server(&tls_listener)
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 limits:
   per_service: {{scope: client_cert, default: {{capacity: 1, rate: 1/h}}}}
 routes:
   - {{name: svc, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [per_service]}}
-acknowledge: [store.process_local]
 "#,
-        cert.display(),
-        key.display(),
-        clients.ca().display(),
-        echo.addr
-    ))
-    .await;
+            echo.addr
+        ))
+        .start()
+        .await;
     let ca = servers.ca().display().to_string();
     let resolve = format!("api.test:{}:127.0.0.1", tls.port());
     let url = format!("https://api.test:{}/x", tls.port());
@@ -628,19 +620,18 @@ async fn finding_3_a_pool_never_reuses_a_connection_verified_with_another_pools_
         )
     };
     let upstreams = pool("trusted", &up.ca()) + &pool("untrusted", &other.ca());
-    let gw = Gateway::start(&format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams:
 {upstreams}
 routes:
   - {{name: trusted, match: {{path: /x.txt, headers: {{x-pool: trusted}}}}, upstream: trusted, auth: none, exempt: true}}
   - {{name: untrusted, match: {{path: /x.txt}}, upstream: untrusted, auth: none, exempt: true}}
-acknowledge: [store.process_local]
 "#
-    ))
-    .await;
+        ))
+        .start()
+        .await;
     let client = client();
     let get = |pool: &'static str| {
         let request = client.get(gw.url("/x.txt"));

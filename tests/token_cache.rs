@@ -38,12 +38,10 @@ fn config(up: &Upstream, second_key: bool) -> String {
     } else {
         ""
     };
-    format!(
-        r#"
-server: {{listen: ["$LISTEN"], threads: 1}}
-admin: {{listen: "$ADMIN"}}
-store: {{kind: memory}}
-acknowledge: [store.process_local]
+    Policy::new()
+        .server("threads: 1")
+        .sections(&format!(
+            r#"
 auth:
   leeway: 2s
   failure_limit: {{capacity: 10000, rate: 1000/s}}
@@ -55,8 +53,9 @@ default_limits: none
 routes:
   - {{name: api, match: {{path_prefix: /}}, upstream: api}}
 "#,
-        up.addr
-    )
+            up.addr
+        ))
+        .yaml()
 }
 
 async fn start(up: &Upstream) -> Gateway {

@@ -16,20 +16,19 @@ const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
 /// An authenticated route whose tenant bucket holds `capacity` requests.
 fn config(echo: SocketAddr, capacity: u32, telemetry: &str) -> String {
-    format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
-{AUTH_HS256}
+    Policy::new()
+        .hs256()
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{echo}"]}}}}
 limits:
   api: {{scope: tenant, default: {{capacity: {capacity}, rate: 1/h}}}}
 routes:
   - {{name: items, match: {{path_prefix: /v1/items}}, upstream: api, limits: [api]}}
-acknowledge: [store.process_local]
 {telemetry}
 "#
-    )
+        ))
+        .yaml()
 }
 
 /// A collector answering `status`, the echo upstream, and a gateway on
@@ -497,20 +496,19 @@ async fn forwarded_trace_headers(
     heads: &[String],
 ) -> (Gateway, Vec<(Vec<String>, Vec<String>)>) {
     let echo = RawUpstream::start().await;
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{}"]}}}}
 routes:
   - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: []}}
-acknowledge: [store.process_local]
 telemetry: {{otlp: {{endpoint: "{}"}}}}
 "#,
-        echo.addr,
-        otlp.endpoint()
-    );
-    let gw = Gateway::start(&yaml).await;
+            echo.addr,
+            otlp.endpoint()
+        ))
+        .start()
+        .await;
     for (i, head) in heads.iter().enumerate() {
         let request =
             format!("GET /t/{i} HTTP/1.1\r\nHost: api.test\r\n{head}Connection: close\r\n\r\n");
@@ -543,20 +541,19 @@ async fn a_retried_request_has_one_upstream_span_with_the_last_attempt() {
     let otlp = OtlpReceiver::start(200).await;
     let echo = Upstream::start().await;
     let (busy, busy_count) = unavailable().await;
-    let yaml = format!(
-        r#"
-server: {{listen: ["$LISTEN"]}}
-admin: {{listen: "$ADMIN"}}
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
 upstreams: {{api: {{targets: ["{busy}", "{}"]}}}}
 routes:
   - {{name: open, match: {{path_prefix: /}}, upstream: api, auth: none, limits: [], retries: {{attempts: 2, on: [503]}}}}
-acknowledge: [store.process_local]
 telemetry: {{otlp: {{endpoint: "{}"}}}}
 "#,
-        echo.addr,
-        otlp.endpoint()
-    );
-    let gw = Gateway::start(&yaml).await;
+            echo.addr,
+            otlp.endpoint()
+        ))
+        .start()
+        .await;
     // Round robin over two targets: half the requests meet the 503 first.
     let traces: Vec<String> = (0..4)
         .map(|i| format!("{i:032x}").replace('0', "a"))

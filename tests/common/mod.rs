@@ -1,6 +1,7 @@
 //! The test harness: real processes on ephemeral loopback ports. An echo
-//! and a raw upstream (`upstream`), the gateway binary with a config written
-//! to a temporary directory (`gateway`), `redis-server` and Redis Cluster
+//! and a raw upstream (`upstream`), the one builder of the configs suites
+//! start (`policy`), the gateway binary with a config written to a
+//! temporary directory (`gateway`), `redis-server` and Redis Cluster
 //! (`redis`), clients and raw bytes (`http`). Everything started here is
 //! ended by PID when its handle drops.
 
@@ -16,6 +17,7 @@ mod dns;
 mod gateway;
 mod http;
 mod otlp;
+mod policy;
 mod redis;
 mod tls;
 mod upstream;
@@ -25,6 +27,7 @@ pub use fairgate::echo::Stats;
 pub use gateway::*;
 pub use http::*;
 pub use otlp::*;
+pub use policy::*;
 pub use redis::*;
 pub use tls::*;
 pub use upstream::*;
