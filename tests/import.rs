@@ -716,42 +716,6 @@ fn finding_15_hsts_the_connect_timeout_and_buffering_carry_over() {
     }
 }
 
-/// `openssl s_server -www` on a free port with `cert`/`key`; ended on drop.
-struct SServer(std::process::Child, SocketAddr);
-
-impl SServer {
-    fn start(cert: &Path, key: &Path) -> SServer {
-        let addr = free_addr();
-        let child = Command::new("openssl")
-            .args(["s_server", "-www", "-accept", &addr.port().to_string()])
-            .arg("-cert")
-            .arg(cert)
-            .arg("-key")
-            .arg(key)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("openssl is needed: apt-get install openssl");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "openssl s_server did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        SServer(child, addr)
-    }
-}
-
-impl Drop for SServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn finding_6_an_imported_verified_backend_refuses_a_certificate_of_another_ca() {
     let redis = Redis::start().await;
@@ -776,8 +740,8 @@ async fn finding_6_an_imported_verified_backend_refuses_a_certificate_of_another
     // pool, and still served by the Ingress that never verified.
     for (pki, file, verified) in [(&ca, "good", 200), (&other, "forged", 502)] {
         let (cert, key) = pki.leaf(file, "payments", &["payments.internal"], "01");
-        let server = SServer::start(&cert, &key);
-        let services = [("payments.shop.svc.cluster.local:443", server.1)];
+        let server = SServer::start(&cert, &key).await;
+        let services = [("payments.shop.svc.cluster.local:443", server.addr)];
         let gw = Gateway::start(&serveable(&policy, &services, &redis, None)).await;
         let status = send(&gw, "pay.example.com", "/", &[]).await.status();
         assert_eq!(status, verified, "{file}");

@@ -153,13 +153,8 @@ async fn serial_within(
     limit: Duration,
 ) -> Duration {
     let start = Instant::now();
-    while served_serial(tls, Some(host)) != serial {
-        assert!(
-            start.elapsed() < limit,
-            "{serial} not served within {limit:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let served = eventually(limit, || async { served_serial(tls, Some(host)) == serial }).await;
+    assert!(served, "{serial} not served within {limit:?}");
     start.elapsed()
 }
 
@@ -355,55 +350,17 @@ async fn client_certificates_are_required_and_their_subject_reaches_the_upstream
     assert_eq!(echo.requests(), 2);
 }
 
-/// `openssl s_server -www` on a free port with `cert`/`key`; killed on drop.
-struct SServer(std::process::Child, std::net::SocketAddr);
-
-impl SServer {
-    fn start(cert: &Path, key: &Path) -> SServer {
-        let addr = free_addr();
-        let child = std::process::Command::new("openssl")
-            .args([
-                "s_server",
-                "-www",
-                "-accept",
-                &addr.port().to_string(),
-                "-cert",
-            ])
-            .arg(cert)
-            .arg("-key")
-            .arg(key)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("openssl is needed: apt-get install openssl");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "openssl s_server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        SServer(child, addr)
-    }
-}
-
-impl Drop for SServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_upstreams_are_verified_against_their_own_ca_and_name() {
     let dir = tempfile::tempdir().unwrap();
     let up = Pki::new(dir.path(), "up");
     let other = Pki::new(dir.path(), "other");
     let (cert, key) = up.leaf("backend", "backend", &["backend.internal"], "2A01");
-    let server = SServer::start(&cert, &key);
+    let server = SServer::start(&cert, &key).await;
     let pool = |name: &str, sni: &str, ca: &Path| {
         format!(
             "  {name}: {{targets: [\"{}\"], tls: true, sni: {sni}, ca_file: \"{}\"}}\n",
-            server.1,
+            server.addr,
             ca.display()
         )
     };

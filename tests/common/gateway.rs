@@ -121,29 +121,22 @@ impl Gateway {
         self.child = Some(cmd.spawn().expect("spawn the fairgate binary"));
     }
 
+    /// Waits up to 30 s for `/readyz` to answer 200; fails at once if the
+    /// process exits first.
     pub async fn wait_ready(&mut self) {
         let url = format!("http://{}/readyz", self.admin);
         let c = client();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(r) = c.get(&url).send().await {
-                if r.status() == 200 {
-                    return;
-                }
+        let (child, log) = (self.child.as_mut().unwrap(), &self.log);
+        let ready = eventually(Duration::from_secs(30), || {
+            if let Some(status) = child.try_wait().unwrap() {
+                let logs = std::fs::read_to_string(log).unwrap_or_default();
+                panic!("gateway exited with {status} before ready:\n{logs}");
             }
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "gateway exited with {status} before ready:\n{}",
-                    self.logs()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "gateway not ready in 30 s:\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            let request = c.get(&url).send();
+            async move { request.await.is_ok_and(|r| r.status() == 200) }
+        })
+        .await;
+        assert!(ready, "gateway not ready in 30 s:\n{}", self.logs());
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -223,16 +216,15 @@ impl Gateway {
 
     /// Waits up to `within` for the process to exit.
     pub async fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let child = self.child.as_mut().unwrap();
+        let mut status = None;
+        eventually(within, || {
+            status = child.try_wait().unwrap();
+            let exited = status.is_some();
+            async move { exited }
+        })
+        .await;
+        status
     }
 
     /// Body of `GET /metrics` on the admin listener.

@@ -1,6 +1,6 @@
 //! Certificates made by the real `openssl` command line: a CA and leaves
 //! with chosen SANs and serials; and the real clients that check them
-//! (`curl`, `openssl s_client`).
+//! (`curl`, `openssl s_client`); `openssl s_server` as a TLS upstream.
 
 use super::*;
 
@@ -168,4 +168,44 @@ pub fn served_serial(addr: SocketAddr, sni: Option<&str>) -> String {
         .trim()
         .trim_start_matches("serial=")
         .to_string()
+}
+
+/// `openssl s_server -www` on a free port with `cert`/`key`: a TLS upstream
+/// that answers every request with a status page; ended on drop.
+pub struct SServer {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl SServer {
+    /// Starts it and waits until it accepts connections.
+    pub async fn start(cert: &Path, key: &Path) -> SServer {
+        let addr = free_addr();
+        let child = Command::new("openssl")
+            .args(["s_server", "-www", "-accept", &addr.port().to_string()])
+            .arg("-cert")
+            .arg(cert)
+            .arg("-key")
+            .arg(key)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl is needed: apt-get install openssl");
+        // Owned before the wait, so a server that never listens is ended too.
+        let server = SServer { child, addr };
+        let listening = eventually(Duration::from_secs(10), || async move {
+            tokio::net::TcpStream::connect(addr).await.is_ok()
+        })
+        .await;
+        assert!(listening, "openssl s_server did not start");
+        server
+    }
+}
+
+impl Drop for SServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
