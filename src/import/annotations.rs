@@ -9,9 +9,12 @@ use serde_json::Value;
 
 use super::emit::Node;
 use super::manifests::{text, Object};
-use super::policy::{names, Import, PathRule, Route};
+use super::names::policy_name;
+use super::nginx::{statements, variables, words};
+use super::policy::{Import, PathRule, Route};
 use super::proxy_ssl::{self, Verify};
 use super::streaming;
+use super::units::{cidrs, comma_list, duration, go_bool, nginx_size, seconds};
 use super::Verdict;
 
 /// `backend-protocol`.
@@ -371,7 +374,7 @@ fn rate_limits(
         }
         None => 5,
     };
-    let base = names(&format!("{}_{}", ing.namespace, ing.name));
+    let base = policy_name(&format!("{}_{}", ing.namespace, ing.name));
     let mut limits = Vec::new();
     for (key, unit, suffix) in [("limit-rps", "s", "rps"), ("limit-rpm", "m", "rpm")] {
         let Some(value) = ann.get(key) else { continue };
@@ -547,14 +550,6 @@ fn cors_line(key: &str, wildcards: &[String]) -> Verdict {
         )),
         _ => Verdict::Mapped(format!("cors.{}", cors_key(key))),
     }
-}
-
-/// `a, b,c` as [a, b, c].
-fn comma_list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
 }
 
 /// `cors-*` without `enable-cors: "true"` do nothing, in ingress-nginx too.
@@ -829,96 +824,6 @@ fn snippet(text: &str, plan: &mut Plan) -> Verdict {
     }
 }
 
-/// nginx statements: split on `;` outside quotes, comments dropped.
-fn statements(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut comment = false;
-    for c in text.chars() {
-        match (comment, quote, c) {
-            (true, _, '\n') => comment = false,
-            (true, ..) => {}
-            (false, None, '#') => comment = true,
-            (false, None, ';') => out.push(std::mem::take(&mut current)),
-            (false, None, '"' | '\'') => {
-                quote = Some(c);
-                current.push(c);
-            }
-            (false, Some(q), _) if c == q => {
-                quote = None;
-                current.push(c);
-            }
-            _ => current.push(c),
-        }
-    }
-    if !current.trim().is_empty() {
-        out.push(current);
-    }
-    out.into_iter()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-/// A statement's words, quotes removed.
-fn words(statement: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut any = false;
-    for c in statement.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => current.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                any = true;
-            }
-            None if c.is_whitespace() => {
-                if any || !current.is_empty() {
-                    out.push(std::mem::take(&mut current));
-                }
-                any = false;
-            }
-            None => current.push(c),
-        }
-    }
-    if any || !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
-/// nginx variables fairgate templates know: `$host`, `$remote_addr`,
-/// `$request_id`, `$uri`.
-fn variables(value: &str) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        let end = after
-            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-            .unwrap_or(after.len());
-        let var = match &after[..end] {
-            "host" => "{host}",
-            "remote_addr" => "{client_ip}",
-            "request_id" => "{request_id}",
-            "uri" => "{path}",
-            other => {
-                return Err(format!(
-                    "nginx variable ${other} has no fairgate equivalent"
-                ))
-            }
-        };
-        out.push_str(var);
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 /// The route of one Ingress path, with the plan's keys.
 #[allow(clippy::too_many_arguments)]
 pub fn route(
@@ -1082,11 +987,6 @@ fn top_level_alternation(re: &str) -> bool {
         }
     }
     false
-}
-
-/// A boolean annotation as ingress-nginx reads it (Go's `ParseBool`).
-pub fn go_bool(value: &str) -> bool {
-    matches!(value, "1" | "t" | "T" | "true" | "TRUE" | "True")
 }
 
 /// Numbered groups named `gN` (named ones keep their names), so `$N` in a
@@ -1272,68 +1172,6 @@ pub fn canary(imp: &mut Import<'_>, ing: &Object, targets: &[(usize, String)]) {
     }
 }
 
-/// nginx sizes (`8m`, `512k`, `1g`, bytes): Some(None) for `0`, no limit.
-pub fn nginx_size(text: &str) -> Option<Option<String>> {
-    let text = text.trim();
-    let (digits, unit) = text.split_at(
-        text.find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len()),
-    );
-    let n: u64 = digits.parse().ok()?;
-    if n == 0 {
-        return Some(None);
-    }
-    let unit = match unit {
-        "" => "",
-        "k" | "K" => "KiB",
-        "m" | "M" => "MiB",
-        "g" | "G" => "GiB",
-        _ => return None,
-    };
-    Some(Some(format!("{n}{unit}")))
-}
-
-/// Seconds as ingress-nginx's timeouts give them: `60`, or `60s`.
-pub fn seconds(text: &str) -> Option<String> {
-    let n: u64 = text
-        .trim()
-        .trim_end_matches('s')
-        .parse()
-        .ok()
-        .filter(|n| *n > 0)?;
-    Some(format!("{n}s"))
-}
-
-fn duration(s: u64) -> String {
-    match s {
-        0 => "0s".into(),
-        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
-        s if s % 3_600 == 0 => format!("{}h", s / 3_600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
-/// A comma-separated list of CIDRs or addresses.
-pub fn cidrs(text: &str) -> Result<Vec<String>, String> {
-    let list: Vec<String> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            let ok = s.parse::<ipnet::IpNet>().is_ok() || s.parse::<std::net::IpAddr>().is_ok();
-            ok.then(|| s.to_string())
-                .ok_or_else(|| format!("{s:?} is not a CIDR or address"))
-        })
-        .collect::<Result<_, _>>()?;
-    // An empty list means "every address" to fairgate: never from a rule
-    // that meant to restrict.
-    if list.is_empty() {
-        return Err(format!("{text:?} names no address"));
-    }
-    Ok(list)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1358,17 +1196,6 @@ mod tests {
         for re in [r"/a(/|$)", r"/a[|]", r"/a\|b", "/a"] {
             assert!(!top_level_alternation(re), "{re}");
         }
-    }
-
-    #[test]
-    fn nginx_units() {
-        assert_eq!(nginx_size("8m"), Some(Some("8MiB".into())));
-        assert_eq!(nginx_size("0"), Some(None));
-        assert_eq!(nginx_size("1x"), None);
-        assert_eq!(seconds("120"), Some("120s".into()));
-        assert_eq!(duration(1_728_000), "20d");
-        assert!(cidrs("10.0.0.0/8, 192.168.1.1").is_ok());
-        assert!(cidrs("10.0.0.0/8, nope").is_err());
     }
 
     #[test]

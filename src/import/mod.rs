@@ -8,9 +8,11 @@ mod annotations;
 mod emit;
 mod manifests;
 mod names;
+mod nginx;
 mod policy;
 mod proxy_ssl;
 mod streaming;
+mod units;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -36,6 +36,32 @@ pub fn dns1035_label(name: &str) -> bool {
     dns1123_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase())
 }
 
+/// A Kubernetes name as a fairgate name: `.` becomes `_`. Callers join a
+/// namespace (a DNS label: no `_`, no `.`) and a name with `_`, so two
+/// objects never share a fairgate name. Names stay within 48 bytes (a
+/// longer one keeps its start and gains a hash of the whole), leaving room
+/// for the suffixes callers add within fairgate's 64.
+pub fn policy_name(text: &str) -> String {
+    let name: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.len() <= 48 {
+        return name;
+    }
+    // FNV-1a: stable across runs and platforms, so re-imports keep names.
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{}-{:08x}", &name[..39], hash as u32)
+}
+
 /// A name to check: what it names, the name, the rule and how it is said.
 type Check = (&'static str, String, fn(&str) -> bool, &'static str);
 

@@ -13,6 +13,7 @@ use super::manifests::{text, Object};
 use super::names;
 use super::proxy_ssl::Verify;
 use super::streaming;
+use super::units;
 use super::{Imported, Line, Options, Verdict};
 
 /// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
@@ -318,7 +319,7 @@ impl<'a> Import<'a> {
         let g = &mut self.globals;
         match key {
             "limit-req-status-code" | "limit-conn-status-code" => refusal_status(g, key, value),
-            "proxy-body-size" => match annotations::nginx_size(value) {
+            "proxy-body-size" => match units::nginx_size(value) {
                 Some(size) => {
                     g.body_size = size;
                     Verdict::Mapped("the max_body of routes without their own".into())
@@ -395,7 +396,7 @@ impl<'a> Import<'a> {
                 );
             }
         };
-        match annotations::cidrs(value) {
+        match units::cidrs(value) {
             Ok(list) => {
                 self.server.push((target.into(), Node::strs(list)));
                 Verdict::Mapped(format!("server.{target}"))
@@ -558,7 +559,7 @@ impl<'a> Import<'a> {
     fn regex_triggers(&self, ing: &Object) -> Vec<(Option<String>, &'static str)> {
         let prefix = &self.options.annotation_prefix;
         let use_regex =
-            annotations::get(ing, prefix, "use-regex").is_some_and(|v| annotations::go_bool(&v));
+            annotations::get(ing, prefix, "use-regex").is_some_and(|v| units::go_bool(&v));
         let target = annotations::get(ing, prefix, "rewrite-target").filter(|t| !t.is_empty());
         let mut out = Vec::new();
         for (host, path, kind, _) in paths(ing) {
@@ -619,7 +620,10 @@ impl<'a> Import<'a> {
             let Some(upstream) = self.upstream(ing, &backend, plan.protocol, &plan.verify) else {
                 continue;
             };
-            let name = format!("{}-{i}", names(&format!("{}_{}", ing.namespace, ing.name)));
+            let name = format!(
+                "{}-{i}",
+                names::policy_name(&format!("{}_{}", ing.namespace, ing.name))
+            );
             if let Some(route) =
                 annotations::route(self, ing, &mut plan, name, host, path, kind, upstream)
             {
@@ -692,7 +696,7 @@ impl<'a> Import<'a> {
         };
         let name = format!(
             "{}-{port}{}",
-            names(&format!("{}_{service}", ing.namespace)),
+            names::policy_name(&format!("{}_{service}", ing.namespace)),
             protocol.suffix()
         );
         let target = format!(
@@ -860,7 +864,7 @@ fn timeout(g: &mut Globals, key: &str, value: &str) -> Verdict {
     .iter()
     .position(|k| *k == key)
     .unwrap_or(0);
-    match annotations::seconds(value) {
+    match units::seconds(value) {
         Some(d) => {
             g.timeouts[i] = Some(d);
             Verdict::Mapped(match i {
@@ -909,32 +913,6 @@ fn paths(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
         }
     }
     out
-}
-
-/// A Kubernetes name as a fairgate name: `.` becomes `_`. Callers join a
-/// namespace (a DNS label: no `_`, no `.`) and a name with `_`, so two
-/// objects never share a fairgate name. Names stay within 48 bytes (a
-/// longer one keeps its start and gains a hash of the whole), leaving room
-/// for the suffixes callers add within fairgate's 64.
-pub fn names(text: &str) -> String {
-    let name: String = text
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if name.len() <= 48 {
-        return name;
-    }
-    // FNV-1a: stable across runs and platforms, so re-imports keep names.
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{}-{:08x}", &name[..39], hash as u32)
 }
 
 /// The order routes are written in, as nginx picks among ingress-nginx's
