@@ -7,7 +7,6 @@ use std::path::Path;
 use criterion::{criterion_group, criterion_main, Criterion};
 use futures_util::FutureExt;
 
-use fairgate::auth::Verifier;
 use fairgate::config::Config;
 use fairgate::limit::{self, keys, Subject};
 use fairgate::routing;
@@ -128,7 +127,9 @@ fn route_matching(c: &mut Criterion, config: &Config) {
 /// request of that identity on the three-limit route.
 fn verification_and_keys(c: &mut Criterion, config: &Config) {
     let auth = config.auth.as_ref().unwrap();
-    let verifier = Verifier::new(auth, &config.tenants).unwrap();
+    let mut problems = fairgate::config::Problems::new(String::from("bench.yaml"));
+    let material = fairgate::build::Material::load(config, &mut problems);
+    let verifier = material.verifier.expect("the bench's auth keys load");
     let token = fairgate::auth::mint(
         auth,
         "acme",

@@ -121,7 +121,7 @@ async fn limits(
     else {
         return not_a_tenant();
     };
-    let spends: Vec<_> = planned.iter().map(|p| p.spend.clone()).collect();
+    let spends: Vec<_> = planned.iter().map(Planned::spend).collect();
     let states = match shared.limiter.peek(&spends).await {
         Ok(states) => states,
         Err(e) => return unavailable(e),
@@ -136,7 +136,7 @@ async fn limits(
                 "refill": {"tokens": p.bucket.rate.count.get(), "per_seconds": p.bucket.rate.period.as_secs()},
                 "remaining": s.remaining,
                 "reset_seconds": s.reset_after_ms.div_ceil(1000),
-                "shadow": p.spend.shadow,
+                "shadow": p.shadow,
             })
         })
         .collect();
@@ -168,7 +168,7 @@ async fn reset(shared: &Shared, tenant: &str, limit: &str) -> Response<Vec<u8>> 
     };
     match shared
         .limiter
-        .forget(std::slice::from_ref(&bucket.spend.key))
+        .forget(std::slice::from_ref(&bucket.key))
         .await
     {
         Ok(()) => {

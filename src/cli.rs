@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::Config;
-
 #[derive(Parser)]
 #[command(
     name = "fairgate",
@@ -68,7 +66,7 @@ pub enum ImportFrom {
     IngressNginx(crate::import::Options),
 }
 
-fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
+fn parse_ttl(text: &str) -> Result<std::time::Duration, &'static str> {
     crate::config::yaml::parse_duration(text)
 }
 
@@ -131,7 +129,7 @@ fn token(
     plan: Option<&str>,
     ttl: std::time::Duration,
 ) -> i32 {
-    let loaded = match Config::load(path) {
+    let loaded = match crate::build::load(path) {
         Ok(loaded) => loaded,
         Err(problems) => {
             eprint!("{problems}");
@@ -158,8 +156,10 @@ fn token(
     }
 }
 
-fn check(path: &Path) -> i32 {
-    match Config::load(path) {
+/// Reads the file and loads what it names, as a start or reload would:
+/// what `check` accepts is what is served.
+pub(crate) fn check(path: &Path) -> i32 {
+    match crate::build::load(path) {
         Ok(loaded) => {
             for line in &loaded.warnings {
                 println!("{line}");
@@ -178,7 +178,7 @@ fn check(path: &Path) -> i32 {
 }
 
 fn serve(path: &Path) -> i32 {
-    let loaded = match Config::load(path) {
+    let loaded = match crate::build::load(path) {
         Ok(loaded) => loaded,
         Err(problems) => {
             for line in problems.render_errors() {
@@ -191,7 +191,7 @@ fn serve(path: &Path) -> i32 {
     for line in &loaded.warnings {
         tracing::warn!(problem = %line, "config.warning");
     }
-    match crate::server::run(loaded.config, loaded.text, Some(path.to_path_buf())) {
+    match crate::server::run(loaded, Some(path.to_path_buf())) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!(error = %e, "fairgate.start_failed");
@@ -210,7 +210,8 @@ fn demo() -> i32 {
             uuid::Uuid::new_v4().simple().to_string(),
         );
     }
-    let mut loaded = match Config::from_text("config/demo.yaml", DEMO_CONFIG, Path::new(".")) {
+    let demo = crate::build::from_text("config/demo.yaml", DEMO_CONFIG, Path::new("."));
+    let mut loaded = match demo {
         Ok(loaded) => loaded,
         Err(problems) => {
             eprint!("{problems}");
@@ -268,7 +269,7 @@ fn demo() -> i32 {
     println!("  curl -s http://127.0.0.1:9090/metrics | grep fairgate_ratelimit");
     println!("\nPress Ctrl-C to stop.\n");
     init_logging();
-    match crate::server::run(loaded.config, loaded.text, None) {
+    match crate::server::run(loaded, None) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("demo: {e}");

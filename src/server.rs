@@ -1,6 +1,8 @@
-//! Builds the Pingora server from a validated config: the proxy listeners
-//! (plain and TLS), the admin listener and one background task that runs
-//! health checks, reloads on SIGHUP and drains on shutdown.
+//! Builds the Pingora server from a checked config (`build::Checked`): the
+//! proxy listeners (plain and TLS, with the certificates and client
+//! verifier the policy holds), the admin listener and one background task
+//! that runs health checks, reloads on SIGHUP and drains on shutdown. It
+//! opens no certificate or key file itself.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,19 +20,35 @@ use pingora::services::background::{background_service, BackgroundService};
 use pingora::services::listening::Service;
 
 use crate::admin::Admin;
+use crate::build::Checked;
 use crate::config::reload;
-use crate::config::Config;
 use crate::metrics::METRICS;
 use crate::proxy::edge::{Bounds, Edge, TlsListener};
 use crate::proxy::gateway::Gateway;
 use crate::state::{Policy, Shared};
 
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Build(Box<crate::state::BuildError>),
+    #[error("{0}")]
+    Runtime(std::io::Error),
+    /// The store (`limit::Limiter::new`).
+    #[error(transparent)]
+    Store(#[from] crate::limit::store::OpenError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::StartError),
+    #[error("server.tls: {0}")]
+    Tls(Box<pingora::Error>),
+}
+
 /// Runs the gateway until a shutdown signal; `config_path` is re-read on SIGHUP.
-pub fn run(config: Config, source: String, config_path: Option<PathBuf>) -> Result<(), String> {
-    let server_cfg = config.server.clone();
-    let admin_listen = config.admin.listen;
-    let admin_token = config.admin.token_env.clone();
-    let shared = shared_state(config, source)?;
+pub fn run(checked: Checked, config_path: Option<PathBuf>) -> Result<(), StartError> {
+    let server_cfg = checked.config.server.clone();
+    let admin_listen = checked.config.admin.listen;
+    let admin_token = checked.config.admin.token_env.clone();
+    let shared = shared_state(checked)?;
     let grace = server_cfg.shutdown_grace;
     let conf = ServerConf {
         threads: server_cfg.threads,
@@ -78,21 +96,24 @@ pub fn run(config: Config, source: String, config_path: Option<PathBuf>) -> Resu
 
 /// The first policy and the state that outlives it; the first JWKS fetch
 /// happens here, so valid tokens pass from the start.
-fn shared_state(config: Config, source: String) -> Result<Arc<Shared>, String> {
-    let mut policy = Policy::build(config, 1).map_err(|e| e.to_string())?;
-    policy.source = source;
+fn shared_state(checked: Checked) -> Result<Arc<Shared>, StartError> {
+    let store_tls = checked.material.store_tls.clone();
+    let policy = Policy::build(checked, 1).map_err(|e| StartError::Build(Box::new(e)))?;
     if let Some(verifier) = &policy.verifier {
         if !verifier.remote.is_empty() {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| e.to_string())?;
+                .map_err(StartError::Runtime)?;
             rt.block_on(verifier.refresh_remote(true));
         }
     }
-    let limiter = crate::limit::Limiter::new(&policy.config)?;
+    let limiter =
+        crate::limit::Limiter::new(&policy.config, &store_tls).map_err(StartError::Store)?;
     let telemetry = match &policy.config.telemetry.otlp {
-        Some(otlp) => Some(crate::telemetry::Telemetry::start(otlp)?),
+        Some(otlp) => {
+            Some(crate::telemetry::Telemetry::start(otlp).map_err(StartError::Telemetry)?)
+        }
         None => None,
     };
     let shared = Arc::new(Shared {
@@ -122,7 +143,7 @@ fn proxy_service(
     shared: &Arc<Shared>,
     server_cfg: &crate::config::Server,
     listening: &mut Vec<SocketAddr>,
-) -> Result<Service<Edge<pingora::proxy::HttpProxy<Gateway>>>, String> {
+) -> Result<Service<Edge<pingora::proxy::HttpProxy<Gateway>>>, StartError> {
     let mut gateway = pingora::proxy::http_proxy(
         &server.configuration,
         Gateway {
@@ -149,7 +170,7 @@ fn proxy_service(
     let tls = match &server_cfg.tls {
         Some(tls) => Some(TlsListener {
             addr: tls.listen,
-            acceptor: tls_settings(shared, tls)?.build(),
+            acceptor: tls_settings(shared)?.build(),
         }),
         None => None,
     };
@@ -169,22 +190,18 @@ fn proxy_service(
 }
 
 /// The TLS listener's settings: certificates chosen by SNI from the policy
-/// in force at each handshake, HTTP/2 by ALPN, client certificates if asked.
-fn tls_settings(
-    shared: &Arc<Shared>,
-    tls: &crate::config::ServerTls,
-) -> Result<TlsSettings, String> {
+/// in force at each handshake, HTTP/2 by ALPN, client certificates if asked
+/// (the first policy's verifier: its roots change only by a restart).
+fn tls_settings(shared: &Arc<Shared>) -> Result<TlsSettings, StartError> {
     pingora::tls::install_default_crypto_provider();
     let mut settings = TlsSettings::with_callbacks(Box::new(crate::tls::ConnectionFacts))
-        .map_err(|e| format!("server.tls: {e}"))?;
+        .map_err(StartError::Tls)?;
     let policies = shared.clone();
     settings.set_cert_resolver(Arc::new(crate::tls::BySni(move || {
         policies.policy.load().certs.clone()
     })));
-    if let Some(ca) = &tls.client_ca {
-        let verifier = crate::tls::client_verifier(ca, tls.client_cert_required)
-            .map_err(|e| format!("server.tls.client_ca: {e}"))?;
-        settings.set_client_cert_verifier(verifier);
+    if let Some(verifier) = &shared.policy.load().client_verifier {
+        settings.set_client_cert_verifier(verifier.clone());
     }
     settings.enable_h2();
     Ok(settings)

@@ -1,8 +1,9 @@
 //! Process state: the policy in force (`Policy`, one immutable snapshot per
-//! generation, built off the request path) and what outlives it (`Shared`:
-//! the limiter, the failed-authentication buckets, readiness). It sits
-//! above config, auth, limit, metrics and the upstream pools, and below the
-//! proxy and the server that use it.
+//! generation, built off the request path from what `build` loaded) and
+//! what outlives it (`Shared`: the limiter, the failed-authentication
+//! buckets, readiness). It sits above build, config, auth, limit, metrics
+//! and the upstream pools, and below the proxy and the server that use it.
+//! It opens no file: certificates, keys and roots come from `build`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,83 +12,29 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::config::{Config, Problems};
+use crate::build::Checked;
+use crate::config::{Config, Place, Problems};
 use crate::metrics::{EdgeReason, RouteMetrics, METRICS, OUTCOMES};
 use crate::upstream;
 
-/// Why a validated config could not be put in force.
-#[derive(Debug)]
-pub enum BuildError {
-    /// A target of this upstream pool does not resolve.
-    Upstreams { pool: String, message: String },
-    /// Key material that loaded at validation no longer does.
-    Auth(String),
-    /// A certificate pair that loaded at validation no longer does.
-    Tls(String),
+/// Why a checked config could not be put in force: a pool's targets do
+/// not resolve (its files loaded already, in `build`).
+#[derive(Debug, thiserror::Error)]
+#[error("upstreams.{pool}: {source}")]
+pub struct BuildError {
+    pub pool: String,
+    /// Where the pool is written.
+    pub place: Place,
+    pub source: upstream::PoolError,
 }
 
 impl BuildError {
-    /// As a problem of the file at `path`, with its section's code, placed
-    /// where the pool (or the `auth` section) is written.
+    /// As a problem of the file at `path`, placed where the pool is
+    /// written, with its section's code.
     pub fn problems(self, path: &Path) -> Problems {
-        let (code, field, at, message) = match self {
-            BuildError::Upstreams { pool, message } => (
-                "upstreams.target_invalid",
-                format!("upstreams.{pool}"),
-                locate(path, "upstreams", Some(&pool)),
-                message,
-            ),
-            BuildError::Auth(message) => (
-                "auth.key_invalid",
-                "auth.keys".to_string(),
-                locate(path, "auth", Some("keys")),
-                message,
-            ),
-            BuildError::Tls(message) => (
-                "server.tls_invalid",
-                "server.tls".to_string(),
-                locate(path, "server", Some("tls")),
-                message,
-            ),
-        };
         let mut p = Problems::new(path.display().to_string());
-        p.push(at, code, format!("{field}: {message}"));
+        p.push_at(&self.place, "upstreams.target_invalid", &self.source);
         p
-    }
-}
-
-/// Where `section` (and within it the key `name`) is written in the file,
-/// as line and column; 1:1 when it cannot be found.
-fn locate(path: &Path, section: &str, name: Option<&str>) -> (usize, usize) {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return (1, 1);
-    };
-    let mut scratch = Problems::new(String::new());
-    let Some(root) = crate::config::yaml::parse(&text, &mut scratch) else {
-        return (1, 1);
-    };
-    let start = |key: &marked_yaml::types::MarkedScalarNode| {
-        key.span()
-            .start()
-            .map_or((1, 1), |m| (m.line(), m.column()))
-    };
-    let Some((key, node)) = root
-        .as_mapping()
-        .and_then(|top| top.iter().find(|(k, _)| k.as_str() == section))
-    else {
-        return (1, 1);
-    };
-    let inner = name.and_then(|n| node.as_mapping()?.iter().find(|(k, _)| k.as_str() == n));
-    inner.map_or(start(key), |(k, _)| start(k))
-}
-
-impl std::fmt::Display for BuildError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BuildError::Upstreams { pool, message } => write!(f, "upstreams.{pool}: {message}"),
-            BuildError::Auth(m) => write!(f, "auth.keys: {m}"),
-            BuildError::Tls(m) => write!(f, "server.tls: {m}"),
-        }
     }
 }
 
@@ -98,6 +45,9 @@ pub struct Policy {
     pub pools: HashMap<String, Arc<upstream::Pool>>,
     /// The certificates TLS handshakes choose from.
     pub certs: Option<Arc<crate::tls::Certs>>,
+    /// Verifies client certificates (`server.tls.client_ca`); a restart
+    /// applies a change, so the listener keeps the first policy's.
+    pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     /// The routes, indexed for matching.
     pub routes: crate::routing::Table,
     pub generation: u64,
@@ -109,22 +59,22 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn build(config: Config, generation: u64) -> Result<Self, BuildError> {
-        let pools = upstream::build_pools(&config)
-            .map_err(|(pool, message)| BuildError::Upstreams { pool, message })?;
-        let verifier = match &config.auth {
-            Some(auth) => Some(Arc::new(
-                crate::auth::Verifier::new(auth, &config.tenants).map_err(BuildError::Auth)?,
-            )),
-            None => None,
-        };
-        let certs = match &config.server.tls {
-            Some(tls) => Some(Arc::new(
-                crate::tls::Certs::build(&tls.certificates)
-                    .map_err(|(_, _, e)| BuildError::Tls(e))?,
-            )),
-            None => None,
-        };
+    /// Puts together what `build` checked and loaded: the pools (their
+    /// targets resolved), the route table and the metric series.
+    pub fn build(checked: Checked, generation: u64) -> Result<Self, BuildError> {
+        let Checked {
+            config,
+            material,
+            text,
+            ..
+        } = checked;
+        let pools = upstream::build_pools(&config, &material.upstream_roots).map_err(
+            |(pool, source)| BuildError {
+                place: config.upstreams[&pool].place.clone(),
+                pool,
+                source,
+            },
+        )?;
         let routes = crate::routing::Table::new(&config.routes);
         let mut metrics: Vec<RouteMetrics> = config
             .routes
@@ -141,13 +91,14 @@ impl Policy {
         metrics.push(RouteMetrics::new("none", &[]));
         Ok(Policy {
             config,
-            verifier,
+            verifier: material.verifier,
             pools,
-            certs,
+            certs: material.certs,
+            client_verifier: material.client_verifier,
             routes,
             generation,
             metrics,
-            source: String::new(),
+            source: text,
         })
     }
 }
@@ -234,7 +185,7 @@ pub async fn reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
 }
 
 async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
-    let loaded = Config::load(path)?;
+    let loaded = crate::build::load(path)?;
     for line in &loaded.warnings {
         tracing::warn!(problem = %line, "config.warning");
     }
@@ -252,8 +203,7 @@ async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
         return Err(problems);
     }
     let generation = current.generation + 1;
-    let mut policy = Policy::build(loaded.config, generation).map_err(|e| e.problems(path))?;
-    policy.source = loaded.text;
+    let policy = Policy::build(loaded, generation).map_err(|e| e.problems(path))?;
     if let Some(verifier) = &policy.verifier {
         verifier.refresh_remote(true).await;
     }

@@ -30,10 +30,21 @@ pub struct Telemetry {
     tracer: SdkTracer,
 }
 
+/// Why the exporter could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("telemetry.otlp: the HTTP client could not be made")]
+    ClientThread,
+    #[error("telemetry.otlp: {0}")]
+    Client(#[from] reqwest::Error),
+    #[error("telemetry.otlp: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
+
 impl Telemetry {
     /// Starts the batch exporter. Nothing is sent until a span ends; an
     /// endpoint that is down costs failed exports, never a request.
-    pub fn start(otlp: &Otlp) -> Result<Telemetry, String> {
+    pub fn start(otlp: &Otlp) -> Result<Telemetry, StartError> {
         // Never redirected: a redirect would carry the collector's
         // credentials (OTEL_EXPORTER_OTLP_HEADERS) to another host. The
         // blocking client is made off any runtime, as the exporter does.
@@ -45,16 +56,14 @@ impl Telemetry {
                 .build()
         })
         .join()
-        .map_err(|_| "telemetry.otlp: the HTTP client could not be made".to_string())?
-        .map_err(|e| format!("telemetry.otlp: {e}"))?;
+        .map_err(|_| StartError::ClientThread)??;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(client)
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(otlp.endpoint.as_str())
             .with_timeout(otlp.timeout)
-            .build()
-            .map_err(|e| format!("telemetry.otlp: {e}"))?;
+            .build()?;
         // A bounded queue: past it spans are dropped, never requests slowed.
         let batch = BatchConfigBuilder::default()
             .with_max_queue_size(8192)

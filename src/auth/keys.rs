@@ -1,7 +1,8 @@
 //! Verification keys: shared secrets from the environment, PEM public keys,
-//! JWKS files and JWKS URLs. A key is always bound to one algorithm, so a
-//! token can only be checked with the algorithm its key was configured for
-//! (no `alg: none`, no HS256-with-a-public-key confusion).
+//! JWKS documents and JWKS URLs. A key is always bound to one algorithm, so
+//! a token can only be checked with the algorithm its key was configured for
+//! (no `alg: none`, no HS256-with-a-public-key confusion). It decodes what
+//! the policy builder read (it opens no file itself) and fetches JWKS URLs.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -10,8 +11,9 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
+use rustls::pki_types::CertificateDer;
 
-use crate::config::KeySource;
+use crate::tls::pem::{Pem, PemError};
 
 pub struct VerifyKey {
     pub kid: Option<String>,
@@ -19,60 +21,122 @@ pub struct VerifyKey {
     pub key: DecodingKey,
 }
 
-/// Loads a key source that needs no network: secret, PEM file, JWKS file.
-pub fn load_static(source: &KeySource) -> Result<Vec<VerifyKey>, String> {
-    match source {
-        KeySource::Secret { kid, alg, env } => {
-            let secret =
-                std::env::var(env).map_err(|_| format!("environment variable {env} is not set"))?;
-            if secret.len() < 16 {
-                return Err(format!("the secret in {env} is shorter than 16 bytes"));
-            }
-            Ok(vec![VerifyKey {
-                kid: kid.clone(),
-                alg: parse_alg(alg)?,
-                key: DecodingKey::from_secret(secret.as_bytes()),
-            }])
-        }
-        KeySource::PublicKeyFile { kid, alg, path } => {
-            let pem =
-                std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let alg = parse_alg(alg)?;
-            let key = match alg {
-                Algorithm::RS256
-                | Algorithm::RS384
-                | Algorithm::RS512
-                | Algorithm::PS256
-                | Algorithm::PS384
-                | Algorithm::PS512 => DecodingKey::from_rsa_pem(&pem),
-                Algorithm::ES256 | Algorithm::ES384 => DecodingKey::from_ec_pem(&pem),
-                Algorithm::EdDSA => DecodingKey::from_ed_pem(&pem),
-                _ => return Err(format!("{alg:?} does not use a public key")),
-            }
-            .map_err(|e| format!("{} is not a {alg:?} public key in PEM: {e}", path.display()))?;
-            Ok(vec![VerifyKey {
-                kid: kid.clone(),
-                alg,
-                key,
-            }])
-        }
-        KeySource::JwksFile { path } => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            parse_jwks(&text).map_err(|e| format!("{}: {e}", path.display()))
-        }
-        KeySource::JwksUrl { .. } => Ok(Vec::new()),
-    }
+/// Why a key source gives no key; `check` reports it as `auth.key_invalid`.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("environment variable {0} is not set")]
+    SecretUnset(String),
+    #[error("the secret in {0} is shorter than 16 bytes")]
+    SecretShort(String),
+    #[error("unknown algorithm {0}")]
+    UnknownAlgorithm(String),
+    #[error("{0:?} does not use a public key")]
+    NotPublic(Algorithm),
+    #[error("cannot read {name}: {source}")]
+    Unreadable {
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("{name}: {bytes} bytes, over the 1 MiB a key file may hold")]
+    TooBig { name: String, bytes: u64 },
+    #[error("{name} is not a {alg:?} public key in PEM: {source}")]
+    NotPublicKey {
+        name: String,
+        alg: Algorithm,
+        source: jsonwebtoken::errors::Error,
+    },
+    #[error("{name}: {source}")]
+    Jwks { name: String, source: JwksError },
+    /// The roots a `jwks_url` trusts (its `ca_file`).
+    #[error(transparent)]
+    Roots(PemError),
+    #[error("auth: cannot build the JWKS client: {0}")]
+    Client(reqwest::Error),
 }
 
-fn parse_alg(alg: &str) -> Result<Algorithm, String> {
-    Algorithm::from_str(alg).map_err(|_| format!("unknown algorithm {alg}"))
+/// Why a JWKS document (a file's, or an endpoint's answer) gives no keys.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    #[error("not a JWKS document: {0}")]
+    NotJwks(serde_json::Error),
+    #[error("no usable keys (RS*, PS*, ES256, ES384 or EdDSA)")]
+    NoUsableKeys,
+    /// Without its URL: it may carry credentials or a query.
+    #[error("{0}")]
+    Fetch(reqwest::Error),
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("the document is over {} KiB", MAX_JWKS_BYTES / 1024)]
+    TooBig,
+}
+
+/// Reads a public key or JWKS file, for the policy builder.
+pub fn read(path: &std::path::Path) -> Result<Pem, KeyError> {
+    Pem::read(path).map_err(|e| match e {
+        PemError::Unreadable { name, source } => KeyError::Unreadable { name, source },
+        PemError::TooBig { name, bytes } => KeyError::TooBig { name, bytes },
+        other => KeyError::Roots(other),
+    })
+}
+
+/// A shared secret from the environment variable `env`: at least 16 bytes.
+pub fn secret(kid: Option<&str>, alg: &str, env: &str) -> Result<VerifyKey, KeyError> {
+    let secret = std::env::var(env).map_err(|_| KeyError::SecretUnset(env.to_string()))?;
+    if secret.len() < 16 {
+        return Err(KeyError::SecretShort(env.to_string()));
+    }
+    Ok(VerifyKey {
+        kid: kid.map(str::to_string),
+        alg: parse_alg(alg)?,
+        key: DecodingKey::from_secret(secret.as_bytes()),
+    })
+}
+
+/// A PEM public key for `alg` (an RS*, PS*, ES* or EdDSA algorithm).
+pub fn public_key(kid: Option<&str>, alg: &str, pem: Pem) -> Result<VerifyKey, KeyError> {
+    let alg = parse_alg(alg)?;
+    let name = pem.name().to_string();
+    let pem = pem.into_bytes();
+    let key = match alg {
+        Algorithm::RS256
+        | Algorithm::RS384
+        | Algorithm::RS512
+        | Algorithm::PS256
+        | Algorithm::PS384
+        | Algorithm::PS512 => DecodingKey::from_rsa_pem(&pem),
+        Algorithm::ES256 | Algorithm::ES384 => DecodingKey::from_ec_pem(&pem),
+        Algorithm::EdDSA => DecodingKey::from_ed_pem(&pem),
+        _ => return Err(KeyError::NotPublic(alg)),
+    }
+    .map_err(|source| KeyError::NotPublicKey { name, alg, source })?;
+    Ok(VerifyKey {
+        kid: kid.map(str::to_string),
+        alg,
+        key,
+    })
+}
+
+/// The keys of a JWKS file.
+pub fn jwks_document(pem: Pem) -> Result<Vec<VerifyKey>, KeyError> {
+    let name = pem.name().to_string();
+    let text = String::from_utf8(pem.into_bytes()).map_err(|_| KeyError::Unreadable {
+        name: name.clone(),
+        // What reading a file into a string says of the same bytes.
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ),
+    })?;
+    parse_jwks(&text).map_err(|source| KeyError::Jwks { name, source })
+}
+
+fn parse_alg(alg: &str) -> Result<Algorithm, KeyError> {
+    Algorithm::from_str(alg).map_err(|_| KeyError::UnknownAlgorithm(alg.to_string()))
 }
 
 /// Parses a JWKS document; keys of unsupported types are skipped.
-pub fn parse_jwks(text: &str) -> Result<Vec<VerifyKey>, String> {
-    let set: JwkSet =
-        serde_json::from_str(text).map_err(|e| format!("not a JWKS document: {e}"))?;
+pub fn parse_jwks(text: &str) -> Result<Vec<VerifyKey>, JwksError> {
+    let set: JwkSet = serde_json::from_str(text).map_err(JwksError::NotJwks)?;
     let mut keys = Vec::new();
     for jwk in &set.keys {
         let alg = match &jwk.common.key_algorithm {
@@ -106,7 +170,7 @@ pub fn parse_jwks(text: &str) -> Result<Vec<VerifyKey>, String> {
         });
     }
     if keys.is_empty() {
-        return Err("no usable keys (RS*, PS*, ES256, ES384 or EdDSA)".into());
+        return Err(JwksError::NoUsableKeys);
     }
     Ok(keys)
 }
@@ -205,11 +269,12 @@ impl RemoteJwks {
 }
 
 /// The client a JWKS endpoint is fetched with: the system's roots (the
-/// compiled-in Mozilla set where the system has none) and `ca_file`'s.
+/// compiled-in Mozilla set where the system has none) and `ca_file`'s
+/// (`private`, decoded by the policy builder).
 pub fn jwks_client(
     url: &str,
-    ca_file: Option<&std::path::Path>,
-) -> Result<reqwest::Client, String> {
+    private: &[CertificateDer<'static>],
+) -> Result<reqwest::Client, KeyError> {
     let mut builder = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .redirect(reqwest::redirect::Policy::limited(3))
@@ -217,38 +282,31 @@ pub fn jwks_client(
         .https_only(url.starts_with("https://"));
     let system = rustls_native_certs::load_native_certs().unwrap_or_default();
     builder = builder.tls_built_in_root_certs(system.is_empty());
-    let private = match ca_file {
-        Some(path) => crate::tls::load_roots(path)?,
-        None => Vec::new(),
-    };
-    for der in system.iter().chain(&private) {
+    for der in system.iter().chain(private) {
         if let Ok(cert) = reqwest::Certificate::from_der(der) {
             builder = builder.add_root_certificate(cert);
         }
     }
-    builder
-        .build()
-        .map_err(|e| format!("auth: cannot build the JWKS client: {e}"))
+    builder.build().map_err(KeyError::Client)
 }
 
-async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<Vec<VerifyKey>, String> {
+async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<Vec<VerifyKey>, JwksError> {
     // Errors without their URL: it may carry credentials or a query.
-    let plain = |e: reqwest::Error| e.without_url().to_string();
+    let plain = |e: reqwest::Error| JwksError::Fetch(e.without_url());
     let mut response = client.get(url).send().await.map_err(plain)?;
     if !response.status().is_success() {
-        return Err(format!("HTTP {}", response.status().as_u16()));
+        return Err(JwksError::Status(response.status().as_u16()));
     }
-    let too_big = || format!("the document is over {} KiB", MAX_JWKS_BYTES / 1024);
     if response
         .content_length()
         .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
     {
-        return Err(too_big());
+        return Err(JwksError::TooBig);
     }
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(plain)? {
         if body.len() + chunk.len() > MAX_JWKS_BYTES {
-            return Err(too_big());
+            return Err(JwksError::TooBig);
         }
         body.extend_from_slice(&chunk);
     }

@@ -2,7 +2,8 @@
 //! `Identity`, remembering tokens verified before (`verified`); counts
 //! failed authentications per address (`failures`). Knows nothing of limits
 //! or responses; a failure is an `AuthError` that `proxy::respond` turns
-//! into a 401.
+//! into a 401. It opens no key file: the policy builder loads `auth.keys`
+//! once per load and hands a `KeySet` over.
 
 pub mod failures;
 pub mod keys;
@@ -18,6 +19,7 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::Value;
 
 use crate::config::{Auth, KeySource, TenantOverride};
+pub use crate::tenant::{tenant_id_ok, TenantId};
 use keys::{RemoteJwks, VerifyKey};
 
 /// Who a request is, from verified claims.
@@ -99,38 +101,6 @@ impl AuthError {
     }
 }
 
-/// A tenant id that passed the alphabet check. It becomes part of store keys
-/// verbatim (as the Redis Cluster hash tag), so `new` is the only way to
-/// make one, and `limit::keys` can rely on it holding no delimiter.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TenantId(String);
-
-impl TenantId {
-    pub fn new(id: impl Into<String>) -> Option<Self> {
-        let id = id.into();
-        tenant_id_ok(&id).then_some(TenantId(id))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for TenantId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Tenant ids become part of store keys verbatim, so only a safe alphabet is
-/// accepted: `[A-Za-z0-9._@-]{1,128}`.
-pub fn tenant_id_ok(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-'))
-}
-
 /// Longest user id or token id accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
 
@@ -143,45 +113,35 @@ pub struct Verifier {
     verified: verified::Verified,
 }
 
+/// The key material of `auth.keys`, as the policy builder loaded it, in
+/// the order it is written (keys are tried in that order).
+#[derive(Default)]
+pub struct KeySet {
+    pub fixed: Vec<VerifyKey>,
+    pub remote: Vec<Arc<RemoteJwks>>,
+}
+
 impl Verifier {
-    /// Builds from a validated config; key files were checked by validation.
-    pub fn new(auth: &Auth, tenants: &BTreeMap<String, TenantOverride>) -> Result<Self, String> {
-        let mut static_keys = Vec::new();
-        let mut remote = Vec::new();
-        let mut allowed = HashSet::new();
-        for source in &auth.keys {
-            match source {
-                KeySource::JwksUrl {
-                    url,
-                    refresh,
-                    ca_file,
-                } => {
-                    let client = keys::jwks_client(url, ca_file.as_deref())?;
-                    remote.push(Arc::new(RemoteJwks::new(url.clone(), *refresh, client)));
-                    // A JWKS may hold any asymmetric key; its keys bind their own alg.
-                    allowed.extend([
-                        Algorithm::RS256,
-                        Algorithm::RS384,
-                        Algorithm::RS512,
-                        Algorithm::PS256,
-                        Algorithm::PS384,
-                        Algorithm::PS512,
-                        Algorithm::ES256,
-                        Algorithm::ES384,
-                        Algorithm::EdDSA,
-                    ]);
-                }
-                other => {
-                    for key in keys::load_static(other)? {
-                        allowed.insert(key.alg);
-                        static_keys.push(key);
-                    }
-                }
-            }
+    /// A verifier for `auth` over the keys the policy builder loaded.
+    pub fn new(auth: &Auth, tenants: &BTreeMap<String, TenantOverride>, keys: KeySet) -> Self {
+        let mut allowed: HashSet<Algorithm> = keys.fixed.iter().map(|k| k.alg).collect();
+        if !keys.remote.is_empty() {
+            // A JWKS may hold any asymmetric key; its keys bind their own alg.
+            allowed.extend([
+                Algorithm::RS256,
+                Algorithm::RS384,
+                Algorithm::RS512,
+                Algorithm::PS256,
+                Algorithm::PS384,
+                Algorithm::PS512,
+                Algorithm::ES256,
+                Algorithm::ES384,
+                Algorithm::EdDSA,
+            ]);
         }
-        Ok(Verifier {
-            static_keys,
-            remote,
+        Verifier {
+            static_keys: keys.fixed,
+            remote: keys.remote,
             allowed,
             auth: auth.clone(),
             plans: tenants
@@ -189,7 +149,7 @@ impl Verifier {
                 .filter_map(|(t, o)| o.plan.clone().map(|p| (t.clone(), p)))
                 .collect(),
             verified: verified::Verified::default(),
-        })
+        }
     }
 
     /// Which key set tokens are checked against: changes whenever a JWKS
@@ -415,6 +375,21 @@ fn claim(claims: &Value, path: &str) -> Result<Option<String>, AuthError> {
     }
 }
 
+/// Why `fairgate token` cannot sign.
+#[derive(Debug, thiserror::Error)]
+pub enum MintError {
+    #[error("the config has no HS256/384/512 key (secret_env) to sign with")]
+    NoSecretKey,
+    #[error("environment variable {0} is not set")]
+    SecretUnset(String),
+    #[error("{0}")]
+    Clock(std::time::SystemTimeError),
+    #[error("bad alg")]
+    Algorithm,
+    #[error("{0}")]
+    Sign(jsonwebtoken::errors::Error),
+}
+
 /// Signs a development token with the config's first HS key (`fairgate token`).
 pub fn mint(
     auth: &Auth,
@@ -422,24 +397,23 @@ pub fn mint(
     user: Option<&str>,
     plan: Option<&str>,
     ttl: Duration,
-) -> Result<String, String> {
+) -> Result<String, MintError> {
     let (alg, env) = auth
         .keys
         .iter()
-        .find_map(|k| match k {
+        .find_map(|k| match &k.value {
             KeySource::Secret { alg, env, .. } => Some((alg.clone(), env.clone())),
             _ => None,
         })
-        .ok_or("the config has no HS256/384/512 key (secret_env) to sign with")?;
-    let kid = auth.keys.iter().find_map(|k| match k {
+        .ok_or(MintError::NoSecretKey)?;
+    let kid = auth.keys.iter().find_map(|k| match &k.value {
         KeySource::Secret { kid, .. } => kid.clone(),
         _ => None,
     });
-    let secret =
-        std::env::var(&env).map_err(|_| format!("environment variable {env} is not set"))?;
+    let secret = std::env::var(&env).map_err(|_| MintError::SecretUnset(env.clone()))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
+        .map_err(MintError::Clock)?
         .as_secs();
     let mut claims = Value::Object(Default::default());
     let names = &auth.claims;
@@ -463,14 +437,14 @@ pub fn mint(
     if let Some(aud) = auth.audience.first() {
         claims["aud"] = aud.as_str().into();
     }
-    let mut header = jsonwebtoken::Header::new(alg.parse().map_err(|_| "bad alg".to_string())?);
+    let mut header = jsonwebtoken::Header::new(alg.parse().map_err(|_| MintError::Algorithm)?);
     header.kid = kid;
     jsonwebtoken::encode(
         &header,
         &claims,
         &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
     )
-    .map_err(|e| e.to_string())
+    .map_err(MintError::Sign)
 }
 
 fn set_claim(claims: &mut Value, path: &str, value: &str) {
@@ -488,17 +462,6 @@ fn set_claim(claims: &mut Value, path: &str, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tenant_ids() {
-        assert!(tenant_id_ok("acme"));
-        assert!(tenant_id_ok("a.b_c@d-e"));
-        assert!(!tenant_id_ok("a:b"));
-        assert!(!tenant_id_ok("{x}"));
-        assert!(!tenant_id_ok(""));
-        assert!(!tenant_id_ok(&"a".repeat(129)));
-        assert!(tenant_id_ok(&"a".repeat(128)));
-    }
 
     #[test]
     fn bearer_tokens() {

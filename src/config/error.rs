@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use super::model::Place;
+
 /// Whether a problem stops the file from loading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -56,6 +58,19 @@ impl Problems {
             message: message.into(),
             severity: Severity::Warning,
         });
+    }
+
+    /// An error at a place the model kept (found after reading), shown
+    /// as the reader shows its own: `FIELD: message`.
+    pub fn push_at(&mut self, place: &Place, code: &'static str, message: impl fmt::Display) {
+        let message = format!("{}: {message}", place.field);
+        self.push((place.line, place.column), code, message);
+    }
+
+    /// A warning at a place the model kept.
+    pub fn warn_at(&mut self, place: &Place, code: &'static str, message: impl fmt::Display) {
+        let message = format!("{}: {message}", place.field);
+        self.warn((place.line, place.column), code, message);
     }
 
     pub fn has_errors(&self) -> bool {

@@ -1,14 +1,22 @@
 //! Configuration: the located YAML tree (`yaml`), the section readers
-//! (`read`), the validated policy they build (`model`), located problems
-//! (`error`), the list of keys (`schema`) and watching the file (`reload`).
+//! (`read`), the validated policy they build (`model`, `route`), reading a
+//! file (`reading`), located problems (`error`), the list of keys
+//! (`schema`) and watching the file (`reload`). It turns text into types
+//! and checks that the paths it names exist; it loads none of those files
+//! (the policy builder, `crate::build`, does) and imports no other module
+//! of the crate but the leaves (`tenant`, `host`).
 
 pub mod error;
 pub mod model;
 mod read;
+pub mod reading;
 pub mod reload;
+pub mod route;
 pub mod schema;
 pub mod yaml;
 
 pub use error::Problems;
 pub use model::*;
 pub use read::{edit_reserved, parse_rate, ACKNOWLEDGEABLE};
+pub use reading::{Loaded, Reading};
+pub use route::*;

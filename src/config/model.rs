@@ -1,19 +1,58 @@
 //! The validated, typed policy. A `Config` cannot hold an invalid value:
 //! references are resolved, rates and durations parsed, names checked. It
 //! holds types only; `read/` builds it from the located tree of `yaml.rs`,
-//! collecting every problem.
+//! collecting every problem. Files it names are paths (or PEM handed over
+//! in memory), never their contents: loading them is the policy builder's
+//! (`crate::build`), which reports what fails at the `Place` kept here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HeaderName;
 use ipnet::IpNet;
 
-use super::error::Problems;
-use super::yaml::{self, Reader};
+use super::route::*;
+
+/// Where a value is written: the position and what a problem line names
+/// before its message (the field path, and a scalar's value as written:
+/// `server.tls.client_ca "ca.pem"`). Problems found after reading (while
+/// loading files, resolving targets) are reported here, as the reader would.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Place {
+    pub line: usize,
+    pub column: usize,
+    pub field: String,
+}
+
+/// A value and where it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located<T> {
+    pub value: T,
+    pub place: Place,
+}
+
+/// Where PEM material (a certificate chain, a key, CA roots) comes from: a
+/// file, or bytes handed over in memory (a Kubernetes Secret), named for
+/// errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PemSource {
+    File(PathBuf),
+    Pem { name: String, bytes: Arc<[u8]> },
+}
+
+impl PemSource {
+    /// The file, when it is one (files are watched for renewal).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            PemSource::File(path) => Some(path),
+            PemSource::Pem { .. } => None,
+        }
+    }
+}
 
 /// The methods routes may name.
 pub const METHODS: &[&str] = &[
@@ -196,18 +235,18 @@ pub struct ServerTls {
     pub listen: SocketAddr,
     /// Chosen by SNI; the first also serves clients that send no name or
     /// one no certificate claims. Reloadable; the rest of `tls` is not.
-    pub certificates: Vec<Certificate>,
+    pub certificates: Vec<Located<Certificate>>,
     /// Ask clients for a certificate signed by one of these roots.
-    pub client_ca: Option<PathBuf>,
+    pub client_ca: Option<Located<PemSource>>,
     /// Refuse the handshake without a client certificate (`client_auth: required`).
     pub client_cert_required: bool,
 }
 
-/// One served certificate chain and its key (PEM files).
+/// One served certificate chain and its key (PEM).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Certificate {
-    pub cert: PathBuf,
-    pub key: PathBuf,
+    pub cert: PemSource,
+    pub key: PemSource,
     /// The names it serves; empty: the DNS names of its SANs.
     pub hosts: Vec<String>,
 }
@@ -271,11 +310,12 @@ pub struct Store {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreTls {
     /// Trust these roots (PEM) instead of the system's.
-    pub ca_file: Option<PathBuf>,
+    pub ca_file: Option<Located<PathBuf>>,
     /// `false`: any certificate is accepted, for any name (`tls_verify: false`).
     pub verify: bool,
-    /// A client certificate chain and its key (PEM), for servers that ask.
-    pub client: Option<(PathBuf, PathBuf)>,
+    /// A client certificate chain and its key (PEM), for servers that ask;
+    /// placed at `cert_file`.
+    pub client: Option<Located<(PathBuf, PathBuf)>>,
 }
 
 impl Default for StoreTls {
@@ -300,7 +340,8 @@ pub struct Auth {
     pub issuer: Option<String>,
     pub audience: Vec<String>,
     pub leeway: Duration,
-    pub keys: Vec<KeySource>,
+    /// Each placed where it is written (`auth.keys[i]`).
+    pub keys: Vec<Located<KeySource>>,
     pub claims: ClaimNames,
     pub default_plan: String,
     /// Longest a request waits for a JWKS refresh when its token names an
@@ -329,7 +370,7 @@ pub enum KeySource {
         refresh: Duration,
         /// PEM roots trusted for this endpoint besides the system's (a
         /// private IdP's CA).
-        ca_file: Option<PathBuf>,
+        ca_file: Option<Located<PemSource>>,
     },
 }
 
@@ -348,7 +389,7 @@ pub struct Upstream {
     pub sni: Option<String>,
     pub tls_verify: bool,
     /// Trust these roots (PEM) for the pool's certificates instead of the system's.
-    pub ca_file: Option<PathBuf>,
+    pub ca_file: Option<Located<PemSource>>,
     pub protocol: UpstreamProtocol,
     /// Take a target out of rotation after this many failures in a row.
     pub passive_health: Option<PassiveHealth>,
@@ -361,6 +402,8 @@ pub struct Upstream {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_interval: Duration,
+    /// Where the pool is written (`upstreams.NAME`).
+    pub place: Place,
 }
 
 /// How a pool picks a target for each request.
@@ -520,272 +563,7 @@ impl IdentityHeaders {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathMatch {
-    Any,
-    Exact(String),
-    Prefix(String),
-    /// Segments of a pattern such as `/webhooks/{provider}`.
-    Pattern(Vec<Segment>),
-    /// `path_regex`, anchored at both ends; its named groups are captures.
-    Regex(PathRegex),
-}
-
-impl PathMatch {
-    /// The names of the captures a matching path gives.
-    pub fn captures(&self) -> Vec<&str> {
-        match self {
-            PathMatch::Pattern(segments) => segments
-                .iter()
-                .filter_map(|s| match s {
-                    Segment::Capture(c) => Some(c.as_str()),
-                    Segment::Literal(_) => None,
-                })
-                .collect(),
-            PathMatch::Regex(r) => r.0.capture_names().flatten().collect(),
-            _ => Vec::new(),
-        }
-    }
-}
-
-/// A compiled `path_regex`; two are equal when their sources are.
-#[derive(Debug, Clone)]
-pub struct PathRegex(pub regex::Regex);
-
-impl PartialEq for PathRegex {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.as_str() == other.0.as_str()
-    }
-}
-
-impl Eq for PathRegex {}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Segment {
-    Literal(String),
-    Capture(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostMatch {
-    Exact(String),
-    /// `*.example.com` matches any name ending in `.example.com`.
-    Suffix(String),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Route {
-    pub name: String,
-    pub host: Option<HostMatch>,
-    pub path: PathMatch,
-    /// Upper-case method names; empty means any.
-    pub methods: Vec<String>,
-    pub upstream: String,
-    pub auth: bool,
-    pub exempt: bool,
-    /// Names of the limits to spend; `None` means `default_limits` apply.
-    pub limits: Option<Vec<String>>,
-    pub concurrency: Option<String>,
-    pub cost: NonZeroU64,
-    pub max_body: Option<u64>,
-    pub strip_prefix: Option<String>,
-    pub forward_authorization: bool,
-    /// An `auth: none` route keyed only by client-chosen values does not
-    /// also spend the per-address default limit.
-    pub client_ip_exempt: bool,
-    /// What else the request must carry to match (`match.headers`, `match.query`).
-    pub when: Vec<Condition>,
-    pub actions: Actions,
-}
-
-/// What a route does besides matching, limiting and forwarding.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Actions {
-    /// Answered by the gateway with a redirect; no upstream.
-    pub redirect: Option<Redirect>,
-    /// Plain-listener requests are sent to HTTPS (308) first.
-    pub https_redirect: bool,
-    /// A request for `/` is sent here (302) first.
-    pub app_root: Option<String>,
-    /// The path (and host) the upstream gets instead of the routed ones.
-    pub rewrite: Rewrite,
-    pub request_headers: HeaderEdits,
-    pub response_headers: HeaderEdits,
-    pub addresses: AddressRules,
-    pub timeouts: Timeouts,
-    pub cors: Option<Cors>,
-    /// `upstreams: [{name, weight}]`: each request picks a pool by weight
-    /// (empty: always `Route::upstream`).
-    pub split: Vec<(String, u32)>,
-    pub canary: Option<Canary>,
-    pub retries: Option<Retries>,
-}
-
-/// Another target after a failed attempt, before any response byte:
-/// never after a request body was streamed, never spending another token.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retries {
-    /// Attempts in all, the first included (2 to 10).
-    pub attempts: u32,
-    pub on_connect_failure: bool,
-    pub on_reset: bool,
-    /// Answers (502, 503, 504) retried before they reach the client.
-    pub on_status: Vec<u16>,
-    /// Upper-case; default the idempotent ones.
-    pub methods: Vec<String>,
-}
-
-/// Requests sent to another pool by who makes them: listed tenants or
-/// plans, a sticky share of tenants, or a header or cookie saying
-/// `always` (or `never`), as ingress-nginx `canary-by-header`/`-cookie`.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Canary {
-    pub upstream: String,
-    pub tenants: Vec<String>,
-    pub plans: Vec<String>,
-    /// Share of tenants (by a stable hash of the tenant id; of client
-    /// addresses without one), 0 to 100.
-    pub percent: u8,
-    pub header: Option<HeaderName>,
-    pub cookie: Option<String>,
-}
-
-/// Cross-origin access for browsers (the Fetch standard's CORS protocol).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cors {
-    /// `scheme://host[:port]`, lower case; `*` for any (never with credentials).
-    pub origins: Vec<String>,
-    pub methods: Vec<String>,
-    /// Request headers a page may send, lower case.
-    pub headers: Vec<String>,
-    /// Response headers a page may read, beyond the CORS-safelisted ones.
-    pub expose: Vec<String>,
-    pub credentials: bool,
-    pub max_age: Option<Duration>,
-}
-
-/// One more thing a request must carry to match a route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Condition {
-    Header(HeaderName, ValueMatch),
-    Query(String, ValueMatch),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ValueMatch {
-    Present,
-    Exact(String),
-    /// The whole value (anchored), as `{regex: ...}` says.
-    Regex(PathRegex),
-}
-
-/// Text with `{name}` variables: the route's path captures, `rest` (after
-/// a `path_prefix`), `path`, `query`, `host`, `client_ip`, `tenant`,
-/// `request_id`, `route`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Template(pub Vec<Piece>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    Text(String),
-    Var(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Redirect {
-    pub to: Template,
-    /// 301, 302, 307 or 308.
-    pub code: u16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Rewrite {
-    pub path: Option<Template>,
-    pub host: Option<String>,
-}
-
-/// `set` replaces, `add` appends, `remove` drops; in that order: remove, set, add.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct HeaderEdits {
-    pub set: Vec<(HeaderName, Template)>,
-    pub add: Vec<(HeaderName, Template)>,
-    pub remove: Vec<HeaderName>,
-}
-
-impl HeaderEdits {
-    pub fn is_empty(&self) -> bool {
-        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
-    }
-}
-
-/// Client-address rules (route's or the server's), on the address after
-/// `trusted_proxies` and PROXY protocol.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddressRules {
-    /// When not empty, only these addresses are served.
-    pub allow: Vec<IpNet>,
-    pub deny: Vec<IpNet>,
-    /// These addresses never spend tokens.
-    pub limit_exempt: Vec<IpNet>,
-}
-
-/// Per-route overrides of the pool's timeouts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Timeouts {
-    pub connect: Option<Duration>,
-    pub read: Option<Duration>,
-    pub write: Option<Duration>,
-    /// From the request's arrival to the response's last byte.
-    pub total: Option<Duration>,
-}
-
-/// The result of loading a file: the config, plus warnings worth printing.
-pub struct Loaded {
-    pub config: Config,
-    pub warnings: Vec<String>,
-    /// The text it was read from (`GET /v1/policy` shows it).
-    pub text: String,
-}
-
 impl Config {
-    /// Reads and validates a file; on failure every problem is returned.
-    pub fn load(path: &Path) -> Result<Loaded, Problems> {
-        let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            let mut p = Problems::new(shown.clone());
-            p.push(
-                (1, 1),
-                "config.unreadable",
-                format!("cannot read file: {e}"),
-            );
-            p
-        })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        Self::from_text(&shown, &text, base)
-    }
-
-    /// Validates YAML text; relative file paths resolve against `base`.
-    pub fn from_text(file: &str, text: &str, base: &Path) -> Result<Loaded, Problems> {
-        let mut problems = Problems::new(file);
-        let config = yaml::parse(text, &mut problems).and_then(|root| {
-            super::read::build(
-                &root,
-                base,
-                &mut Reader {
-                    problems: &mut problems,
-                },
-            )
-        });
-        match config {
-            Some(config) if !problems.has_errors() => Ok(Loaded {
-                config,
-                warnings: problems.render_warnings(),
-                text: text.to_string(),
-            }),
-            _ => Err(problems),
-        }
-    }
-
     /// The limits a route spends, in order, with `default_limits` resolved.
     pub fn route_limits(&self, route: &Route) -> Vec<&Limit> {
         if route.exempt {

@@ -4,15 +4,29 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Config;
+use super::{Config, Server, Store};
 
 /// Fields whose change only a restart can apply: listeners, threads and
 /// grace are fixed when the process starts, and the store connection (and
 /// its fallback settings) lives as long as the process.
 pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
-    let (s, t) = (&old.server, &new.server);
-    let (o, n) = (&old.store, &new.store);
-    [
+    let mut changed = server_changes(&old.server, &new.server);
+    changed.extend(store_changes(&old.store, &new.store));
+    changed.push(("admin.listen", old.admin != new.admin));
+    // The exporter and its sampler live as long as the process.
+    changed.push((
+        "telemetry (otlp, sampling, service_name)",
+        old.telemetry.otlp != new.telemetry.otlp,
+    ));
+    changed
+        .into_iter()
+        .filter_map(|(field, changed)| changed.then_some(field))
+        .collect()
+}
+
+/// The `server` keys a restart applies, each with whether it changed.
+fn server_changes(s: &Server, t: &Server) -> Vec<(&'static str, bool)> {
+    vec![
         ("server.listen", s.listen != t.listen),
         // Certificates reload; the listener and client-certificate roots do not.
         (
@@ -21,7 +35,13 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
         ),
         (
             "server.tls.client_ca",
-            s.tls.as_ref().map(|x| &x.client_ca) != t.tls.as_ref().map(|x| &x.client_ca),
+            // Its source, not where the file names it.
+            s.tls
+                .as_ref()
+                .map(|x| x.client_ca.as_ref().map(|c| &c.value))
+                != t.tls
+                    .as_ref()
+                    .map(|x| x.client_ca.as_ref().map(|c| &c.value)),
         ),
         (
             "server.tls.client_auth",
@@ -64,28 +84,36 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
             "server.proxy_protocol",
             s.proxy_protocol != t.proxy_protocol,
         ),
-        ("admin.listen", old.admin != new.admin),
+    ]
+}
+
+/// The `store` keys a restart applies: the connection and its fallback
+/// live as long as the process.
+fn store_changes(o: &Store, n: &Store) -> Vec<(&'static str, bool)> {
+    // Its files, not where the file names them.
+    let tls = |s: &Store| {
+        let t = &s.tls;
+        let client = t.client.as_ref().map(|c| c.value.clone());
+        (
+            t.ca_file.as_ref().map(|c| c.value.clone()),
+            t.verify,
+            client,
+        )
+    };
+    vec![
         ("store.kind", o.kind != n.kind),
         ("store.url", o.urls != n.urls),
         ("store.master_name", o.master_name != n.master_name),
         ("store.password_env", o.password_env != n.password_env),
         (
             "store TLS (ca_file, tls_verify, cert_file, key_file)",
-            o.tls != n.tls,
+            tls(o) != tls(n),
         ),
         ("store.key_prefix", o.key_prefix != n.key_prefix),
         ("store.timeout", o.timeout != n.timeout),
         ("store.on_unavailable", o.on_unavailable != n.on_unavailable),
         ("store.local_divisor", o.local_divisor != n.local_divisor),
-        // The exporter and its sampler live as long as the process.
-        (
-            "telemetry (otlp, sampling, service_name)",
-            old.telemetry.otlp != new.telemetry.otlp,
-        ),
     ]
-    .into_iter()
-    .filter_map(|(field, changed)| changed.then_some(field))
-    .collect()
 }
 
 /// Notices changes to the config file: in-place writes, editors' write-and-
@@ -98,9 +126,18 @@ pub struct Watch {
     pub events: tokio::sync::mpsc::UnboundedReceiver<()>,
 }
 
+/// Why the files cannot be watched (reload then waits for SIGHUP).
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error("cannot watch: {0}")]
+    Start(notify::Error),
+    #[error("cannot watch {}: {source}", dir.display())]
+    Directory { dir: PathBuf, source: notify::Error },
+}
+
 /// Watches the directory of each file (so atomic renames and symlink swaps
 /// are seen, not only writes in place).
-pub fn watch(files: &[PathBuf]) -> Result<Watch, String> {
+pub fn watch(files: &[PathBuf]) -> Result<Watch, WatchError> {
     use notify::Watcher;
     let (tx, events) = tokio::sync::mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -108,7 +145,7 @@ pub fn watch(files: &[PathBuf]) -> Result<Watch, String> {
             let _ = tx.send(());
         }
     })
-    .map_err(|e| format!("cannot watch: {e}"))?;
+    .map_err(WatchError::Start)?;
     let mut dirs: Vec<PathBuf> = files
         .iter()
         .map(|f| {
@@ -123,7 +160,10 @@ pub fn watch(files: &[PathBuf]) -> Result<Watch, String> {
     for dir in dirs {
         watcher
             .watch(&dir, notify::RecursiveMode::NonRecursive)
-            .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
+            .map_err(|source| WatchError::Directory {
+                dir: dir.clone(),
+                source,
+            })?;
     }
     Ok(Watch {
         _watcher: watcher,
@@ -137,7 +177,12 @@ pub fn files(path: &Path, config: &Config) -> Vec<PathBuf> {
     let mut out = vec![path.to_path_buf()];
     if let Some(tls) = &config.server.tls {
         for c in &tls.certificates {
-            out.extend([c.cert.clone(), c.key.clone()]);
+            let pair = [&c.value.cert, &c.value.key];
+            out.extend(
+                pair.into_iter()
+                    .filter_map(|s| s.path())
+                    .map(Path::to_path_buf),
+            );
         }
     }
     out

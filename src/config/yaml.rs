@@ -10,6 +10,7 @@ use std::time::Duration;
 use marked_yaml::{LoaderOptions, Node};
 
 use super::error::Problems;
+use super::model::Place;
 
 /// A node together with the dotted field path that reached it.
 #[derive(Clone)]
@@ -45,6 +46,35 @@ impl<'a> At<'a> {
             node,
             path: format!("{}[{index}]", self.path),
             key_pos: position(node),
+        }
+    }
+
+    /// Where this node is written, for a problem found after reading that
+    /// names its field (as `Reader::error` does).
+    pub fn place(&self) -> Place {
+        self.place_as(self.path.clone())
+    }
+
+    /// Where this node is written, for a problem found after reading that
+    /// names its field and value (as `Reader::error_value` does).
+    pub fn place_value(&self) -> Place {
+        self.place_as(self.shown())
+    }
+
+    fn place_as(&self, field: String) -> Place {
+        let (line, column) = self.pos();
+        Place {
+            line,
+            column,
+            field,
+        }
+    }
+
+    /// The field path, and a scalar's value as written.
+    fn shown(&self) -> String {
+        match self.node.as_scalar() {
+            Some(s) => format!("{} \"{}\"", self.path, s.as_str()),
+            None => self.path.to_string(),
         }
     }
 
@@ -134,12 +164,7 @@ impl Reader<'_> {
         code: &'static str,
         message: impl std::fmt::Display,
     ) {
-        let shown = match at.node.as_scalar() {
-            Some(s) => format!("{} \"{}\"", at.path, s.as_str()),
-            None => at.path.to_string(),
-        };
-        self.problems
-            .push(at.pos(), code, format!("{shown}: {message}"));
+        self.problems.push_at(&at.place_value(), code, message);
     }
 
     /// The entries of a mapping, after reporting every key not in `allowed`.
@@ -310,36 +335,36 @@ pub fn is_null(node: &Node) -> bool {
 }
 
 /// `250ms`, `30s`, `5m`, `1h`, `1d`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, &'static str> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| "needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)".to_string())?;
+        .ok_or("needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)")?;
     let (num, unit) = text.split_at(split);
     let n: u64 = num
         .parse()
-        .map_err(|_| "expected a number followed by ms, s, m, h or d".to_string())?;
+        .map_err(|_| "expected a number followed by ms, s, m, h or d")?;
     let ms = match unit {
         "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
         "d" => 86_400_000,
-        _ => return Err("unit must be one of ms, s, m, h, d".into()),
+        _ => return Err("unit must be one of ms, s, m, h, d"),
     };
     n.checked_mul(ms)
         .map(Duration::from_millis)
-        .ok_or_else(|| "too large".into())
+        .ok_or("too large")
 }
 
 /// `1024`, `512KiB`, `10MiB`, `5GiB`, `1KB`, `1MB`, `1GB`.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, &'static str> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (num, unit) = text.split_at(split);
     let n: u64 = num
         .parse()
-        .map_err(|_| "expected a byte count such as 1048576, 512KiB, 10MiB or 5GiB".to_string())?;
+        .map_err(|_| "expected a byte count such as 1048576, 512KiB, 10MiB or 5GiB")?;
     let mult: u64 = match unit {
         "" | "B" => 1,
         "KiB" => 1 << 10,
@@ -350,9 +375,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
         "TB" => 1_000_000_000_000,
-        _ => return Err("unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB".into()),
+        _ => return Err("unit must be one of B, KiB, MiB, GiB, TiB, KB, MB, GB, TB"),
     };
-    n.checked_mul(mult).ok_or_else(|| "too large".into())
+    n.checked_mul(mult).ok_or("too large")
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ pub(super) fn decision(
     let allowed = planned
         .iter()
         .zip(&states)
-        .all(|(p, s)| s.allowed || p.spend.shadow);
+        .all(|(p, s)| s.allowed || p.shadow);
     Decision {
         allowed,
         buckets: planned.into_iter().zip(states).collect(),
@@ -132,11 +132,7 @@ impl Decision {
     /// The bucket to report in quota headers: the one with the fewest tokens
     /// left (first in route order on ties), among non-shadow buckets if any.
     pub fn tightest(&self) -> Option<&(Planned, BucketState)> {
-        let real: Vec<_> = self
-            .buckets
-            .iter()
-            .filter(|(p, _)| !p.spend.shadow)
-            .collect();
+        let real: Vec<_> = self.buckets.iter().filter(|(p, _)| !p.shadow).collect();
         let pool = if real.is_empty() {
             self.buckets.iter().collect()
         } else {
@@ -149,7 +145,7 @@ impl Decision {
     pub fn refusing(&self) -> Option<&(Planned, BucketState)> {
         self.buckets
             .iter()
-            .filter(|(p, s)| !s.allowed && !p.spend.shadow)
+            .filter(|(p, s)| !s.allowed && !p.shadow)
             .max_by_key(|(_, s)| s.retry_after_ms.unwrap_or(u64::MAX))
     }
 }

@@ -29,7 +29,7 @@ use crate::clock::{Clock, SystemClock};
 use bucket::{BucketState, Spend};
 use fallback::Breaker;
 use store::memory::MemoryStore;
-use store::{Store, StoreError};
+use store::{OpenError, Store, StoreError, StoreTlsPem};
 
 use crate::config::{Concurrency, Config, OnUnavailable, StoreKind};
 use crate::metrics::METRICS;
@@ -115,18 +115,24 @@ impl Limiter {
             .unwrap_or(Err(StoreError::TimedOut))
     }
 
-    pub fn new(config: &Config) -> Result<Self, String> {
-        Self::with_clock(config, Arc::new(SystemClock))
+    /// The store `config` names; `tls` is its `rediss://` material, as the
+    /// policy builder loaded it.
+    pub fn new(config: &Config, tls: &StoreTlsPem) -> Result<Self, OpenError> {
+        Self::with_clock(config, tls, Arc::new(SystemClock))
     }
 
     /// As `new`, with the clock of the in-process buckets (the memory store
     /// and the local fallback) given: tests hold it still.
-    pub fn with_clock(config: &Config, clock: Arc<dyn Clock>) -> Result<Self, String> {
+    pub fn with_clock(
+        config: &Config,
+        tls: &StoreTlsPem,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, OpenError> {
         let s = &config.store;
         let password = match &s.password_env {
-            Some(env) => Some(
-                std::env::var(env).map_err(|_| format!("store.password_env: {env} is not set"))?,
-            ),
+            Some(env) => {
+                Some(std::env::var(env).map_err(|_| OpenError::PasswordUnset(env.clone()))?)
+            }
             None => None,
         };
         let store: Arc<dyn Store> = match s.kind {
@@ -134,14 +140,14 @@ impl Limiter {
             StoreKind::Redis => Arc::new(store::redis::RedisStore::single(
                 &s.urls[0],
                 password,
-                &s.tls,
+                tls,
                 s.timeout,
                 &s.key_prefix,
             )?),
             StoreKind::RedisCluster => Arc::new(store::redis::RedisStore::cluster(
                 &s.urls,
                 password,
-                &s.tls,
+                tls,
                 s.timeout,
                 &s.key_prefix,
             )?),
@@ -190,14 +196,14 @@ impl Limiter {
         if let Some(d) = self.cached_refusal(&planned, cost, generation) {
             return d;
         }
-        let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
+        let spends: Vec<Spend> = planned.iter().map(Planned::spend).collect();
         let sent = Instant::now();
         match self.guarded(self.store.spend(&spends, cost)).await {
             Ok(states) => {
                 if let Some(denials) = &self.denials {
                     for (p, s) in planned.iter().zip(&states) {
-                        if !s.allowed && !p.spend.shadow {
-                            denials.remember(&p.spend, cost, generation, sent, s);
+                        if !s.allowed && !p.shadow {
+                            denials.remember(&p.spend(), cost, generation, sent, s);
                         }
                     }
                 }
@@ -248,8 +254,7 @@ impl Limiter {
         let denials = self.denials.as_ref()?;
         let now = Instant::now();
         let (index, state) = planned.iter().enumerate().find_map(|(i, p)| {
-            let hit =
-                (!p.spend.shadow).then(|| denials.check(&p.spend, cost, generation, now))??;
+            let hit = (!p.shadow).then(|| denials.check(&p.spend(), cost, generation, now))??;
             Some((i, hit))
         })?;
         METRICS.denials_cached.inc();
@@ -287,13 +292,11 @@ impl Limiter {
                     .map(|mut p| {
                         let capacity = (p.bucket.capacity.get() / self.divisor).max(1);
                         p.bucket.capacity = NonZeroU64::new(capacity).unwrap_or(NonZeroU64::MIN);
-                        p.spend.capacity = capacity;
-                        p.spend.interval_us = p.spend.interval_us.saturating_mul(self.divisor);
                         p.bucket.rate.period *= self.divisor as u32;
                         p
                     })
                     .collect();
-                let spends: Vec<Spend> = planned.iter().map(|p| p.spend.clone()).collect();
+                let spends: Vec<Spend> = planned.iter().map(Planned::spend).collect();
                 let states = self.local.spend_now(&spends, cost);
                 decision::decision(planned, states, Source::Local, via)
             }
@@ -411,7 +414,12 @@ routes: [{{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, limi
         let config = Config::from_text("t.yaml", &yaml, std::path::Path::new("."))
             .unwrap_or_else(|p| panic!("{p}"))
             .config;
-        (Limiter::with_clock(&config, clock).unwrap(), config)
+        let tls = StoreTlsPem {
+            verify: true,
+            roots: None,
+            client: None,
+        };
+        (Limiter::with_clock(&config, &tls, clock).unwrap(), config)
     }
 
     async fn allowed(limiter: &Limiter, config: &Config) -> (bool, Source) {

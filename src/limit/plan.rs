@@ -18,7 +18,22 @@ pub struct Planned {
     /// The status of a refusal by this bucket.
     pub status: u16,
     pub bucket: Bucket,
-    pub spend: Spend,
+    /// Full store key, prefix included.
+    pub key: String,
+    /// Counts and reports, never refuses.
+    pub shadow: bool,
+}
+
+impl Planned {
+    /// What the store is asked to spend: the bucket in the store's terms.
+    pub fn spend(&self) -> Spend {
+        Spend {
+            key: self.key.clone(),
+            capacity: self.bucket.capacity.get(),
+            interval_us: self.bucket.rate.interval_us(),
+            shadow: self.shadow,
+        }
+    }
 }
 
 /// What a request brings that scopes can key on.
@@ -161,12 +176,8 @@ fn planned(config: &Config, limit: &Limit, subject: &Subject<'_>) -> Result<Plan
         limit: limit.name.clone(),
         status: limit.status,
         bucket,
-        spend: Spend {
-            key,
-            capacity: bucket.capacity.get(),
-            interval_us: bucket.rate.interval_us(),
-            shadow: limit.shadow,
-        },
+        key,
+        shadow: limit.shadow,
     })
 }
 

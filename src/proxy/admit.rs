@@ -11,8 +11,8 @@ use pingora::proxy::Session;
 use super::ctx::Ctx;
 use super::headers;
 use super::respond::Deny;
-use super::route::{self, BadTarget};
-use super::{cors, directives, quota};
+use super::target::{self, BadTarget};
+use super::{actions, cors, quota};
 use crate::auth::{Identity, Verifier};
 use crate::limit::{self, SlotAnswer, Source, Subject, Verdict};
 use crate::metrics::METRICS;
@@ -36,7 +36,7 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
         .collect();
     let route = matched.route;
     let server = &policy.config.server;
-    directives::check_address(&server.addresses, &route.actions.addresses, ctx.client_ip)
+    actions::check_address(&server.addresses, &route.actions.addresses, ctx.client_ip)
         .inspect_err(|_| {
             METRICS
                 .address_refusals
@@ -46,12 +46,12 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     if let (Some(_), Some(cors)) = (&preflight, &route.actions.cors) {
         return Err(Deny::Preflight(cors::preflight(cors, &req.headers)));
     }
-    if let Some(redirect) = directives::redirect(session, ctx, route) {
+    if let Some(redirect) = actions::redirect(session, ctx, route) {
         return Err(redirect);
     }
     let req = session.req_header();
     let exempt_address =
-        directives::limit_exempt(&server.addresses, &route.actions.addresses, ctx.client_ip);
+        actions::limit_exempt(&server.addresses, &route.actions.addresses, ctx.client_ip);
     if route.exempt || exempt_address {
         ctx.decision = Verdict::Exempt;
     }
@@ -127,21 +127,21 @@ fn route_on_one_path(session: &mut Session, ctx: &Ctx) -> Result<String, Deny> {
         .map(|h| h.to_str().unwrap_or("\u{0}"))
         .or(authority.as_deref());
     let host = match named {
-        Some(h) => Some(route::host_of(h).ok_or(Deny::BadTarget(BadTarget::Host))?),
+        Some(h) => Some(target::host_of(h).ok_or(Deny::BadTarget(BadTarget::Host))?),
         None => None,
     };
     let server = &ctx.policy.config.server;
-    let rules = route::PathRules {
+    let rules = target::PathRules {
         escaped_slashes: server.escaped_slashes,
         keep_path_parameters: server.keep_path_parameters,
     };
-    let target = route::target(req.raw_path(), req.method.as_str(), host.as_deref(), rules)
+    let target = target::target(req.raw_path(), req.method.as_str(), host.as_deref(), rules)
         .map_err(Deny::BadTarget)?
         .ok_or(Deny::NoRoute)?;
     // An absolute-form target names the host when there is no Host
     // (HTTP/1.0); the upstream gets it as Host too.
     let (host, set_host) = match (host, target.authority) {
-        (None, Some(authority)) => (route::host_of(authority), Some(authority.to_string())),
+        (None, Some(authority)) => (target::host_of(authority), Some(authority.to_string())),
         (host, _) => (host, authority),
     };
     let unchanged = matches!(target.path, Cow::Borrowed(_))
@@ -219,7 +219,7 @@ async fn spend(shared: &Shared, session: &Session, ctx: &mut Ctx) -> Result<(), 
     }
     let series = &policy.route_metrics(ctx.route).decisions;
     for ((p, state), counters) in decision.buckets.iter().zip(series) {
-        counters[limit::outcome(state.allowed, p.spend.shadow)].inc();
+        counters[limit::outcome(state.allowed, p.shadow)].inc();
     }
     ctx.decision = decision.verdict();
     if decision.source == Source::Denied {

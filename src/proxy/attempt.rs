@@ -12,8 +12,8 @@ use pingora::proxy::Session;
 use pingora::upstreams::peer::Peer;
 use pingora::{ErrorSource, ErrorType};
 
+use super::actions;
 use super::ctx::Ctx;
-use super::directives;
 use crate::config::{Balance, HashKey, Retries, Timeouts};
 use crate::upstream::Pool;
 
@@ -40,7 +40,7 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
     let route = ctx
         .route()
         .ok_or_else(|| Error::new(ErrorType::InternalError))?;
-    let name = directives::pool(session, ctx, route).to_string();
+    let name = actions::pool(session, ctx, route).to_string();
     let pool = ctx
         .policy
         .pools

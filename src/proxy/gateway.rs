@@ -1,6 +1,6 @@
 //! `ProxyHttp` for fairgate: the Pingora phases, each short and delegating.
 //! Admission is `admit.rs`, header policy `headers.rs`, the routed path
-//! `route.rs`, the upstream attempt (pool, target, timeouts, retries,
+//! `target.rs`, the upstream attempt (pool, target, timeouts, retries,
 //! passive health) `attempt.rs`, the gateway's own answers `respond.rs`,
 //! the access line `access_log.rs`. No policy and no status code live here.
 
@@ -18,7 +18,7 @@ use pingora::{ErrorSource, ErrorType};
 use super::ctx::Ctx;
 use super::headers::{self, X_REQUEST_ID};
 use super::respond::{self, Deny};
-use super::{access_log, admit, attempt, cors, directives, quota, route};
+use super::{access_log, actions, admit, attempt, cors, quota, target};
 use crate::limit::Answered;
 use crate::state::Shared;
 
@@ -117,11 +117,11 @@ impl ProxyHttp for Gateway {
         let Some(route) = ctx.route.map(|i| &policy.config.routes[i]) else {
             return Ok(());
         };
-        if let Some(uri) = route::upstream_uri(route, &upstream.uri) {
+        if let Some(uri) = target::upstream_uri(route, &upstream.uri) {
             ctx.forwarded_path = Some(uri.path().to_string());
             upstream.set_uri(uri);
         }
-        if let Some(path) = directives::forward(session, ctx, route, upstream)? {
+        if let Some(path) = actions::forward(session, ctx, route, upstream)? {
             ctx.forwarded_path = Some(path);
         }
         Ok(())
@@ -134,7 +134,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         if let Some(route) = ctx.route() {
-            directives::respond(session, ctx, route, response)?;
+            actions::respond(session, ctx, route, response)?;
         }
         let cors = cors_headers(session, ctx);
         if ctx.route().is_some_and(|r| r.actions.cors.is_some()) {

@@ -1,14 +1,24 @@
-//! The proxy: the edge every connection passes (`edge`), the Pingora phases
-//! (`gateway`), admission (`admit`), header policy (`headers`), route
-//! choice and the one routed path (`route`), the request context (`ctx`)
-//! and the gateway's own answers (`respond`).
+//! The proxy, one concern per file:
+//! - `edge`: every connection first: connection caps, the PROXY header
+//!   (`proxy_protocol`), the TLS handshake, HTTP/1 head bounds (`heads`)
+//!   and h2c/rapid-reset reading (`h2`);
+//! - `gateway`: the Pingora phases, each short and delegating;
+//! - `admit`: whether a request may go upstream (hygiene, target, route,
+//!   body size, auth, buckets, slot), with `headers` (which headers are
+//!   believed, removed, written), `target` (the request target read once and
+//!   the URI the upstream gets), `cors` and `actions` (a route's address
+//!   rules, redirects, rewrites and header edits);
+//! - `attempt`: one upstream attempt (pool, target, timeouts, retries,
+//!   passive health); `access_log`: the access line;
+//! - `respond`: every answer the gateway makes itself; `quota`: the quota
+//!   headers; `ctx`: what one request carries between phases.
 
 pub mod access_log;
+pub mod actions;
 pub mod admit;
 pub mod attempt;
 pub mod cors;
 pub mod ctx;
-pub mod directives;
 pub mod edge;
 pub mod gateway;
 pub mod h2;
@@ -17,4 +27,4 @@ pub mod heads;
 pub mod proxy_protocol;
 pub mod quota;
 pub mod respond;
-pub mod route;
+pub mod target;

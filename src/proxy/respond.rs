@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use crate::auth::AuthError;
 use crate::limit::Unkeyable;
 use crate::proxy::quota::{int, sf_list};
-use crate::proxy::route::BadTarget;
+use crate::proxy::target::BadTarget;
 
 /// Why the gateway answers a request itself instead of forwarding it.
 #[derive(Debug, Clone, PartialEq, Eq)]

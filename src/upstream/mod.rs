@@ -1,7 +1,8 @@
 //! Upstream pools: round-robin over a pool's targets, skipping those the
 //! TCP health check found down (pingora-load-balancing does both) and
 //! those passive health took out; targets named by DNS are looked up
-//! again as their answers expire (`names`).
+//! again as their answers expire (`names`). A pool's `ca_file` roots come
+//! decoded from the policy builder; nothing here opens a file.
 
 mod names;
 
@@ -15,8 +16,23 @@ use pingora::lb::{selection::RoundRobin, LoadBalancer};
 use pingora::upstreams::peer::HttpPeer;
 
 use pingora::utils::tls::WrappedX509;
+use rustls::pki_types::CertificateDer;
 
 use crate::config::{Balance, Config, Upstream, UpstreamProtocol};
+
+pub use names::ResolveError;
+
+/// Why a pool cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// No resolver for the targets' names.
+    #[error(transparent)]
+    Resolver(ResolveError),
+    #[error("cannot resolve targets: {0}")]
+    Resolve(ResolveError),
+    #[error("cannot resolve targets: {0}")]
+    Targets(std::io::Error),
+}
 
 pub struct Pool {
     name: String,
@@ -57,20 +73,23 @@ impl Drop for Busy {
 }
 
 impl Pool {
-    fn new(name: &str, upstream: &Upstream) -> Result<Self, String> {
-        let names =
-            names::Names::new(&upstream.targets, upstream.resolver, upstream.resolve_every)?;
+    /// A pool trusting `roots` (its `ca_file`'s, decoded) if given.
+    fn new(
+        name: &str,
+        upstream: &Upstream,
+        roots: Option<&[CertificateDer<'static>]>,
+    ) -> Result<Self, PoolError> {
+        let names = names::Names::new(&upstream.targets, upstream.resolver, upstream.resolve_every)
+            .map_err(PoolError::Resolver)?;
         let (addrs, next) = match &names {
-            Some(n) => n
-                .resolve_now()
-                .map_err(|e| format!("cannot resolve targets: {e}"))?,
+            Some(n) => n.resolve_now().map_err(PoolError::Resolve)?,
             None => (Vec::new(), Instant::now()),
         };
         let balancer = match &names {
             Some(_) => balancer(upstream, addrs.iter().map(|a| a.to_string())),
             None => balancer(upstream, upstream.targets.iter().cloned()),
         }
-        .map_err(|e| format!("cannot resolve targets: {e}"))?;
+        .map_err(PoolError::Targets)?;
         let sni = upstream.sni.clone().unwrap_or_else(|| {
             let first = &upstream.targets[0];
             first
@@ -82,9 +101,8 @@ impl Pool {
         // address, SNI and verify flags; its CA is not part of that. A pool
         // trusting other roots gets connections of its own.
         let mut group_key = 0;
-        let ca = match &upstream.ca_file {
-            Some(path) => {
-                let roots = crate::tls::load_roots(path)?;
+        let ca = match roots {
+            Some(roots) => {
                 group_key =
                     stable_hash(&roots.iter().flat_map(|d| d.to_vec()).collect::<Vec<u8>>());
                 let wrapped = roots
@@ -301,14 +319,18 @@ fn balancer(
     Ok(b)
 }
 
-/// Builds every pool a config names; fails, with the pool's name and why,
-/// when a target cannot be resolved.
-pub fn build_pools(config: &Config) -> Result<HashMap<String, Arc<Pool>>, (String, String)> {
+/// Builds every pool a config names, each trusting its `ca_file`'s roots
+/// (`roots`, by pool name, as the policy builder decoded them); fails, with
+/// the pool's name and why, when a target cannot be resolved.
+pub fn build_pools(
+    config: &Config,
+    roots: &HashMap<String, Vec<CertificateDer<'static>>>,
+) -> Result<HashMap<String, Arc<Pool>>, (String, PoolError)> {
     config
         .upstreams
         .iter()
         .map(|(name, up)| {
-            Pool::new(name, up)
+            Pool::new(name, up, roots.get(name).map(Vec::as_slice))
                 .map(|p| (name.clone(), Arc::new(p)))
                 .map_err(|e| (name.clone(), e))
         })

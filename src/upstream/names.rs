@@ -9,7 +9,24 @@ use std::time::{Duration, Instant};
 
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::net::NetError;
 use hickory_resolver::TokioResolver;
+
+/// Why the targets' names gave no addresses.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("resolver: {0}")]
+    Resolver(Box<NetError>),
+    #[error("{host}: {source}")]
+    Lookup { host: String, source: Box<NetError> },
+    #[error("no addresses")]
+    NoAddresses,
+    /// The runtime a look-up from sync code runs on.
+    #[error("{0}")]
+    Runtime(std::io::Error),
+    #[error("resolver thread failed")]
+    Thread,
+}
 
 /// How a pool's targets are looked up.
 pub struct Names {
@@ -26,7 +43,7 @@ impl Names {
         targets: &[String],
         resolver: Option<SocketAddr>,
         every: Duration,
-    ) -> Result<Option<Names>, String> {
+    ) -> Result<Option<Names>, ResolveError> {
         let targets: Vec<(String, u16)> = targets
             .iter()
             .filter_map(|t| {
@@ -52,7 +69,7 @@ impl Names {
     /// A resolver for one round of look-ups: its connections live on the
     /// runtime that runs them, and our schedule, not its cache, decides
     /// when to ask again.
-    fn resolver(&self) -> Result<TokioResolver, String> {
+    fn resolver(&self) -> Result<TokioResolver, ResolveError> {
         let provider = TokioRuntimeProvider::default();
         let builder = match self.server {
             Some(server) => {
@@ -63,13 +80,17 @@ impl Names {
                 let config = ResolverConfig::from_parts(None, Vec::new(), vec![ns]);
                 TokioResolver::builder_with_config(config, provider)
             }
-            None => TokioResolver::builder(provider).map_err(|e| format!("resolver: {e}"))?,
+            None => {
+                TokioResolver::builder(provider).map_err(|e| ResolveError::Resolver(Box::new(e)))?
+            }
         };
-        builder.build().map_err(|e| format!("resolver: {e}"))
+        builder
+            .build()
+            .map_err(|e| ResolveError::Resolver(Box::new(e)))
     }
 
     /// Every address the targets name now, sorted, and when to look again.
-    pub async fn resolve(&self) -> Result<(Vec<SocketAddr>, Instant), String> {
+    pub async fn resolve(&self) -> Result<(Vec<SocketAddr>, Instant), ResolveError> {
         let resolver = self.resolver()?;
         let mut out = Vec::new();
         let mut next = Instant::now() + self.every;
@@ -78,17 +99,21 @@ impl Names {
                 out.push(SocketAddr::new(ip, *port));
                 continue;
             }
-            let found = resolver
-                .lookup_ip(host.as_str())
-                .await
-                .map_err(|e| format!("{host}: {e}"))?;
+            let found =
+                resolver
+                    .lookup_ip(host.as_str())
+                    .await
+                    .map_err(|source| ResolveError::Lookup {
+                        host: host.clone(),
+                        source: Box::new(source),
+                    })?;
             next = next.min(found.valid_until());
             out.extend(found.iter().map(|ip| SocketAddr::new(ip, *port)));
         }
         out.sort();
         out.dedup();
         if out.is_empty() {
-            return Err("no addresses".into());
+            return Err(ResolveError::NoAddresses);
         }
         // Not more often than once a second, whatever the TTL.
         Ok((out, next.max(Instant::now() + Duration::from_secs(1))))
@@ -96,17 +121,17 @@ impl Names {
 
     /// `resolve` from sync code (building a policy): on a thread of its own,
     /// so it works inside a runtime too.
-    pub fn resolve_now(&self) -> Result<(Vec<SocketAddr>, Instant), String> {
+    pub fn resolve_now(&self) -> Result<(Vec<SocketAddr>, Instant), ResolveError> {
         std::thread::scope(|s| {
             s.spawn(|| {
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| e.to_string())?
+                    .map_err(ResolveError::Runtime)?
                     .block_on(self.resolve())
             })
             .join()
-            .unwrap_or_else(|_| Err("resolver thread failed".into()))
+            .unwrap_or(Err(ResolveError::Thread))
         })
     }
 }

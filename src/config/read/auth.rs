@@ -1,5 +1,6 @@
-//! Reads `auth`: issuer, audience, the failure limit, and each key source,
-//! whose material is loaded here so `check` reports a key that will not work.
+//! Reads `auth`: issuer, audience, the failure limit, and each key source:
+//! its shape, the algorithm it binds, that its files exist and its secret's
+//! variable is set. The key material is the policy builder's to load.
 
 use super::*;
 
@@ -20,44 +21,8 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
         .get("leeway")
         .and_then(|at| r.duration(&at))
         .unwrap_or(Duration::from_secs(30));
-    let mut keys = Vec::new();
-    if let Some(at) = f.get("keys") {
-        for (i, node) in r.sequence(&at).into_iter().enumerate() {
-            if let Some(k) = key_source(r, &at.item(i, node), base) {
-                keys.push(k);
-            }
-        }
-    }
-    let listed = f
-        .get("keys")
-        .is_some_and(|k| k.node.as_sequence().is_some_and(|s| !s.is_empty()));
-    if !listed {
-        r.error(
-            at,
-            "auth.key_missing",
-            "needs at least one entry under `keys`",
-        );
-    }
-    let mut claims = ClaimNames {
-        tenant: "tid".into(),
-        user: "sub".into(),
-        plan: "plan".into(),
-        token: "jti".into(),
-    };
-    if let Some(at) = f.get("claims") {
-        if let Some(c) = r.mapping(&at, schema::AUTH_CLAIMS) {
-            for (key, slot) in [
-                ("tenant", &mut claims.tenant),
-                ("user", &mut claims.user),
-                ("plan", &mut claims.plan),
-                ("token", &mut claims.token),
-            ] {
-                if let Some(v) = c.get(key).and_then(|at| r.string(&at)) {
-                    *slot = v;
-                }
-            }
-        }
-    }
+    let keys = keys(r, at, &f, base);
+    let claims = claims(r, &f);
     let default_plan = f
         .get("default_plan")
         .and_then(|at| r.string(&at))
@@ -86,6 +51,63 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
         default_plan,
         jwks_timeout,
     })
+}
+
+/// `auth.keys`: each entry's source, placed at the entry; at least one.
+fn keys(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    f: &yaml::Fields<'_>,
+    base: &Path,
+) -> Vec<Located<KeySource>> {
+    let mut keys = Vec::new();
+    if let Some(at) = f.get("keys") {
+        for (i, node) in r.sequence(&at).into_iter().enumerate() {
+            let item = at.item(i, node);
+            if let Some(value) = key_source(r, &item, base) {
+                keys.push(Located {
+                    value,
+                    place: item.place(),
+                });
+            }
+        }
+    }
+    let listed = f
+        .get("keys")
+        .is_some_and(|k| k.node.as_sequence().is_some_and(|s| !s.is_empty()));
+    if !listed {
+        r.error(
+            at,
+            "auth.key_missing",
+            "needs at least one entry under `keys`",
+        );
+    }
+    keys
+}
+
+/// `auth.claims`: which claims name the tenant, user, plan and token.
+fn claims(r: &mut Reader<'_>, f: &yaml::Fields<'_>) -> ClaimNames {
+    let mut claims = ClaimNames {
+        tenant: "tid".into(),
+        user: "sub".into(),
+        plan: "plan".into(),
+        token: "jti".into(),
+    };
+    if let Some(at) = f.get("claims") {
+        if let Some(c) = r.mapping(&at, schema::AUTH_CLAIMS) {
+            for (key, slot) in [
+                ("tenant", &mut claims.tenant),
+                ("user", &mut claims.user),
+                ("plan", &mut claims.plan),
+                ("token", &mut claims.token),
+            ] {
+                if let Some(v) = c.get(key).and_then(|at| r.string(&at)) {
+                    *slot = v;
+                }
+            }
+        }
+    }
+    claims
 }
 
 pub(super) fn key_source(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<KeySource> {
@@ -172,11 +194,11 @@ fn key_of_source(
             return None;
         }
         let path = key_file(r, f, "public_key_file", base)?;
-        return loadable(r, at, KeySource::PublicKeyFile { kid, alg, path });
+        return Some(KeySource::PublicKeyFile { kid, alg, path });
     }
     if f.get("jwks_file").is_some() {
         let path = key_file(r, f, "jwks_file", base)?;
-        return loadable(r, at, KeySource::JwksFile { path });
+        return Some(KeySource::JwksFile { path });
     }
     if let Some(url_at) = f.get("jwks_url") {
         return jwks_url(r, f, &url_at, base);
@@ -212,11 +234,10 @@ fn jwks_url(
     let ca_file = match f.get("ca_file") {
         Some(ca_at) => {
             let path = key_file(r, f, "ca_file", base)?;
-            if let Err(why) = crate::tls::load_roots(&path) {
-                r.error_value(&ca_at, "auth.key_invalid", why);
-                return None;
-            }
-            Some(path)
+            Some(Located {
+                value: PemSource::File(path),
+                place: ca_at.place_value(),
+            })
         }
         None => None,
     };
@@ -252,20 +273,7 @@ fn secret(
         );
         return None;
     }
-    loadable(r, at, KeySource::Secret { kid, alg, env })
-}
-
-/// The source, if its key material loads; else `auth.key_invalid`. The
-/// one deliberate call from config into `auth`: `check` must refuse a key
-/// that would not verify, and only `auth` knows how to load one.
-pub(super) fn loadable(r: &mut Reader<'_>, at: &At<'_>, source: KeySource) -> Option<KeySource> {
-    match crate::auth::keys::load_static(&source) {
-        Ok(_) => Some(source),
-        Err(why) => {
-            r.error(at, "auth.key_invalid", why);
-            None
-        }
-    }
+    Some(KeySource::Secret { kid, alg, env })
 }
 
 pub(super) fn key_file(

@@ -4,20 +4,20 @@
 use super::*;
 
 /// `COUNT/PERIOD`: `5/s`, `600/m`, `1/10s`, `10000/h`, `100000/d`.
-pub fn parse_rate(text: &str) -> Result<Rate, String> {
+pub fn parse_rate(text: &str) -> Result<Rate, &'static str> {
     let (count, period) = text
         .split_once('/')
-        .ok_or_else(|| "expected COUNT/PERIOD such as 5/s, 600/m or 1/10s".to_string())?;
+        .ok_or("expected COUNT/PERIOD such as 5/s, 600/m or 1/10s")?;
     let count: NonZeroU64 = count
         .trim()
         .parse()
         .ok()
         .and_then(NonZeroU64::new)
-        .ok_or_else(|| "count must be a whole number of at least 1".to_string())?;
+        .ok_or("count must be a whole number of at least 1")?;
     let period = period.trim();
     let split = period
         .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| "unit must be one of s, m, h, d".to_string())?;
+        .ok_or("unit must be one of s, m, h, d")?;
     let (n, unit) = period.split_at(split);
     let n: u64 = if n.is_empty() {
         1
@@ -25,22 +25,22 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
         n.parse()
             .ok()
             .filter(|n| *n > 0)
-            .ok_or_else(|| "period must be at least 1".to_string())?
+            .ok_or("period must be at least 1")?
     };
     let secs = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3_600,
         "d" => 86_400,
-        _ => return Err("unit must be one of s, m, h, d".into()),
+        _ => return Err("unit must be one of s, m, h, d"),
     };
     let period = n
         .checked_mul(secs)
         .filter(|s| *s <= 366 * 86_400)
         .map(Duration::from_secs)
-        .ok_or_else(|| "period must be at most a year".to_string())?;
+        .ok_or("period must be at most a year")?;
     if period.as_micros() as u64 / count.get() == 0 {
-        return Err("more than 1,000,000 per second is not supported".into());
+        return Err("more than 1,000,000 per second is not supported");
     }
     Ok(Rate { count, period })
 }
@@ -376,7 +376,7 @@ pub(super) fn tenants(
     let mut out = BTreeMap::new();
     let Some(at) = at else { return out };
     for (tenant, at) in r.named(&at) {
-        if !crate::auth::tenant_id_ok(tenant) {
+        if !crate::tenant::tenant_id_ok(tenant) {
             r.error(
                 &at,
                 "tenants.id_invalid",

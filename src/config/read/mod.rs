@@ -1,7 +1,9 @@
 //! The section readers: from the located YAML tree (`yaml`) to the typed
 //! policy (`model`), reporting every problem with its place. `build` reads
-//! the whole file; each section has its file. Nothing here is kept after
-//! loading: the model holds types, not readers.
+//! the whole file; each section has its file. Readers check shapes,
+//! references and that named files exist; they load no file (the policy
+//! builder does, at the places they keep). Nothing here is kept after
+//! reading: the model holds types, not readers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -14,26 +16,27 @@ use ipnet::IpNet;
 use marked_yaml::Node;
 
 use super::model::*;
+use super::route::*;
 use super::schema;
 use super::yaml::{self, join, At, Reader};
 
+mod actions;
 mod auth;
-mod directives;
 mod limits;
 mod routes;
 mod server;
 mod store;
 mod upstreams;
 
+use actions::*;
 use auth::*;
-use directives::*;
 use limits::*;
 use routes::*;
 use server::*;
 use store::*;
 use upstreams::*;
 
-pub use directives::edit_reserved;
+pub use actions::edit_reserved;
 pub use limits::parse_rate;
 
 pub(super) fn missing(r: &mut Reader<'_>, parent: &At<'_>, key: &str) {
@@ -363,9 +366,8 @@ fn warnings(r: &mut Reader<'_>, config: &Config, top: &yaml::Fields<'_>) {
         );
     }
     warn_client_keyed(r, config, top.get("routes"));
-    if !ack("server.tls_host_uncovered") {
-        warn_uncovered_hosts(r, config, top.get("routes"));
-    }
+    // `server.tls_host_uncovered` needs the certificates' names: the
+    // policy builder warns it once they are loaded.
     if config.server.escaped_slashes == EscapedSlashes::Keep && !ack("server.escaped_slashes_keep")
     {
         let at = top.get("server").map(|a| a.pos()).unwrap_or((1, 1));
@@ -375,45 +377,6 @@ fn warnings(r: &mut Reader<'_>, config: &Config, top: &yaml::Fields<'_>) {
             "server.escaped_slashes \"keep\": fairgate routes /a%2Fb as one segment, but many \
              frameworks decode it to /a/b and route it elsewhere; make sure every upstream \
              keeps %2F escaped, or list server.escaped_slashes_keep under `acknowledge:`",
-        );
-    }
-}
-
-/// Routes whose host no served certificate names: their TLS clients get
-/// the default certificate and fail to verify it.
-fn warn_uncovered_hosts(r: &mut Reader<'_>, config: &Config, routes: Option<At<'_>>) {
-    let Some(Ok(certs)) = config
-        .server
-        .tls
-        .as_ref()
-        .map(|t| crate::tls::Certs::build(&t.certificates))
-    else {
-        return;
-    };
-    let nodes: Vec<_> = routes
-        .as_ref()
-        .and_then(|at| at.node.as_sequence())
-        .map(|s| s.iter().collect())
-        .unwrap_or_default();
-    for (i, route) in config.routes.iter().enumerate() {
-        let host = match &route.host {
-            Some(HostMatch::Exact(h)) => h.clone(),
-            Some(HostMatch::Suffix(s)) => format!("*.{}", s.trim_start_matches('.')),
-            None => continue,
-        };
-        if certs.covers(&host) || certs.served().iter().any(|s| s.names.contains(&host)) {
-            continue;
-        }
-        let at = nodes.get(i).map(|n| yaml::position(n)).unwrap_or((1, 1));
-        r.problems.warn(
-            at,
-            "server.tls_host_uncovered",
-            format!(
-                "route \"{}\" serves host {host}, which no certificate in server.tls names; \
-                 its HTTPS clients get the default certificate and fail to verify it. Add a \
-                 certificate for it, or list server.tls_host_uncovered under `acknowledge:`",
-                route.name
-            ),
         );
     }
 }

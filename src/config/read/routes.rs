@@ -99,6 +99,7 @@ pub(super) fn route(
         client_ip_exempt,
         when,
         actions,
+        place: at.place(),
     })
 }
 
@@ -379,7 +380,7 @@ pub(super) const RESERVED_HEADERS: &[&str] = &[
 ];
 
 pub(super) fn host_match(r: &mut Reader<'_>, at: &At<'_>) -> Option<HostMatch> {
-    let text = r.string(at)?.to_ascii_lowercase();
+    let text = crate::host::normal_name(&r.string(at)?);
     if text
         .rsplit_once(':')
         .is_some_and(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))

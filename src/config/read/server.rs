@@ -47,8 +47,8 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
 }
 
 /// `server.tls`: the listener, its certificates (a list, or `cert` and
-/// `key` for one) and client certificates. Every pair is loaded and
-/// checked here, so `check` finds what a handshake would.
+/// `key` for one) and client certificates. The files must exist; the
+/// policy builder loads them, reporting at the places kept here.
 fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
     let t = r.mapping(at, schema::SERVER_TLS)?;
     if t.get("listen").is_none() {
@@ -57,17 +57,20 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
     let listen = t
         .get("listen")
         .and_then(|a| socket_addr(r, &a, "server.listen_invalid"));
-    let (certificates, places) = match (t.get("certificates"), t.get("cert")) {
+    let certificates = match (t.get("certificates"), t.get("cert")) {
         (Some(list), None) => certificates(r, &list, base),
         (None, Some(_)) => {
             let cert = file_path(r, &t, "cert", base);
             let key = file_path(r, &t, "key", base);
-            let one = cert.zip(key).map(|(cert, key)| Certificate {
-                cert,
-                key,
-                hosts: Vec::new(),
+            let one = cert.zip(key).map(|(cert, key)| Located {
+                value: Certificate {
+                    cert: PemSource::File(cert),
+                    key: PemSource::File(key),
+                    hosts: Vec::new(),
+                },
+                place: at.place(),
             });
-            (one.into_iter().collect(), vec![at.clone()])
+            one.into_iter().collect()
         }
         (Some(_), Some(_)) => {
             r.error(
@@ -82,18 +85,12 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
             return None;
         }
     };
-    if let (false, Err((i, code, message))) = (
-        certificates.is_empty(),
-        crate::tls::Certs::build(&certificates),
-    ) {
-        r.error(&places[i], code, message);
-    }
     let client_ca = t.get("client_ca").and_then(|ca_at| {
         let path = file_path(r, &t, "client_ca", base)?;
-        if let Err(e) = crate::tls::load_roots(&path) {
-            r.error_value(&ca_at, "server.tls_invalid", e);
-        }
-        Some(path)
+        Some(Located {
+            value: PemSource::File(path),
+            place: ca_at.place_value(),
+        })
     });
     let client_cert_required = match t.get("client_auth") {
         None => true,
@@ -118,12 +115,8 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
 }
 
 /// The items of `server.tls.certificates`, with where each is written.
-fn certificates<'a>(
-    r: &mut Reader<'_>,
-    at: &At<'a>,
-    base: &Path,
-) -> (Vec<Certificate>, Vec<At<'a>>) {
-    let mut out = (Vec::new(), Vec::new());
+fn certificates(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Vec<Located<Certificate>> {
+    let mut out = Vec::new();
     let items = r.sequence(at);
     if items.is_empty() {
         r.error(at, "server.tls_invalid", "needs at least one certificate");
@@ -137,9 +130,12 @@ fn certificates<'a>(
         let key = file_path(r, &c, "key_file", base);
         let hosts = c.get("hosts").map(|h| r.strings(&h)).unwrap_or_default();
         if let (Some(cert), Some(key)) = (cert, key) {
-            let hosts = hosts.iter().map(|h| crate::tls::normal_name(h)).collect();
-            out.0.push(Certificate { cert, key, hosts });
-            out.1.push(item);
+            let hosts = hosts.iter().map(|h| crate::host::normal_name(h)).collect();
+            let (cert, key) = (PemSource::File(cert), PemSource::File(key));
+            out.push(Located {
+                value: Certificate { cert, key, hosts },
+                place: item.place(),
+            });
         }
     }
     out

@@ -170,15 +170,17 @@ fn tls(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, store: &mut Store)
     }
     if let Some(ca_at) = f.get("ca_file") {
         let path = file_path(r, f, "ca_file", base);
-        match path.as_deref().map(crate::tls::load_roots) {
-            Some(Err(e)) => r.error_value(&ca_at, "store.tls_invalid", e),
-            Some(Ok(_)) if !store.tls.verify => r.error(
+        match path {
+            Some(_) if !store.tls.verify => r.error(
                 &ca_at,
                 "store.tls_invalid",
                 "tls_verify: false accepts any certificate, so ca_file would not be used; \
                  keep one of them",
             ),
-            Some(Ok(_)) => store.tls.ca_file = path,
+            Some(value) => {
+                let place = ca_at.place_value();
+                store.tls.ca_file = Some(Located { value, place });
+            }
             None => {}
         }
     }
@@ -186,10 +188,11 @@ fn tls(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, store: &mut Store)
         let cert = file_path(r, f, "cert_file", base);
         let key = file_path(r, f, "key_file", base);
         if let (Some(cert), Some(key), Some(at)) = (cert, key, f.get("cert_file")) {
-            match crate::tls::load(&cert, &key) {
-                Ok(_) => store.tls.client = Some((cert, key)),
-                Err(e) => r.error(&at, "store.tls_invalid", e),
-            }
+            let place = at.place();
+            store.tls.client = Some(Located {
+                value: (cert, key),
+                place,
+            });
         }
     }
 }

@@ -43,10 +43,11 @@ pub(super) fn upstreams(
             let path = file_path(r, &f, "ca_file", base)?;
             if !tls {
                 r.error(&ca_at, "upstreams.tls_invalid", "ca_file needs tls: true");
-            } else if let Err(e) = crate::tls::load_roots(&path) {
-                r.error_value(&ca_at, "upstreams.tls_invalid", e);
             }
-            Some(path)
+            Some(Located {
+                value: PemSource::File(path),
+                place: ca_at.place_value(),
+            })
         });
         let dur = |r: &mut Reader<'_>, key: &str, default: u64| {
             f.get(key)
@@ -73,6 +74,7 @@ pub(super) fn upstreams(
                 connect_timeout: dur(r, "connect_timeout", 1_000),
                 read_timeout: dur(r, "read_timeout", 60_000),
                 health_interval: dur(r, "health_check_interval", 5_000),
+                place: at.place(),
             },
         );
     }

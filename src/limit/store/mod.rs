@@ -7,6 +7,32 @@ pub mod redis;
 
 use async_trait::async_trait;
 
+/// Why the store's client could not be made at start (it connects
+/// lazily: a store that is down is not this).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("store.password_env: {0} is not set")]
+    PasswordUnset(String),
+    /// The key whose value the client refused (`url`, `nodes`, `sentinels`).
+    #[error("store.{key}: {source}")]
+    Client {
+        key: &'static str,
+        source: ::redis::RedisError,
+    },
+}
+
+/// What `rediss://` connections trust and present, as the policy builder
+/// loaded and checked it: PEM bytes, which the Redis client decodes itself.
+#[derive(Debug, Clone)]
+pub struct StoreTlsPem {
+    /// `false` accepts any certificate for any name (`tls_verify: false`).
+    pub verify: bool,
+    /// CA roots trusted instead of the system's (`ca_file`).
+    pub roots: Option<Vec<u8>>,
+    /// A client certificate chain and its key (`cert_file`, `key_file`).
+    pub client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
 use super::bucket::{BucketState, Spend};
 
 #[derive(Debug, thiserror::Error)]

@@ -21,8 +21,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value};
 
+use super::{OpenError, StoreTlsPem};
 use super::{Store, StoreError};
-use crate::config::StoreTls;
 use crate::limit::bucket::{BucketState, Spend};
 
 pub const TOKEN_BUCKET_LUA: &str = include_str!("../../../lua/token_bucket.lua");
@@ -334,27 +334,24 @@ fn is_noscript(e: &RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// The files of `store.tls` as the client takes them: read once, when the
-/// store is built. `None` when neither a CA nor a client certificate is
-/// given (the system's roots, no client certificate).
-fn certificates(tls: &StoreTls) -> Result<Option<redis::TlsCertificates>, String> {
-    if tls.ca_file.is_none() && tls.client.is_none() {
-        return Ok(None);
+/// `store.tls`'s material (loaded by the policy builder) as the client
+/// takes it. `None` when neither a CA nor a client certificate is given
+/// (the system's roots, no client certificate).
+fn certificates(tls: &StoreTlsPem) -> Option<redis::TlsCertificates> {
+    if tls.roots.is_none() && tls.client.is_none() {
+        return None;
     }
-    let read = |path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| format!("store: {}: {e}", path.display()))
-    };
-    let client_tls = match &tls.client {
-        Some((cert, key)) => Some(redis::ClientTlsConfig {
-            client_cert: read(cert)?,
-            client_key: read(key)?,
-        }),
-        None => None,
-    };
-    Ok(Some(redis::TlsCertificates {
+    let client_tls = tls
+        .client
+        .as_ref()
+        .map(|(cert, key)| redis::ClientTlsConfig {
+            client_cert: cert.clone(),
+            client_key: key.clone(),
+        });
+    Some(redis::TlsCertificates {
         client_tls,
-        root_cert: tls.ca_file.as_deref().map(read).transpose()?,
-    }))
+        root_cert: tls.roots.clone(),
+    })
 }
 
 /// rustls finds its crypto in the process default: the same `ring`
@@ -365,14 +362,14 @@ fn install_crypto_provider() {
 
 /// `info` with `store.tls` applied when it is a `rediss://` address;
 /// unchanged when it is plain TCP.
-fn with_tls(info: ConnectionInfo, tls: &StoreTls) -> Result<ConnectionInfo, String> {
+fn with_tls(info: ConnectionInfo, tls: &StoreTlsPem) -> Result<ConnectionInfo, OpenError> {
     if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
         return Ok(info);
     }
     install_crypto_provider();
-    let info = match certificates(tls)? {
+    let info = match certificates(tls) {
         Some(certs) => redis::Client::build_with_tls(info, certs)
-            .map_err(|e| format!("store: {e}"))?
+            .map_err(|source| OpenError::Client { key: "url", source })?
             .get_connection_info()
             .clone(),
         None => info,
@@ -398,18 +395,18 @@ impl RedisStore {
     pub fn single(
         url: &str,
         password: Option<String>,
-        tls: &StoreTls,
+        tls: &StoreTlsPem,
         timeout: Duration,
         prefix: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpenError> {
         let mut info: redis::ConnectionInfo = redis::IntoConnectionInfo::into_connection_info(url)
-            .map_err(|e| format!("store.url: {e}"))?;
+            .map_err(|source| OpenError::Client { key: "url", source })?;
         if let Some(p) = password {
             let settings = info.redis_settings().clone().set_password(p);
             info = info.set_redis_settings(settings);
         }
-        let client =
-            redis::Client::open(with_tls(info, tls)?).map_err(|e| format!("store.url: {e}"))?;
+        let client = redis::Client::open(with_tls(info, tls)?)
+            .map_err(|source| OpenError::Client { key: "url", source })?;
         Ok(RedisStore {
             conn: Conn::Single {
                 server: Box::new(Server::new(client)),
@@ -427,10 +424,10 @@ impl RedisStore {
     pub fn cluster(
         nodes: &[String],
         password: Option<String>,
-        tls: &StoreTls,
+        tls: &StoreTlsPem,
         timeout: Duration,
         prefix: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpenError> {
         let mut builder = redis::cluster::ClusterClient::builder(nodes.to_vec())
             .connection_timeout(timeout.max(Duration::from_millis(100)))
             .response_timeout(timeout.max(Duration::from_millis(100)));
@@ -439,7 +436,7 @@ impl RedisStore {
         }
         if nodes.iter().any(|n| n.starts_with("rediss://")) {
             install_crypto_provider();
-            if let Some(certs) = certificates(tls)? {
+            if let Some(certs) = certificates(tls) {
                 builder = builder.certs(certs);
             }
             let mode = match tls.verify {
@@ -448,7 +445,10 @@ impl RedisStore {
             };
             builder = builder.tls(mode);
         }
-        let client = builder.build().map_err(|e| format!("store.nodes: {e}"))?;
+        let client = builder.build().map_err(|source| OpenError::Client {
+            key: "nodes",
+            source,
+        })?;
         Ok(RedisStore {
             conn: Conn::Cluster(Arc::new(ClusterConn {
                 client,
@@ -473,12 +473,15 @@ impl RedisStore {
         password: Option<String>,
         timeout: Duration,
         prefix: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpenError> {
         let sentinels = sentinels
             .iter()
             .map(|url| redis::IntoConnectionInfo::into_connection_info(url.as_str()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("store.sentinels: {e}"))?;
+            .map_err(|source| OpenError::Client {
+                key: "sentinels",
+                source,
+            })?;
         let mut settings = redis::RedisConnectionInfo::default();
         if let Some(p) = password {
             settings = settings.set_password(p);

@@ -280,11 +280,7 @@ pub fn host_of(raw: &str) -> Option<String> {
     if port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut host = host.to_ascii_lowercase();
-    if host.ends_with('.') && host.len() > 1 {
-        host.pop();
-    }
-    Some(host)
+    Some(crate::host::normal_name(host))
 }
 
 #[cfg(test)]

@@ -1,0 +1,372 @@
+//! The policy builder's loading: the ONE place that reads the files (or
+//! the PEM handed over in memory) a config names into certificates, keys,
+//! CA roots and JWKS key sets, each exactly once per load. `check`, start
+//! and every reload all go through `load`, so what `check` accepted is
+//! what is served. A failure is reported where the reader found the value
+//! (`FILE:LINE:COL: CODE: message`), from the places the model keeps. It
+//! reads no YAML (`config` does) and serves nothing (`state` puts the
+//! policy in force, `server` listens).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::pki_types::CertificateDer;
+use rustls::server::danger::ClientCertVerifier;
+
+use crate::auth::keys::{self, KeyError, RemoteJwks};
+use crate::auth::{KeySet, Verifier};
+use crate::config::{Config, HostMatch, KeySource, PemSource, Place, Problems, Reading};
+use crate::limit::store::StoreTlsPem;
+use crate::tls::{CertError, Certs, Pem, PemError};
+
+/// What a policy is built from besides its config: the material its files
+/// (or in-memory PEM) hold, loaded once.
+pub struct Material {
+    /// The certificates TLS handshakes choose from.
+    pub certs: Option<Arc<Certs>>,
+    /// Verifies client certificates against `server.tls.client_ca`.
+    pub client_verifier: Option<Arc<dyn ClientCertVerifier>>,
+    pub verifier: Option<Arc<Verifier>>,
+    /// Each TLS pool's `ca_file` roots, by pool name.
+    pub upstream_roots: HashMap<String, Vec<CertificateDer<'static>>>,
+    /// What `rediss://` store connections trust and present.
+    pub store_tls: StoreTlsPem,
+}
+
+/// A file that read without errors and whose material loaded: what
+/// `check` accepts, and what a policy is built from.
+pub struct Checked {
+    pub config: Config,
+    pub material: Material,
+    /// The reader's and the builder's warnings, as `check` prints them.
+    pub warnings: Vec<String>,
+    /// The text it was read from (`GET /v1/policy` shows it).
+    pub text: String,
+}
+
+/// Reads the file at `path` and loads what it names.
+pub fn load(path: &Path) -> Result<Checked, Problems> {
+    checked(Config::read(path))
+}
+
+/// Reads YAML text (relative paths resolve against `base`) and loads what
+/// it names.
+pub fn from_text(file: &str, text: &str, base: &Path) -> Result<Checked, Problems> {
+    checked(Config::read_text(file, text, base))
+}
+
+/// Loads even when the reader found errors, so the file's problems come
+/// all at once; the config is given only when there are none.
+fn checked(reading: Reading) -> Result<Checked, Problems> {
+    let Reading {
+        config,
+        mut problems,
+        text,
+    } = reading;
+    let Some(config) = config else {
+        return Err(problems);
+    };
+    let material = Material::load(&config, &mut problems);
+    if problems.has_errors() {
+        return Err(problems);
+    }
+    Ok(Checked {
+        warnings: problems.render_warnings(),
+        config,
+        material,
+        text,
+    })
+}
+
+impl Material {
+    /// Loads every source `config` names, once; what fails (and the
+    /// warnings only loaded material can tell) goes to `problems`.
+    pub fn load(config: &Config, problems: &mut Problems) -> Material {
+        let certs = served(config, problems).map(Arc::new);
+        if let Some(certs) = &certs {
+            warn_uncovered_hosts(config, certs, problems);
+        }
+        Material {
+            certs,
+            client_verifier: client_verifier(config, problems),
+            verifier: verifier(config, problems).map(Arc::new),
+            upstream_roots: upstream_roots(config, problems),
+            store_tls: store_tls(config, problems),
+        }
+    }
+}
+
+/// Reads one PEM source: a file (bounded), or the bytes handed over.
+pub fn open(source: &PemSource) -> Result<Pem, PemError> {
+    match source {
+        PemSource::File(path) => Pem::read(path),
+        PemSource::Pem { name, bytes } => Pem::from_memory(name, bytes),
+    }
+}
+
+/// `server.tls.certificates`, in order; the first pair that fails is
+/// reported at its item.
+fn served(config: &Config, problems: &mut Problems) -> Option<Certs> {
+    let tls = config.server.tls.as_ref()?;
+    let first = tls.certificates.first()?;
+    let mut certs = Certs::default();
+    for c in &tls.certificates {
+        let added = open(&c.value.cert)
+            .and_then(|cert| Ok((cert, open(&c.value.key)?)))
+            .map_err(CertError::from)
+            .and_then(|(cert, key)| crate::tls::pair(cert, key))
+            .and_then(|served| certs.add(served, &c.value.hosts));
+        if let Err(e) = added {
+            problems.push_at(&c.place, cert_code(&e), e);
+            return None;
+        }
+    }
+    certs
+        .finish()
+        .map_err(|e| problems.push_at(&first.place, cert_code(&e), e))
+        .ok()
+}
+
+fn cert_code(e: &CertError) -> &'static str {
+    match e {
+        CertError::NameClaimedTwice { .. } => "server.tls_duplicate_name",
+        _ => "server.tls_invalid",
+    }
+}
+
+/// `server.tls.client_ca`: the roots client certificates must chain to.
+fn client_verifier(
+    config: &Config,
+    problems: &mut Problems,
+) -> Option<Arc<dyn ClientCertVerifier>> {
+    let tls = config.server.tls.as_ref()?;
+    let ca = tls.client_ca.as_ref()?;
+    let pem = open(&ca.value)
+        .map_err(|e| problems.push_at(&ca.place, "server.tls_invalid", e))
+        .ok()?;
+    let name = pem.name().to_string();
+    let roots = pem
+        .roots()
+        .map_err(|e| problems.push_at(&ca.place, "server.tls_invalid", e))
+        .ok()?;
+    crate::tls::client_verifier(&name, roots, tls.client_cert_required)
+        .map_err(|e| problems.push_at(&ca.place, "server.tls_invalid", e))
+        .ok()
+}
+
+/// The `ca_file` roots of each pool that speaks TLS.
+fn upstream_roots(
+    config: &Config,
+    problems: &mut Problems,
+) -> HashMap<String, Vec<CertificateDer<'static>>> {
+    let mut out = HashMap::new();
+    for (name, upstream) in &config.upstreams {
+        let Some(ca) = upstream.ca_file.as_ref().filter(|_| upstream.tls) else {
+            continue;
+        };
+        match open(&ca.value).and_then(Pem::roots) {
+            Ok(roots) => {
+                out.insert(name.clone(), roots);
+            }
+            Err(e) => problems.push_at(&ca.place, "upstreams.tls_invalid", e),
+        }
+    }
+    out
+}
+
+/// `store.tls`'s files, each decoded once to check it (the roots, the
+/// client pair and that its key is the certificate's) and handed to the
+/// Redis client as the PEM it takes.
+fn store_tls(config: &Config, problems: &mut Problems) -> StoreTlsPem {
+    let tls = &config.store.tls;
+    let roots = tls.ca_file.as_ref().and_then(|ca| {
+        let pem = Pem::read(&ca.value)
+            .map_err(|e| problems.push_at(&ca.place, "store.tls_invalid", e))
+            .ok()?;
+        let bytes = pem.bytes().to_vec();
+        pem.roots()
+            .map_err(|e| problems.push_at(&ca.place, "store.tls_invalid", e))
+            .ok()?;
+        Some(bytes)
+    });
+    let client = tls.client.as_ref().and_then(|c| {
+        let (cert, key) = &c.value;
+        let loaded = Pem::read(cert)
+            .and_then(|cert| Ok((cert, Pem::read(key)?)))
+            .map_err(CertError::from)
+            .and_then(|(cert, key)| {
+                let bytes = (cert.bytes().to_vec(), key.bytes().to_vec());
+                crate::tls::pair(cert, key).map(|_| bytes)
+            });
+        loaded
+            .map_err(|e| problems.push_at(&c.place, "store.tls_invalid", e))
+            .ok()
+    });
+    StoreTlsPem {
+        verify: tls.verify,
+        roots,
+        client,
+    }
+}
+
+/// `auth.keys`, each entry's material loaded and reported at the entry
+/// (a JWKS endpoint's roots at its `ca_file`).
+fn verifier(config: &Config, problems: &mut Problems) -> Option<Verifier> {
+    let auth = config.auth.as_ref()?;
+    let mut keys = KeySet::default();
+    for entry in &auth.keys {
+        if let Err((place, e)) = add_keys(&entry.value, &mut keys) {
+            problems.push_at(place.unwrap_or(&entry.place), "auth.key_invalid", e);
+        }
+    }
+    Some(Verifier::new(auth, &config.tenants, keys))
+}
+
+/// Loads one key source into `keys`; on failure, why, and where if not at
+/// the entry.
+fn add_keys<'c>(
+    source: &'c KeySource,
+    keys: &mut KeySet,
+) -> Result<(), (Option<&'c Place>, KeyError)> {
+    let at_entry = |e: KeyError| (None, e);
+    match source {
+        KeySource::Secret { kid, alg, env } => {
+            let key = keys::secret(kid.as_deref(), alg, env).map_err(at_entry)?;
+            keys.fixed.push(key);
+        }
+        KeySource::PublicKeyFile { kid, alg, path } => {
+            let pem = keys::read(path).map_err(at_entry)?;
+            let key = keys::public_key(kid.as_deref(), alg, pem).map_err(at_entry)?;
+            keys.fixed.push(key);
+        }
+        KeySource::JwksFile { path } => {
+            let pem = keys::read(path).map_err(at_entry)?;
+            keys.fixed
+                .extend(keys::jwks_document(pem).map_err(at_entry)?);
+        }
+        KeySource::JwksUrl {
+            url,
+            refresh,
+            ca_file,
+        } => {
+            let roots = match ca_file {
+                Some(ca) => open(&ca.value)
+                    .and_then(Pem::roots)
+                    .map_err(|e| (Some(&ca.place), KeyError::Roots(e)))?,
+                None => Vec::new(),
+            };
+            let client = keys::jwks_client(url, &roots).map_err(at_entry)?;
+            let remote = RemoteJwks::new(url.clone(), *refresh, client);
+            keys.remote.push(Arc::new(remote));
+        }
+    }
+    Ok(())
+}
+
+/// Routes whose host no served certificate names: their TLS clients get
+/// the default certificate and fail to verify it.
+fn warn_uncovered_hosts(config: &Config, certs: &Certs, problems: &mut Problems) {
+    if config.acknowledge.contains("server.tls_host_uncovered") {
+        return;
+    }
+    for route in &config.routes {
+        let host = match &route.host {
+            Some(HostMatch::Exact(h)) => h.clone(),
+            Some(HostMatch::Suffix(s)) => format!("*.{}", s.trim_start_matches('.')),
+            None => continue,
+        };
+        if certs.covers(&host) || certs.served().iter().any(|s| s.names.contains(&host)) {
+            continue;
+        }
+        problems.warn(
+            (route.place.line, route.place.column),
+            "server.tls_host_uncovered",
+            format!(
+                "route \"{}\" serves host {host}, which no certificate in server.tls names; \
+                 its HTTPS clients get the default certificate and fail to verify it. Add a \
+                 certificate for it, or list server.tls_host_uncovered under `acknowledge:`",
+                route.name
+            ),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::tls::pem::loads;
+
+    /// Copies the repository's test PEM files into a directory of its own,
+    /// so the load counter sees only this test's reads.
+    fn fixtures(dir: &Path) {
+        for (from, to) in [
+            ("config/certs/api.pem", "api.pem"),
+            ("config/certs/api.key", "api.key"),
+            ("config/certs/legacy.pem", "legacy.pem"),
+            ("config/certs/legacy.key", "legacy.key"),
+            ("config/certs/example-ca.pem", "clients-ca.pem"),
+            ("tests/fixtures/ca.pem", "upstream-ca.pem"),
+            ("tests/fixtures/ca.pem", "store-ca.pem"),
+            ("tests/fixtures/gw.pem", "store-client.pem"),
+            ("tests/fixtures/gw.key", "store-client.key"),
+            ("config/keys/rs256.pub.pem", "rs256.pub.pem"),
+        ] {
+            std::fs::copy(from, dir.join(to)).unwrap();
+        }
+    }
+
+    const POLICY: &str = r#"
+server:
+  listen: ["127.0.0.1:8080"]
+  tls:
+    listen: "127.0.0.1:8443"
+    certificates:
+      - {cert_file: api.pem, key_file: api.key}
+      - {cert_file: legacy.pem, key_file: legacy.key, hosts: ["*.legacy.example.com"]}
+    client_ca: clients-ca.pem
+    client_auth: optional
+store:
+  kind: redis
+  url: "rediss://127.0.0.1:6379/0"
+  ca_file: store-ca.pem
+  cert_file: store-client.pem
+  key_file: store-client.key
+auth:
+  keys: [{kid: rs, alg: RS256, public_key_file: rs256.pub.pem}]
+upstreams:
+  api: {targets: ["127.0.0.1:3000"], tls: true, ca_file: upstream-ca.pem}
+routes:
+  - {name: api, match: {path_prefix: /}, upstream: api, auth: none}
+"#;
+
+    #[test]
+    fn every_certificate_key_and_ca_is_read_once_per_load() {
+        let dir = tempfile::tempdir().unwrap();
+        fixtures(dir.path());
+        let prefix = dir.path().display().to_string();
+        let checked =
+            super::from_text("policy.yaml", POLICY, dir.path()).unwrap_or_else(|p| panic!("{p}"));
+        let expected: Vec<(String, usize)> = [
+            "api.key",
+            "api.pem",
+            "clients-ca.pem",
+            "legacy.key",
+            "legacy.pem",
+            "rs256.pub.pem",
+            "store-ca.pem",
+            "store-client.key",
+            "store-client.pem",
+            "upstream-ca.pem",
+        ]
+        .iter()
+        .map(|f| (dir.path().join(f).display().to_string(), 1))
+        .collect();
+        assert_eq!(loads::under(&prefix), expected);
+
+        // Putting the policy in force reads nothing more.
+        crate::state::Policy::build(checked, 1).unwrap();
+        assert_eq!(loads::under(&prefix), expected);
+    }
+}

@@ -1,0 +1,232 @@
+//! The route types of the policy: what a route matches, what it spends
+//! and what it does (redirects, rewrites, header edits, CORS, retries,
+//! canaries). Types only, built by `read/routes.rs` and `read/actions.rs`.
+
+use std::num::NonZeroU64;
+use std::time::Duration;
+
+use http::header::HeaderName;
+use ipnet::IpNet;
+
+use super::model::Place;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    Any,
+    Exact(String),
+    Prefix(String),
+    /// Segments of a pattern such as `/webhooks/{provider}`.
+    Pattern(Vec<Segment>),
+    /// `path_regex`, anchored at both ends; its named groups are captures.
+    Regex(PathRegex),
+}
+
+impl PathMatch {
+    /// The names of the captures a matching path gives.
+    pub fn captures(&self) -> Vec<&str> {
+        match self {
+            PathMatch::Pattern(segments) => segments
+                .iter()
+                .filter_map(|s| match s {
+                    Segment::Capture(c) => Some(c.as_str()),
+                    Segment::Literal(_) => None,
+                })
+                .collect(),
+            PathMatch::Regex(r) => r.0.capture_names().flatten().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A compiled `path_regex`; two are equal when their sources are.
+#[derive(Debug, Clone)]
+pub struct PathRegex(pub regex::Regex);
+
+impl PartialEq for PathRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for PathRegex {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Literal(String),
+    Capture(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    Exact(String),
+    /// `*.example.com` matches any name ending in `.example.com`.
+    Suffix(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub name: String,
+    pub host: Option<HostMatch>,
+    pub path: PathMatch,
+    /// Upper-case method names; empty means any.
+    pub methods: Vec<String>,
+    pub upstream: String,
+    pub auth: bool,
+    pub exempt: bool,
+    /// Names of the limits to spend; `None` means `default_limits` apply.
+    pub limits: Option<Vec<String>>,
+    pub concurrency: Option<String>,
+    pub cost: NonZeroU64,
+    pub max_body: Option<u64>,
+    pub strip_prefix: Option<String>,
+    pub forward_authorization: bool,
+    /// An `auth: none` route keyed only by client-chosen values does not
+    /// also spend the per-address default limit.
+    pub client_ip_exempt: bool,
+    /// What else the request must carry to match (`match.headers`, `match.query`).
+    pub when: Vec<Condition>,
+    pub actions: Actions,
+    /// Where the route is written (`routes[i]`).
+    pub place: Place,
+}
+
+/// What a route does besides matching, limiting and forwarding.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Actions {
+    /// Answered by the gateway with a redirect; no upstream.
+    pub redirect: Option<Redirect>,
+    /// Plain-listener requests are sent to HTTPS (308) first.
+    pub https_redirect: bool,
+    /// A request for `/` is sent here (302) first.
+    pub app_root: Option<String>,
+    /// The path (and host) the upstream gets instead of the routed ones.
+    pub rewrite: Rewrite,
+    pub request_headers: HeaderEdits,
+    pub response_headers: HeaderEdits,
+    pub addresses: AddressRules,
+    pub timeouts: Timeouts,
+    pub cors: Option<Cors>,
+    /// `upstreams: [{name, weight}]`: each request picks a pool by weight
+    /// (empty: always `Route::upstream`).
+    pub split: Vec<(String, u32)>,
+    pub canary: Option<Canary>,
+    pub retries: Option<Retries>,
+}
+
+/// Another target after a failed attempt, before any response byte:
+/// never after a request body was streamed, never spending another token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retries {
+    /// Attempts in all, the first included (2 to 10).
+    pub attempts: u32,
+    pub on_connect_failure: bool,
+    pub on_reset: bool,
+    /// Answers (502, 503, 504) retried before they reach the client.
+    pub on_status: Vec<u16>,
+    /// Upper-case; default the idempotent ones.
+    pub methods: Vec<String>,
+}
+
+/// Requests sent to another pool by who makes them: listed tenants or
+/// plans, a sticky share of tenants, or a header or cookie saying
+/// `always` (or `never`), as ingress-nginx `canary-by-header`/`-cookie`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Canary {
+    pub upstream: String,
+    pub tenants: Vec<String>,
+    pub plans: Vec<String>,
+    /// Share of tenants (by a stable hash of the tenant id; of client
+    /// addresses without one), 0 to 100.
+    pub percent: u8,
+    pub header: Option<HeaderName>,
+    pub cookie: Option<String>,
+}
+
+/// Cross-origin access for browsers (the Fetch standard's CORS protocol).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cors {
+    /// `scheme://host[:port]`, lower case; `*` for any (never with credentials).
+    pub origins: Vec<String>,
+    pub methods: Vec<String>,
+    /// Request headers a page may send, lower case.
+    pub headers: Vec<String>,
+    /// Response headers a page may read, beyond the CORS-safelisted ones.
+    pub expose: Vec<String>,
+    pub credentials: bool,
+    pub max_age: Option<Duration>,
+}
+
+/// One more thing a request must carry to match a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    Header(HeaderName, ValueMatch),
+    Query(String, ValueMatch),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValueMatch {
+    Present,
+    Exact(String),
+    /// The whole value (anchored), as `{regex: ...}` says.
+    Regex(PathRegex),
+}
+
+/// Text with `{name}` variables: the route's path captures, `rest` (after
+/// a `path_prefix`), `path`, `query`, `host`, `client_ip`, `tenant`,
+/// `request_id`, `route`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Template(pub Vec<Piece>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    Text(String),
+    Var(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    pub to: Template,
+    /// 301, 302, 307 or 308.
+    pub code: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rewrite {
+    pub path: Option<Template>,
+    pub host: Option<String>,
+}
+
+/// `set` replaces, `add` appends, `remove` drops; in that order: remove, set, add.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeaderEdits {
+    pub set: Vec<(HeaderName, Template)>,
+    pub add: Vec<(HeaderName, Template)>,
+    pub remove: Vec<HeaderName>,
+}
+
+impl HeaderEdits {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Client-address rules (route's or the server's), on the address after
+/// `trusted_proxies` and PROXY protocol.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AddressRules {
+    /// When not empty, only these addresses are served.
+    pub allow: Vec<IpNet>,
+    pub deny: Vec<IpNet>,
+    /// These addresses never spend tokens.
+    pub limit_exempt: Vec<IpNet>,
+}
+
+/// Per-route overrides of the pool's timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timeouts {
+    pub connect: Option<Duration>,
+    pub read: Option<Duration>,
+    pub write: Option<Duration>,
+    /// From the request's arrival to the response's last byte.
+    pub total: Option<Duration>,
+}
