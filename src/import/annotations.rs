@@ -7,51 +7,18 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::backend::Protocol;
+use super::draft::Draft;
 use super::emit::Node;
 use super::manifests::{text, Object};
 use super::names::policy_name;
 use super::nginx::{statements, variables, words};
-use super::policy::{Import, PathRule, Route};
-use super::proxy_ssl::{self, Verify};
+use super::plan::Plan;
+use super::proxy_ssl;
+use super::routes::{PathRule, Route};
 use super::streaming;
 use super::units::{cidrs, comma_list, duration, go_bool, nginx_size, seconds};
 use super::Verdict;
-
-/// `backend-protocol`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Protocol {
-    #[default]
-    Http,
-    Https,
-    Grpc,
-    Grpcs,
-}
-
-impl Protocol {
-    pub fn suffix(self) -> &'static str {
-        match self {
-            Protocol::Http => "",
-            Protocol::Https => "-https",
-            Protocol::Grpc => "-grpc",
-            Protocol::Grpcs => "-grpcs",
-        }
-    }
-
-    /// The pool's keys: ingress-nginx does not verify a backend's
-    /// certificate unless told to (`proxy-ssl-verify`), and the import
-    /// verifies as it was told.
-    pub fn apply(self, pool: &mut Node, verify: &Verify) {
-        if matches!(self, Protocol::Https | Protocol::Grpcs) {
-            pool.set("tls", Node::Bool(true));
-            verify.apply(pool);
-        }
-        match self {
-            Protocol::Grpc => pool.set("protocol", Node::str("h2c")),
-            Protocol::Grpcs => pool.set("protocol", Node::str("h2")),
-            _ => {}
-        }
-    }
-}
 
 /// Every annotation the import maps or approximates (without the prefix);
 /// any other is reported `not supported`. docs/migrating-from-ingress-nginx.md
@@ -112,25 +79,6 @@ pub const KNOWN: &[&str] = &[
     "x-forwarded-prefix",
 ];
 
-/// What an Ingress's annotations make of each of its routes.
-#[derive(Debug, Default)]
-pub struct Plan {
-    pub keys: BTreeMap<&'static str, Node>,
-    pub rewrite_target: Option<String>,
-    pub vhost: Option<String>,
-    pub protocol: Protocol,
-    /// How a TLS backend is checked (`proxy-ssl-*`).
-    pub verify: Verify,
-    /// `ssl-redirect` when the annotation says it.
-    pub ssl_redirect: Option<bool>,
-    pub force_ssl_redirect: bool,
-    /// ImplementationSpecific paths read as prefixes, reported once.
-    pub loose_prefix_reported: bool,
-    /// Why the Ingress's paths are not imported at all: an access rule the
-    /// import cannot carry over would leave them open.
-    pub withheld: Option<String>,
-}
-
 /// The Ingress's annotations under the controller's prefix, prefix removed.
 fn annotations(ing: &Object, prefix: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -150,8 +98,8 @@ pub fn get(ing: &Object, prefix: &str, key: &str) -> Option<String> {
 }
 
 /// `backend-protocol`, or HTTP.
-pub fn protocol_of(imp: &Import<'_>, ing: &Object) -> Protocol {
-    match get(ing, &imp.options.annotation_prefix, "backend-protocol").as_deref() {
+pub fn protocol_of(draft: &Draft<'_>, ing: &Object) -> Protocol {
+    match get(ing, &draft.options.annotation_prefix, "backend-protocol").as_deref() {
         Some("HTTPS") => Protocol::Https,
         Some("GRPC") => Protocol::Grpc,
         Some("GRPCS") => Protocol::Grpcs,
@@ -160,33 +108,33 @@ pub fn protocol_of(imp: &Import<'_>, ing: &Object) -> Protocol {
 }
 
 /// Reads every annotation of a main Ingress once, reporting each.
-pub fn plan(imp: &mut Import<'_>, ing: &Object) -> Plan {
-    let ann = annotations(ing, &imp.options.annotation_prefix);
+pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
+    let ann = annotations(ing, &draft.options.annotation_prefix);
     let mut plan = Plan::default();
     let mut lines: Vec<(String, Verdict)> = Vec::new();
-    rate_limits(imp, ing, &ann, &mut plan, &mut lines);
+    rate_limits(draft, ing, &ann, &mut plan, &mut lines);
     cors(&ann, &mut plan, &mut lines);
-    retries(imp, &ann, &mut plan, &mut lines);
-    timeouts(imp, &ann, &mut plan, &mut lines);
-    let protocol = protocol_of(imp, ing);
-    proxy_ssl::read(imp, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
+    retries(draft, &ann, &mut plan, &mut lines);
+    timeouts(draft, &ann, &mut plan, &mut lines);
+    let protocol = protocol_of(draft, ing);
+    proxy_ssl::read(draft, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
     for (key, value) in &ann {
         if lines.iter().any(|(k, _)| k == key) {
             continue;
         }
-        let verdict = single(imp, ing, key, value, &mut plan);
+        let verdict = single(draft, ing, key, value, &mut plan);
         lines.push((key.clone(), verdict));
     }
     if !plan.keys.contains_key("max_body") {
-        if let Some(size) = &imp.globals.body_size {
+        if let Some(size) = &draft.globals.body_size {
             plan.keys.insert("max_body", Node::str(size.clone()));
         }
     }
     withhold(&lines, &mut plan);
     lines.sort_by(|a, b| a.0.cmp(&b.0));
-    let prefix = imp.options.annotation_prefix.clone();
+    let prefix = draft.options.annotation_prefix.clone();
     for (key, verdict) in lines {
-        imp.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
+        draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
     }
     plan
 }
@@ -218,7 +166,7 @@ fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
 }
 
 /// Annotations that stand alone.
-fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut Plan) -> Verdict {
+fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mut Plan) -> Verdict {
     let mapped = |s: &str| Verdict::Mapped(s.to_string());
     match key {
         "use-regex" if go_bool(value) => mapped(
@@ -242,7 +190,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
             plan.ssl_redirect = Some(value == "true");
             mapped("https_redirect on hosts with a TLS section")
         }
-        "force-ssl-redirect" if value == "true" && imp.certs.is_empty() => Verdict::Unsupported(
+        "force-ssl-redirect" if value == "true" && draft.certs.is_empty() => Verdict::Unsupported(
             "no Ingress has a TLS section, and fairgate redirects only when it has a TLS listener; \
              behind a load balancer that ends TLS, redirect there"
                 .into(),
@@ -251,7 +199,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
             plan.force_ssl_redirect = value == "true";
             mapped("https_redirect")
         }
-        "permanent-redirect" | "temporal-redirect" => redirect(ing, imp, key, value, plan),
+        "permanent-redirect" | "temporal-redirect" => redirect(ing, draft, key, value, plan),
         "permanent-redirect-code" | "temporal-redirect-code" => mapped("redirect.code"),
         "proxy-body-size" => match nginx_size(value) {
             Some(Some(size)) => {
@@ -272,7 +220,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
             }
             Err(why) => Verdict::Unsupported(why),
         },
-        "backend-protocol" => backend_protocol(imp, ing, value, plan),
+        "backend-protocol" => backend_protocol(draft, ing, value, plan),
         "upstream-vhost" => {
             plan.vhost = Some(value.to_string());
             mapped("rewrite.host")
@@ -280,7 +228,7 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
         "x-forwarded-prefix" if value.contains(['{', '}']) => Verdict::Unsupported("a { or } in the value".into()),
         "x-forwarded-prefix" => header_edit(plan, "request_headers", "set", "X-Forwarded-Prefix", value)
             .map_or_else(Verdict::Unsupported, |_| mapped("request_headers.set X-Forwarded-Prefix")),
-        "custom-headers" => custom_headers(imp, ing, value, plan),
+        "custom-headers" => custom_headers(draft, ing, value, plan),
         "configuration-snippet" => snippet(value, plan),
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
         k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
@@ -290,11 +238,11 @@ fn single(imp: &mut Import<'_>, ing: &Object, key: &str, value: &str, plan: &mut
 }
 
 /// `backend-protocol`, with the verification `proxy-ssl-*` gave.
-fn backend_protocol(imp: &Import<'_>, ing: &Object, value: &str, plan: &mut Plan) -> Verdict {
+fn backend_protocol(draft: &Draft<'_>, ing: &Object, value: &str, plan: &mut Plan) -> Verdict {
     if !matches!(value, "HTTP" | "HTTPS" | "GRPC" | "GRPCS") {
         return Verdict::Unsupported(format!("{value} backends"));
     }
-    plan.protocol = protocol_of(imp, ing);
+    plan.protocol = protocol_of(draft, ing);
     let why = match (plan.protocol, plan.verify.on) {
         (Protocol::Http, _) => "protocol http1",
         (Protocol::Https, false) => {
@@ -326,10 +274,10 @@ fn unsupported(key: &str) -> Verdict {
     }
 }
 
-fn redirect(ing: &Object, imp: &Import<'_>, key: &str, url: &str, plan: &mut Plan) -> Verdict {
+fn redirect(ing: &Object, draft: &Draft<'_>, key: &str, url: &str, plan: &mut Plan) -> Verdict {
     let permanent = key == "permanent-redirect";
     let code_key = format!("{key}-code");
-    let code = get(ing, &imp.options.annotation_prefix, &code_key)
+    let code = get(ing, &draft.options.annotation_prefix, &code_key)
         .map(|c| c.parse::<u64>().unwrap_or(0))
         .unwrap_or(if permanent { 301 } else { 302 });
     if !matches!(code, 301 | 302 | 307 | 308) {
@@ -352,13 +300,13 @@ fn redirect(ing: &Object, imp: &Import<'_>, key: &str, url: &str, plan: &mut Pla
 /// `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections`,
 /// `limit-whitelist`: per controller pod in ingress-nginx, for the fleet here.
 fn rate_limits(
-    imp: &mut Import<'_>,
+    draft: &mut Draft<'_>,
     ing: &Object,
     ann: &BTreeMap<String, String>,
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
 ) {
-    let n = imp.replicas;
+    let n = draft.replicas;
     let multiplier = match ann.get("limit-burst-multiplier").map(|m| m.parse::<u64>()) {
         Some(Ok(m)) if m >= 1 => {
             lines.push((
@@ -397,39 +345,39 @@ fn rate_limits(
                 ]),
             ),
         ]);
-        if imp.globals.limit_req_status != 429 {
-            limit.set("status", Node::Int(imp.globals.limit_req_status.into()));
+        if draft.globals.limit_req_status != 429 {
+            limit.set("status", Node::Int(draft.globals.limit_req_status.into()));
         }
-        if imp.options.shadow {
+        if draft.options.shadow {
             limit.set("shadow", Node::Bool(true));
         }
-        imp.limits.push((name.clone(), limit));
+        draft.limits.push((name.clone(), limit));
         limits.push(name.clone());
         let why = format!(
             "per pod {r}/{unit}, burst {} (x{multiplier}), nodelay, per client address, refused {}; \
              for {n} pods: limits.{name} capacity {n} x ({r} x {multiplier} + 1) = {capacity}, rate {rate}/{unit}{}; \
              one client may now use the whole fleet's burst",
             r * multiplier,
-            imp.globals.limit_req_status,
-            if imp.options.shadow { ", shadow" } else { "" }
+            draft.globals.limit_req_status,
+            if draft.options.shadow { ", shadow" } else { "" }
         );
         lines.push((key.into(), Verdict::Approximated(why)));
     }
     if !limits.is_empty() {
         plan.keys.insert("limits", Node::strs(limits));
     }
-    connections(imp, &base, ann, plan, lines);
+    connections(draft, &base, ann, plan, lines);
 }
 
 /// `limit-connections` (a concurrency policy) and `limit-whitelist`.
 fn connections(
-    imp: &mut Import<'_>,
+    draft: &mut Draft<'_>,
     base: &str,
     ann: &BTreeMap<String, String>,
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
 ) {
-    let n = imp.replicas;
+    let n = draft.replicas;
     if let Some(value) = ann.get("limit-connections") {
         match value.parse::<u64>().ok().filter(|c| *c >= 1) {
             Some(c) => {
@@ -438,10 +386,10 @@ fn connections(
                     ("scope", Node::str("client_ip")),
                     ("slots", Node::Int(n * c)),
                 ]);
-                if imp.globals.limit_conn_status != 429 {
-                    policy.set("status", Node::Int(imp.globals.limit_conn_status.into()));
+                if draft.globals.limit_conn_status != 429 {
+                    policy.set("status", Node::Int(draft.globals.limit_conn_status.into()));
                 }
-                imp.concurrency.push((name.clone(), policy));
+                draft.concurrency.push((name.clone(), policy));
                 plan.keys.insert("concurrency", Node::str(name.clone()));
                 let why = format!(
                     "ingress-nginx counted open connections per address per pod ({c}); fairgate counts requests in flight \
@@ -578,17 +526,17 @@ fn cors_key(annotation: &str) -> &'static str {
 
 /// `proxy-next-upstream`, `-tries`, `-timeout` (or the ConfigMap's).
 fn retries(
-    imp: &Import<'_>,
+    draft: &Draft<'_>,
     ann: &BTreeMap<String, String>,
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
 ) {
     let spec = ann
         .get("proxy-next-upstream")
-        .or(imp.globals.next_upstream.as_ref());
+        .or(draft.globals.next_upstream.as_ref());
     let tries = ann
         .get("proxy-next-upstream-tries")
-        .or(imp.globals.next_upstream_tries.as_ref());
+        .or(draft.globals.next_upstream_tries.as_ref());
     if let Some(t) = ann.get("proxy-next-upstream-timeout") {
         let why = format!("{t}s: fairgate bounds retries by count only (and timeouts.total)");
         lines.push((
@@ -659,7 +607,7 @@ fn retries(
 
 /// `proxy-connect-timeout`, `proxy-read-timeout`, `proxy-send-timeout`.
 fn timeouts(
-    imp: &Import<'_>,
+    draft: &Draft<'_>,
     ann: &BTreeMap<String, String>,
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
@@ -689,7 +637,7 @@ fn timeouts(
             },
             // The ConfigMap's connect timeout is every pool's connect_timeout.
             None if i == 0 => None,
-            None => imp.globals.timeouts[i].clone(),
+            None => draft.globals.timeouts[i].clone(),
         };
         if let Some(d) = value {
             node.set(target, Node::str(d));
@@ -733,8 +681,8 @@ fn header_edit(
 }
 
 /// `custom-headers`: a ConfigMap of response headers.
-fn custom_headers(imp: &Import<'_>, ing: &Object, reference: &str, plan: &mut Plan) -> Verdict {
-    let Some(Value::Object(data)) = imp.configmap_data(&ing.namespace, reference) else {
+fn custom_headers(draft: &Draft<'_>, ing: &Object, reference: &str, plan: &mut Plan) -> Verdict {
+    let Some(Value::Object(data)) = draft.configmap_data(&ing.namespace, reference) else {
         return Verdict::Unsupported(format!("ConfigMap {reference} is not among the inputs"));
     };
     for (name, value) in data {
@@ -827,7 +775,7 @@ fn snippet(text: &str, plan: &mut Plan) -> Verdict {
 /// The route of one Ingress path, with the plan's keys.
 #[allow(clippy::too_many_arguments)]
 pub fn route(
-    imp: &mut Import<'_>,
+    draft: &mut Draft<'_>,
     ing: &Object,
     plan: &mut Plan,
     name: String,
@@ -837,12 +785,12 @@ pub fn route(
     upstream: String,
 ) -> Option<Route> {
     let id = ing.id();
-    let regex = imp.regex_hosts.contains_key(&host);
-    let (rule, groups) = match path_rule(imp, &id, plan, &path, &kind, regex) {
+    let regex = draft.regex_hosts.contains_key(&host);
+    let (rule, groups) = match path_rule(draft, &id, plan, &path, &kind, regex) {
         Ok(found) => found,
         Err(why) => {
             let why = format!("path {path}: {why}; the path is not imported");
-            imp.line(&id, "paths", super::Verdict::Unsupported(why));
+            draft.line(&id, "paths", super::Verdict::Unsupported(why));
             return None;
         }
     };
@@ -854,8 +802,8 @@ pub fn route(
             Ok(t) => rewrite.set("path", Node::str(t)),
             Err(why) => {
                 let why = format!("path {path}: {why}; the path is not imported");
-                let item = format!("{}/rewrite-target", imp.options.annotation_prefix);
-                imp.line(&id, &item, super::Verdict::Unsupported(why));
+                let item = format!("{}/rewrite-target", draft.options.annotation_prefix);
+                draft.line(&id, &item, super::Verdict::Unsupported(why));
                 return None;
             }
         }
@@ -873,14 +821,14 @@ pub fn route(
         keys.insert("upstream", Node::str(upstream));
     }
     keys.insert("auth", Node::str("none"));
-    let tls = host.as_deref().is_some_and(|h| imp.covered(h));
-    if let Some(value) = imp.globals.hsts.value().filter(|_| tls) {
+    let tls = host.as_deref().is_some_and(|h| draft.covered(h));
+    if let Some(value) = draft.globals.hsts.value().filter(|_| tls) {
         if !keys.contains_key("redirect") {
             hsts(&mut keys, &value);
         }
     }
     let https =
-        plan.force_ssl_redirect || (tls && plan.ssl_redirect.unwrap_or(imp.globals.ssl_redirect));
+        plan.force_ssl_redirect || (tls && plan.ssl_redirect.unwrap_or(draft.globals.ssl_redirect));
     if https {
         keys.insert("https_redirect", Node::Bool(true));
     }
@@ -919,7 +867,7 @@ fn hsts(keys: &mut BTreeMap<&'static str, Node>, value: &str) {
 /// its `~* "^PATH"` location: case-insensitive, from the start, and a
 /// prefix whatever its pathType (an Exact one too).
 fn path_rule(
-    imp: &mut Import<'_>,
+    draft: &mut Draft<'_>,
     id: &str,
     plan: &mut Plan,
     path: &str,
@@ -959,7 +907,7 @@ fn path_rule(
             if !plan.loose_prefix_reported {
                 plan.loose_prefix_reported = true;
                 let why = "read as a Prefix path: whole segments match (/foo no longer matches /foobar); use use-regex for more";
-                imp.line(
+                draft.line(
                     id,
                     "pathType ImplementationSpecific",
                     Verdict::Approximated(why.into()),
@@ -1143,12 +1091,12 @@ fn canary_settings(ann: &BTreeMap<String, String>) -> (Vec<(String, Verdict)>, N
     (lines, settings, header_match)
 }
 
-pub fn canary(imp: &mut Import<'_>, ing: &Object, targets: &[(usize, String)]) {
-    let ann = annotations(ing, &imp.options.annotation_prefix);
+pub fn canary(draft: &mut Draft<'_>, ing: &Object, targets: &[(usize, String)]) {
+    let ann = annotations(ing, &draft.options.annotation_prefix);
     let (lines, settings, header_match) = canary_settings(&ann);
-    let prefix = imp.options.annotation_prefix.clone();
+    let prefix = draft.options.annotation_prefix.clone();
     for (key, verdict) in lines {
-        imp.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
+        draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
     }
     for (main, upstream) in targets {
         if settings != Node::Map(Vec::new()) {
@@ -1158,16 +1106,16 @@ pub fn canary(imp: &mut Import<'_>, ing: &Object, targets: &[(usize, String)]) {
                     c.set(k, v.clone());
                 }
             }
-            imp.routes[*main].keys.insert("canary", c);
+            draft.routes[*main].keys.insert("canary", c);
         }
         if let Some(h) = &header_match {
-            let mut r = imp.routes[*main].clone();
+            let mut r = draft.routes[*main].clone();
             r.name = format!("{}-canary", r.name);
             r.headers = Some(h.clone());
             r.rank = 0;
             r.keys.remove("canary");
             r.keys.insert("upstream", Node::str(upstream.clone()));
-            imp.routes.push(r);
+            draft.routes.push(r);
         }
     }
 }

@@ -5,12 +5,16 @@
 //! is guessed. docs/migrating-from-ingress-nginx.md is the mapping table.
 
 mod annotations;
+mod backend;
+mod draft;
 mod emit;
 mod manifests;
 mod names;
 mod nginx;
+mod plan;
 mod policy;
 mod proxy_ssl;
+mod routes;
 mod streaming;
 mod units;
 
@@ -121,7 +125,7 @@ impl Imported {
 
 /// Converts the objects read from the inputs.
 pub fn convert(objects: &[Object], options: &Options) -> Imported {
-    policy::Import::new(objects, options).run()
+    draft::Draft::new(objects, options).run()
 }
 
 /// Runs the command: 0 when every annotation was mapped or approximated,

@@ -1,213 +1,23 @@
 //! Assembles the policy: the controller's ConfigMap and replica count, the
 //! Services behind each backend, TLS Secrets, one route per Ingress path
 //! (ordered as nginx picks locations), canaries folded into their main
-//! routes, and the YAML text.
-
-use std::collections::{BTreeMap, BTreeSet};
+//! routes, and the YAML text. It drives the import; what it builds is held
+//! in `draft.rs`, and nothing below calls back here.
 
 use serde_json::Value;
 
-use super::annotations::{self, Protocol};
+use super::annotations;
+use super::backend::{self, Verify};
+use super::draft::{Draft, Globals, Hsts};
 use super::emit::{self, Node};
 use super::manifests::{text, Object};
 use super::names;
-use super::proxy_ssl::Verify;
+use super::routes::{order, route_node};
 use super::streaming;
 use super::units;
-use super::{Imported, Line, Options, Verdict};
+use super::{Imported, Verdict};
 
-/// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
-pub struct Globals {
-    pub limit_req_status: u16,
-    pub limit_conn_status: u16,
-    /// `proxy-body-size`: None is no limit (`0`).
-    pub body_size: Option<String>,
-    pub ssl_redirect: bool,
-    pub force_ssl_redirect: bool,
-    /// `proxy-connect-timeout`, `proxy-read-timeout`, `proxy-send-timeout`.
-    pub timeouts: [Option<String>; 3],
-    pub next_upstream: Option<String>,
-    pub next_upstream_tries: Option<String>,
-    pub hsts: Hsts,
-}
-
-/// `hsts`, `hsts-max-age`, `hsts-include-subdomains`, `hsts-preload`:
-/// the header ingress-nginx sends on the HTTPS answers of hosts it has a
-/// certificate for.
-pub struct Hsts {
-    pub on: bool,
-    pub max_age: String,
-    pub include_subdomains: bool,
-    pub preload: bool,
-}
-
-impl Default for Hsts {
-    fn default() -> Self {
-        Hsts {
-            on: true,
-            max_age: "31536000".into(),
-            include_subdomains: true,
-            preload: false,
-        }
-    }
-}
-
-impl Hsts {
-    /// The `Strict-Transport-Security` value, when it is sent.
-    pub fn value(&self) -> Option<String> {
-        let mut value = format!("max-age={}", self.max_age);
-        if self.include_subdomains {
-            value.push_str("; includeSubDomains");
-        }
-        if self.preload {
-            value.push_str("; preload");
-        }
-        self.on.then_some(value)
-    }
-
-    /// One ConfigMap key.
-    fn key(&mut self, key: &str, value: &str) -> Verdict {
-        let flag = match value {
-            "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-            "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-            _ => None,
-        };
-        match (key, flag) {
-            ("hsts", Some(on)) => self.on = on,
-            ("hsts-include-subdomains", Some(on)) => self.include_subdomains = on,
-            ("hsts-preload", Some(on)) => self.preload = on,
-            ("hsts-max-age", _)
-                if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) =>
-            {
-                self.max_age = value.to_string()
-            }
-            ("hsts-max-age", _) => {
-                return Verdict::Unsupported(format!("{value:?} is not a number of seconds"))
-            }
-            _ => return Verdict::Unsupported(format!("{value:?} is not true or false")),
-        }
-        Verdict::Mapped(
-            "the Strict-Transport-Security header of the routes of hosts with a TLS section".into(),
-        )
-    }
-}
-
-impl Default for Globals {
-    fn default() -> Self {
-        Globals {
-            limit_req_status: 503,
-            limit_conn_status: 503,
-            body_size: Some("1MiB".into()),
-            ssl_redirect: true,
-            force_ssl_redirect: false,
-            timeouts: [None, None, None],
-            next_upstream: None,
-            next_upstream_tries: None,
-            hsts: Hsts::default(),
-        }
-    }
-}
-
-/// How a path is matched.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PathRule {
-    Any,
-    Exact(String),
-    Prefix(String),
-    Regex(String),
-}
-
-/// One route of the policy.
-#[derive(Debug, Clone)]
-pub struct Route {
-    pub name: String,
-    pub host: Option<String>,
-    pub path: PathRule,
-    /// `match.headers`: a canary's header route.
-    pub headers: Option<Node>,
-    /// The route's keys after `name` and `match`, in the order written.
-    pub keys: BTreeMap<&'static str, Node>,
-    /// The Ingress path it came from: host, path and pathType, for canaries.
-    pub origin: (String, String, String),
-    /// Order among routes of the same host and path length: a main route
-    /// after its canary's header route, a default backend last.
-    pub rank: u8,
-    /// On a host whose every path ingress-nginx made a regular expression.
-    pub regex: bool,
-}
-
-/// The order keys are written in.
-const KEY_ORDER: &[&str] = &[
-    "upstream",
-    "auth",
-    "redirect",
-    "https_redirect",
-    "app_root",
-    "limits",
-    "concurrency",
-    "limit_exempt_cidrs",
-    "allow_cidrs",
-    "deny_cidrs",
-    "max_body",
-    "rewrite",
-    "request_headers",
-    "response_headers",
-    "timeouts",
-    "retries",
-    "cors",
-    "canary",
-];
-
-pub struct Import<'a> {
-    pub options: &'a Options,
-    pub objects: &'a [Object],
-    pub globals: Globals,
-    pub replicas: u64,
-    pub report: Vec<Line>,
-    pub upstreams: BTreeMap<String, Node>,
-    pub limits: Vec<(String, Node)>,
-    pub concurrency: Vec<(String, Node)>,
-    /// TLS Secrets (namespace/name) → the hosts they serve.
-    pub certs: BTreeMap<String, Vec<String>>,
-    pub tls_hosts: BTreeSet<String>,
-    pub routes: Vec<Route>,
-    pub server: Vec<(String, Node)>,
-    /// Why no Ingress is imported: a server-wide access rule that did not
-    /// carry over.
-    pub withheld: Option<String>,
-    /// Hosts (None: rules without one) where ingress-nginx made every path
-    /// a regular expression, with the Ingress and annotation that did.
-    pub regex_hosts: BTreeMap<Option<String>, (String, &'static str)>,
-}
-
-impl<'a> Import<'a> {
-    pub fn new(objects: &'a [Object], options: &'a Options) -> Self {
-        Import {
-            options,
-            objects,
-            globals: Globals::default(),
-            replicas: 1,
-            report: Vec::new(),
-            upstreams: BTreeMap::new(),
-            limits: Vec::new(),
-            concurrency: Vec::new(),
-            certs: BTreeMap::new(),
-            tls_hosts: BTreeSet::new(),
-            routes: Vec::new(),
-            server: Vec::new(),
-            withheld: None,
-            regex_hosts: BTreeMap::new(),
-        }
-    }
-
-    pub fn line(&mut self, subject: &str, item: &str, verdict: Verdict) {
-        self.report.push(Line {
-            subject: subject.to_string(),
-            item: item.to_string(),
-            verdict,
-        });
-    }
-
+impl<'a> Draft<'a> {
     pub fn run(mut self) -> Imported {
         self.configmap();
         self.count_replicas();
@@ -339,7 +149,7 @@ impl<'a> Import<'a> {
                 timeout(g, key, value)
             }
             "hsts" | "hsts-max-age" | "hsts-include-subdomains" | "hsts-preload" => {
-                g.hsts.key(key, value)
+                hsts_key(&mut g.hsts, key, value)
             }
             k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
             "proxy-next-upstream" => {
@@ -617,7 +427,9 @@ impl<'a> Import<'a> {
         self.regex_lines(ing);
         let paths = paths(ing);
         for (i, (host, path, kind, backend)) in paths.into_iter().enumerate() {
-            let Some(upstream) = self.upstream(ing, &backend, plan.protocol, &plan.verify) else {
+            let Some(upstream) =
+                backend::upstream(self, ing, &backend, plan.protocol, &plan.verify)
+            else {
                 continue;
             };
             let name = format!(
@@ -648,112 +460,11 @@ impl<'a> Import<'a> {
             };
             let protocol = annotations::protocol_of(self, ing);
             let verify = Verify::default();
-            if let Some(upstream) = self.upstream(ing, &backend, protocol, &verify) {
+            if let Some(upstream) = backend::upstream(self, ing, &backend, protocol, &verify) {
                 targets.push((main, upstream));
             }
         }
         annotations::canary(self, ing, &targets);
-    }
-
-    /// The upstream pool for a backend: the Service's cluster DNS name and port.
-    pub fn upstream(
-        &mut self,
-        ing: &Object,
-        backend: &Value,
-        protocol: Protocol,
-        verify: &Verify,
-    ) -> Option<String> {
-        let id = ing.id();
-        // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
-        // `serviceName` and `servicePort` (a number or a port name).
-        let legacy_port = text(backend, &["servicePort"]);
-        let legacy_number = legacy_port.clone().filter(|p| p.parse::<u16>().is_ok());
-        let legacy_name = legacy_port.filter(|p| p.parse::<u16>().is_err());
-        let service =
-            text(backend, &["service", "name"]).or_else(|| text(backend, &["serviceName"]));
-        let Some(service) = service else {
-            let why = "a resource backend (not a Service) has no address to forward to";
-            self.line(&id, "backend", Verdict::Unsupported(why.into()));
-            return None;
-        };
-        let port = match (
-            text(backend, &["service", "port", "number"]).or(legacy_number),
-            text(backend, &["service", "port", "name"]).or(legacy_name),
-        ) {
-            (Some(n), _) => n,
-            (None, Some(name)) => match self.service_port(&ing.namespace, &service, &name) {
-                Some(n) => n,
-                None => {
-                    let why = format!(
-                        "port {name:?} of Service {}/{service}: give the Service manifest",
-                        ing.namespace
-                    );
-                    self.line(&id, "backend", Verdict::Unsupported(why));
-                    return None;
-                }
-            },
-            (None, None) => "80".into(),
-        };
-        let name = format!(
-            "{}-{port}{}",
-            names::policy_name(&format!("{}_{service}", ing.namespace)),
-            protocol.suffix()
-        );
-        let target = format!(
-            "{service}.{}.svc.{}:{port}",
-            ing.namespace, self.options.cluster_domain
-        );
-        let mut node = Node::map([("targets", Node::strs([target]))]);
-        protocol.apply(&mut node, verify);
-        node.set("connect_timeout", Node::str(self.connect_timeout()));
-        Some(self.pool(name, node))
-    }
-
-    /// ingress-nginx's `proxy-connect-timeout`: the ConfigMap's, else its
-    /// default of 5 s (fairgate's own pools default to 1 s).
-    fn connect_timeout(&self) -> String {
-        self.globals.timeouts[0]
-            .clone()
-            .unwrap_or_else(|| "5s".into())
-    }
-
-    /// Adds a pool under `name`, or finds the same one there; a pool of
-    /// the same Service checked otherwise (another CA, no verification)
-    /// gets `name-2`, `name-3`...: one never takes another's place.
-    fn pool(&mut self, name: String, node: Node) -> String {
-        let mut candidate = name.clone();
-        for n in 2.. {
-            match self.upstreams.get(&candidate) {
-                Some(existing) if *existing != node => candidate = format!("{name}-{n}"),
-                Some(_) => return candidate,
-                None => break,
-            }
-        }
-        self.upstreams.insert(candidate.clone(), node);
-        candidate
-    }
-
-    fn service_port(&self, namespace: &str, service: &str, port: &str) -> Option<String> {
-        let svc = self
-            .objects
-            .iter()
-            .find(|o| o.kind == "Service" && o.namespace == namespace && o.name == service)?;
-        let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
-            return None;
-        };
-        ports
-            .iter()
-            .find(|p| text(p, &["name"]).as_deref() == Some(port))
-            .and_then(|p| text(p, &["port"]))
-    }
-
-    /// A ConfigMap by `namespace/name`, or `name` in `namespace`.
-    pub fn configmap_data(&self, namespace: &str, reference: &str) -> Option<&'a Value> {
-        let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
-        self.objects
-            .iter()
-            .find(|o| o.kind == "ConfigMap" && o.namespace == ns && o.name == name)
-            .and_then(|o| o.value.get("data"))
     }
 
     fn policy(&self) -> String {
@@ -830,12 +541,6 @@ impl<'a> Import<'a> {
             emit::yaml(&Node::Map(root))
         )
     }
-
-    /// Whether a TLS host (exact, or a one-label wildcard) names `host`.
-    pub fn covered(&self, host: &str) -> bool {
-        let wildcard = host.split_once('.').map(|(_, rest)| format!("*.{rest}"));
-        self.tls_hosts.contains(host) || wildcard.is_some_and(|w| self.tls_hosts.contains(&w))
-    }
 }
 
 /// `limit-req-status-code`, `limit-conn-status-code`.
@@ -876,6 +581,30 @@ fn timeout(g: &mut Globals, key: &str, value: &str) -> Verdict {
     }
 }
 
+/// One of the ConfigMap's `hsts*` keys.
+fn hsts_key(hsts: &mut Hsts, key: &str, value: &str) -> Verdict {
+    let flag = match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    };
+    match (key, flag) {
+        ("hsts", Some(on)) => hsts.on = on,
+        ("hsts-include-subdomains", Some(on)) => hsts.include_subdomains = on,
+        ("hsts-preload", Some(on)) => hsts.preload = on,
+        ("hsts-max-age", _) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+            hsts.max_age = value.to_string()
+        }
+        ("hsts-max-age", _) => {
+            return Verdict::Unsupported(format!("{value:?} is not a number of seconds"))
+        }
+        _ => return Verdict::Unsupported(format!("{value:?} is not true or false")),
+    }
+    Verdict::Mapped(
+        "the Strict-Transport-Security header of the routes of hosts with a TLS section".into(),
+    )
+}
+
 /// Every rule path of an Ingress as (host, path, pathType, backend), and
 /// its defaultBackend as a catch-all (path "", pathType "Default").
 fn paths(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
@@ -913,59 +642,4 @@ fn paths(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
         }
     }
     out
-}
-
-/// The order routes are written in, as nginx picks among ingress-nginx's
-/// locations: per host (exact hosts, then wildcards, then none), then by
-/// the Ingress path, a default backend last. On a host of plain paths an
-/// Exact path wins whatever its length (nginx's `= ` location), then the
-/// longest prefix. On a host ingress-nginx made all regular expressions,
-/// the first match wins, so the locations' order is its "Path Priority":
-/// the longest Ingress path first (ties: the greater path), and Exact
-/// before Prefix for one path.
-fn order(r: &Route) -> impl Ord {
-    use std::cmp::Reverse;
-    let host_rank = match &r.host {
-        Some(h) if !h.starts_with('*') => 0,
-        Some(_) => 1,
-        None => 2,
-    };
-    let (_, path, kind) = &r.origin;
-    let exact = u8::from(kind != "Exact");
-    let class = match kind.as_str() {
-        "Default" => 2,
-        _ if r.regex => 0,
-        _ => exact,
-    };
-    let tie = if r.regex { path.clone() } else { String::new() };
-    (
-        (host_rank, r.host.clone().unwrap_or_default(), class),
-        (Reverse(path.len()), Reverse(tie), exact, r.rank),
-    )
-}
-
-fn route_node(r: &Route) -> Node {
-    let mut matches = Vec::new();
-    if let Some(h) = &r.host {
-        matches.push(("host", Node::str(h.clone())));
-    }
-    match &r.path {
-        PathRule::Any => {}
-        PathRule::Exact(p) => matches.push(("path", Node::str(p.clone()))),
-        PathRule::Prefix(p) => matches.push(("path_prefix", Node::str(p.clone()))),
-        PathRule::Regex(p) => matches.push(("path_regex", Node::str(p.clone()))),
-    }
-    if let Some(h) = &r.headers {
-        matches.push(("headers", h.clone()));
-    }
-    let mut entries = vec![
-        ("name".to_string(), Node::str(r.name.clone())),
-        ("match".into(), Node::map(matches)),
-    ];
-    for key in KEY_ORDER {
-        if let Some(v) = r.keys.get(key) {
-            entries.push((key.to_string(), v.clone()));
-        }
-    }
-    Node::Map(entries)
 }

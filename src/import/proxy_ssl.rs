@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use super::annotations::{Plan, Protocol};
-use super::emit::Node;
+use super::backend::Protocol;
+use super::draft::Draft;
 use super::names;
-use super::policy::Import;
+use super::plan::Plan;
 use super::Verdict;
 
 /// The annotations this module reads (without the prefix).
@@ -20,34 +20,9 @@ pub const KEYS: &[&str] = &[
     "proxy-ssl-verify",
 ];
 
-/// How a TLS backend's certificate is checked.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Verify {
-    /// `tls_verify`.
-    pub on: bool,
-    /// `ca_file`: the Secret's `ca.crt` where it is mounted; None is the
-    /// system's roots.
-    pub ca_file: Option<String>,
-    /// `sni`: the name sent and checked; None is the target's host.
-    pub sni: Option<String>,
-}
-
-impl Verify {
-    /// The pool's keys for a TLS backend.
-    pub fn apply(&self, pool: &mut Node) {
-        pool.set("tls_verify", Node::Bool(self.on));
-        if let Some(ca) = &self.ca_file {
-            pool.set("ca_file", Node::str(ca.clone()));
-        }
-        if let Some(sni) = &self.sni {
-            pool.set("sni", Node::str(sni.clone()));
-        }
-    }
-}
-
 /// Reads the `proxy-ssl-*` annotations into `plan.verify`, one line each.
 pub fn read(
-    imp: &Import<'_>,
+    draft: &Draft<'_>,
     namespace: &str,
     protocol: Protocol,
     ann: &BTreeMap<String, String>,
@@ -77,7 +52,7 @@ pub fn read(
     if let Some(reference) = ann.get("proxy-ssl-secret") {
         lines.push((
             "proxy-ssl-secret".into(),
-            secret(imp, namespace, reference, verify, plan),
+            secret(draft, namespace, reference, verify, plan),
         ));
     }
     if let Some(value) = ann.get("proxy-ssl-verify") {
@@ -100,7 +75,7 @@ pub fn read(
 
 /// `proxy-ssl-secret: NAMESPACE/NAME`: its `ca.crt` as `ca_file`.
 fn secret(
-    imp: &Import<'_>,
+    draft: &Draft<'_>,
     namespace: &str,
     reference: &str,
     verify: bool,
@@ -115,7 +90,7 @@ fn secret(
         let why = format!("a Secret of namespace {ns}, not the Ingress's {namespace}: ingress-nginx refuses it by default");
         return Verdict::Unsupported(why);
     }
-    let ca = format!("{}/{ns}/{name}/ca.crt", imp.options.tls_dir);
+    let ca = format!("{}/{ns}/{name}/ca.crt", draft.options.tls_dir);
     let client = "its tls.crt and tls.key, which ingress-nginx presented to the backend as a client \
                   certificate, are not: fairgate presents none, so a backend that requires one refuses the gateway";
     if !verify {

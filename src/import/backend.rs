@@ -1,0 +1,164 @@
+//! An Ingress backend as a pool: the Service's cluster DNS name and port,
+//! how it is spoken to (`Protocol`, from `backend-protocol`) and how its
+//! certificate is checked (`Verify`, from `proxy-ssl-*`). A Service
+//! reached two ways gets two pools; one never takes another's place.
+
+use serde_json::Value;
+
+use super::draft::Draft;
+use super::emit::Node;
+use super::manifests::{text, Object};
+use super::names;
+use super::Verdict;
+
+/// `backend-protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Http,
+    Https,
+    Grpc,
+    Grpcs,
+}
+
+impl Protocol {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Protocol::Http => "",
+            Protocol::Https => "-https",
+            Protocol::Grpc => "-grpc",
+            Protocol::Grpcs => "-grpcs",
+        }
+    }
+
+    /// The pool's keys: ingress-nginx does not verify a backend's
+    /// certificate unless told to (`proxy-ssl-verify`), and the import
+    /// verifies as it was told.
+    pub fn apply(self, pool: &mut Node, verify: &Verify) {
+        if matches!(self, Protocol::Https | Protocol::Grpcs) {
+            pool.set("tls", Node::Bool(true));
+            verify.apply(pool);
+        }
+        match self {
+            Protocol::Grpc => pool.set("protocol", Node::str("h2c")),
+            Protocol::Grpcs => pool.set("protocol", Node::str("h2")),
+            _ => {}
+        }
+    }
+}
+
+/// How a TLS backend's certificate is checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verify {
+    /// `tls_verify`.
+    pub on: bool,
+    /// `ca_file`: the Secret's `ca.crt` where it is mounted; None is the
+    /// system's roots.
+    pub ca_file: Option<String>,
+    /// `sni`: the name sent and checked; None is the target's host.
+    pub sni: Option<String>,
+}
+
+impl Verify {
+    /// The pool's keys for a TLS backend.
+    pub fn apply(&self, pool: &mut Node) {
+        pool.set("tls_verify", Node::Bool(self.on));
+        if let Some(ca) = &self.ca_file {
+            pool.set("ca_file", Node::str(ca.clone()));
+        }
+        if let Some(sni) = &self.sni {
+            pool.set("sni", Node::str(sni.clone()));
+        }
+    }
+}
+
+/// The upstream pool for a backend: the Service's cluster DNS name and port.
+pub fn upstream(
+    draft: &mut Draft<'_>,
+    ing: &Object,
+    backend: &Value,
+    protocol: Protocol,
+    verify: &Verify,
+) -> Option<String> {
+    let id = ing.id();
+    // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
+    // `serviceName` and `servicePort` (a number or a port name).
+    let legacy_port = text(backend, &["servicePort"]);
+    let legacy_number = legacy_port.clone().filter(|p| p.parse::<u16>().is_ok());
+    let legacy_name = legacy_port.filter(|p| p.parse::<u16>().is_err());
+    let service = text(backend, &["service", "name"]).or_else(|| text(backend, &["serviceName"]));
+    let Some(service) = service else {
+        let why = "a resource backend (not a Service) has no address to forward to";
+        draft.line(&id, "backend", Verdict::Unsupported(why.into()));
+        return None;
+    };
+    let port = match (
+        text(backend, &["service", "port", "number"]).or(legacy_number),
+        text(backend, &["service", "port", "name"]).or(legacy_name),
+    ) {
+        (Some(n), _) => n,
+        (None, Some(name)) => match service_port(draft, &ing.namespace, &service, &name) {
+            Some(n) => n,
+            None => {
+                let why = format!(
+                    "port {name:?} of Service {}/{service}: give the Service manifest",
+                    ing.namespace
+                );
+                draft.line(&id, "backend", Verdict::Unsupported(why));
+                return None;
+            }
+        },
+        (None, None) => "80".into(),
+    };
+    let name = format!(
+        "{}-{port}{}",
+        names::policy_name(&format!("{}_{service}", ing.namespace)),
+        protocol.suffix()
+    );
+    let target = format!(
+        "{service}.{}.svc.{}:{port}",
+        ing.namespace, draft.options.cluster_domain
+    );
+    let mut node = Node::map([("targets", Node::strs([target]))]);
+    protocol.apply(&mut node, verify);
+    node.set("connect_timeout", Node::str(connect_timeout(draft)));
+    Some(pool(draft, name, node))
+}
+
+/// ingress-nginx's `proxy-connect-timeout`: the ConfigMap's, else its
+/// default of 5 s (fairgate's own pools default to 1 s).
+fn connect_timeout(draft: &Draft<'_>) -> String {
+    draft.globals.timeouts[0]
+        .clone()
+        .unwrap_or_else(|| "5s".into())
+}
+
+/// Adds a pool under `name`, or finds the same one there; a pool of
+/// the same Service checked otherwise (another CA, no verification)
+/// gets `name-2`, `name-3`...: one never takes another's place.
+fn pool(draft: &mut Draft<'_>, name: String, node: Node) -> String {
+    let mut candidate = name.clone();
+    for n in 2.. {
+        match draft.upstreams.get(&candidate) {
+            Some(existing) if *existing != node => candidate = format!("{name}-{n}"),
+            Some(_) => return candidate,
+            None => break,
+        }
+    }
+    draft.upstreams.insert(candidate.clone(), node);
+    candidate
+}
+
+fn service_port(draft: &Draft<'_>, namespace: &str, service: &str, port: &str) -> Option<String> {
+    let svc = draft
+        .objects
+        .iter()
+        .find(|o| o.kind == "Service" && o.namespace == namespace && o.name == service)?;
+    let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
+        return None;
+    };
+    ports
+        .iter()
+        .find(|p| text(p, &["name"]).as_deref() == Some(port))
+        .and_then(|p| text(p, &["port"]))
+}

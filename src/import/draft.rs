@@ -1,0 +1,150 @@
+//! The policy as the import has drafted it so far, and its report:
+//! `Draft`, which every annotation family reads the inputs from and writes
+//! its pools, limits and routes and its report lines into, and `Globals`,
+//! the controller's settings with ingress-nginx's defaults. It holds
+//! state; what an annotation or a key becomes is decided in the families.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::emit::Node;
+use super::manifests::Object;
+use super::routes::Route;
+use super::{Line, Options, Verdict};
+
+/// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
+pub struct Globals {
+    pub limit_req_status: u16,
+    pub limit_conn_status: u16,
+    /// `proxy-body-size`: None is no limit (`0`).
+    pub body_size: Option<String>,
+    pub ssl_redirect: bool,
+    pub force_ssl_redirect: bool,
+    /// `proxy-connect-timeout`, `proxy-read-timeout`, `proxy-send-timeout`.
+    pub timeouts: [Option<String>; 3],
+    pub next_upstream: Option<String>,
+    pub next_upstream_tries: Option<String>,
+    pub hsts: Hsts,
+}
+
+impl Default for Globals {
+    fn default() -> Self {
+        Globals {
+            limit_req_status: 503,
+            limit_conn_status: 503,
+            body_size: Some("1MiB".into()),
+            ssl_redirect: true,
+            force_ssl_redirect: false,
+            timeouts: [None, None, None],
+            next_upstream: None,
+            next_upstream_tries: None,
+            hsts: Hsts::default(),
+        }
+    }
+}
+
+/// `hsts`, `hsts-max-age`, `hsts-include-subdomains`, `hsts-preload`:
+/// the header ingress-nginx sends on the HTTPS answers of hosts it has a
+/// certificate for.
+pub struct Hsts {
+    pub on: bool,
+    pub max_age: String,
+    pub include_subdomains: bool,
+    pub preload: bool,
+}
+
+impl Default for Hsts {
+    fn default() -> Self {
+        Hsts {
+            on: true,
+            max_age: "31536000".into(),
+            include_subdomains: true,
+            preload: false,
+        }
+    }
+}
+
+impl Hsts {
+    /// The `Strict-Transport-Security` value, when it is sent.
+    pub fn value(&self) -> Option<String> {
+        let mut value = format!("max-age={}", self.max_age);
+        if self.include_subdomains {
+            value.push_str("; includeSubDomains");
+        }
+        if self.preload {
+            value.push_str("; preload");
+        }
+        self.on.then_some(value)
+    }
+}
+
+/// The import under way: its inputs, the controller's settings, what the
+/// policy has so far (pools, limits, concurrency policies, certificates,
+/// routes, server keys) and the report.
+pub struct Draft<'a> {
+    pub options: &'a Options,
+    pub objects: &'a [Object],
+    pub globals: Globals,
+    pub replicas: u64,
+    pub report: Vec<Line>,
+    pub upstreams: BTreeMap<String, Node>,
+    pub limits: Vec<(String, Node)>,
+    pub concurrency: Vec<(String, Node)>,
+    /// TLS Secrets (namespace/name) → the hosts they serve.
+    pub certs: BTreeMap<String, Vec<String>>,
+    pub tls_hosts: BTreeSet<String>,
+    pub routes: Vec<Route>,
+    pub server: Vec<(String, Node)>,
+    /// Why no Ingress is imported: a server-wide access rule that did not
+    /// carry over.
+    pub withheld: Option<String>,
+    /// Hosts (None: rules without one) where ingress-nginx made every path
+    /// a regular expression, with the Ingress and annotation that did.
+    pub regex_hosts: BTreeMap<Option<String>, (String, &'static str)>,
+}
+
+impl<'a> Draft<'a> {
+    pub fn new(objects: &'a [Object], options: &'a Options) -> Self {
+        Draft {
+            options,
+            objects,
+            globals: Globals::default(),
+            replicas: 1,
+            report: Vec::new(),
+            upstreams: BTreeMap::new(),
+            limits: Vec::new(),
+            concurrency: Vec::new(),
+            certs: BTreeMap::new(),
+            tls_hosts: BTreeSet::new(),
+            routes: Vec::new(),
+            server: Vec::new(),
+            withheld: None,
+            regex_hosts: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a line to the report.
+    pub fn line(&mut self, subject: &str, item: &str, verdict: Verdict) {
+        self.report.push(Line {
+            subject: subject.to_string(),
+            item: item.to_string(),
+            verdict,
+        });
+    }
+
+    /// Whether a TLS host (exact, or a one-label wildcard) names `host`.
+    pub fn covered(&self, host: &str) -> bool {
+        let wildcard = host.split_once('.').map(|(_, rest)| format!("*.{rest}"));
+        self.tls_hosts.contains(host) || wildcard.is_some_and(|w| self.tls_hosts.contains(&w))
+    }
+
+    /// A ConfigMap by `namespace/name`, or `name` in `namespace`.
+    pub fn configmap_data(&self, namespace: &str, reference: &str) -> Option<&'a Value> {
+        let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
+        self.objects
+            .iter()
+            .find(|o| o.kind == "ConfigMap" && o.namespace == ns && o.name == name)
+            .and_then(|o| o.value.get("data"))
+    }
+}

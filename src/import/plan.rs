@@ -1,0 +1,27 @@
+//! `Plan`: what one Ingress's annotations make of each of its routes,
+//! filled in by the annotation families and read when its routes are
+//! built. Types only.
+
+use std::collections::BTreeMap;
+
+use super::backend::{Protocol, Verify};
+use super::emit::Node;
+
+/// What an Ingress's annotations make of each of its routes.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub keys: BTreeMap<&'static str, Node>,
+    pub rewrite_target: Option<String>,
+    pub vhost: Option<String>,
+    pub protocol: Protocol,
+    /// How a TLS backend is checked (`proxy-ssl-*`).
+    pub verify: Verify,
+    /// `ssl-redirect` when the annotation says it.
+    pub ssl_redirect: Option<bool>,
+    pub force_ssl_redirect: bool,
+    /// ImplementationSpecific paths read as prefixes, reported once.
+    pub loose_prefix_reported: bool,
+    /// Why the Ingress's paths are not imported at all: an access rule the
+    /// import cannot carry over would leave them open.
+    pub withheld: Option<String>,
+}
