@@ -6,16 +6,26 @@
 
 mod annotations;
 mod backend;
+mod canary;
+mod configmap;
+mod controller;
+mod cors;
 mod draft;
 mod emit;
+mod headers;
+mod limits;
 mod manifests;
 mod names;
 mod nginx;
+mod paths;
 mod plan;
 mod policy;
 mod proxy_ssl;
+mod retries;
 mod routes;
 mod streaming;
+mod timeouts;
+mod tls;
 mod units;
 
 use std::fmt;
@@ -125,7 +135,7 @@ impl Imported {
 
 /// Converts the objects read from the inputs.
 pub fn convert(objects: &[Object], options: &Options) -> Imported {
-    draft::Draft::new(objects, options).run()
+    policy::run(draft::Draft::new(objects, options))
 }
 
 /// Runs the command: 0 when every annotation was mapped or approximated,

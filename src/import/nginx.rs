@@ -1,7 +1,12 @@
-//! nginx configuration as a `configuration-snippet` holds it: statements
-//! split on `;` outside quotes, their words, and the nginx variables
-//! fairgate's templates know. It reads text; what a statement becomes is
-//! decided by its caller.
+//! `configuration-snippet`: nginx configuration, read as statements split
+//! on `;` outside quotes and their words, carried over only when every
+//! statement sets or clears a header (as header edits, with the nginx
+//! variables fairgate's templates know); anything else leaves the whole
+//! snippet untranslated.
+
+use super::headers;
+use super::plan::Plan;
+use super::Verdict;
 
 /// nginx statements: split on `;` outside quotes, comments dropped.
 pub fn statements(text: &str) -> Vec<String> {
@@ -91,4 +96,112 @@ pub fn variables(value: &str) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A `configuration-snippet` that only sets headers; anything else in it
+/// makes the whole snippet unsupported.
+pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
+    let mut edits: Vec<(&'static str, &'static str, String, String)> = Vec::new();
+    let mut partial = false;
+    for statement in statements(text) {
+        let words = words(&statement);
+        let Some(directive) = words.first() else {
+            continue;
+        };
+        let edit = match directive.as_str() {
+            "more_set_headers"
+                if words.len() >= 2 && words[1..].iter().all(|w| !w.starts_with('-')) =>
+            {
+                words[1..]
+                    .iter()
+                    .map(|h| match h.split_once(':') {
+                        Some((n, v)) => Ok((
+                            "response_headers",
+                            "set",
+                            n.trim().to_string(),
+                            v.trim().to_string(),
+                        )),
+                        None => Err(format!("more_set_headers {h:?}")),
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            }
+            "more_clear_headers" if words.len() >= 2 => Ok(words[1..]
+                .iter()
+                .map(|h| ("response_headers", "remove", h.clone(), String::new()))
+                .collect()),
+            "add_header" if words.len() == 3 || (words.len() == 4 && words[3] == "always") => {
+                partial |= words.len() == 3;
+                Ok(vec![(
+                    "response_headers",
+                    "add",
+                    words[1].clone(),
+                    words[2].clone(),
+                )])
+            }
+            "proxy_set_header" if words.len() == 3 => Ok(vec![(
+                "request_headers",
+                "set",
+                words[1].clone(),
+                words[2].clone(),
+            )]),
+            other => Err(format!("`{other}` does more than set a header")),
+        };
+        match edit {
+            Ok(list) => edits.extend(list),
+            Err(why) => {
+                return Verdict::Unsupported(format!("{why}; the snippet is not translated"))
+            }
+        }
+    }
+    for (side, op, name, value) in &edits {
+        if value.contains(['{', '}']) {
+            return Verdict::Unsupported(format!("a {{ or }} in the value of {name}"));
+        }
+        let value = match variables(value) {
+            Ok(v) => v,
+            Err(why) => return Verdict::Unsupported(why),
+        };
+        if let Err(why) = headers::edit(plan, side, op, name, &value) {
+            return Verdict::Unsupported(why);
+        }
+    }
+    match partial {
+        true => Verdict::Approximated(
+            "header edits; add_header without `always` set headers on 2xx/3xx answers only, fairgate on every upstream answer".into(),
+        ),
+        false => Verdict::Mapped("header edits (request_headers, response_headers)".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::emit::Node;
+
+    #[test]
+    fn snippets_that_only_set_headers_are_read() {
+        let mut plan = Plan::default();
+        let v = snippet(
+            "more_set_headers \"X-Frame-Options: DENY\";\n# a comment; with a semicolon\nproxy_set_header X-Real-Host $host;",
+            &mut plan,
+        );
+        assert_eq!(
+            v,
+            Verdict::Mapped("header edits (request_headers, response_headers)".into())
+        );
+        assert_eq!(
+            plan.keys["request_headers"],
+            Node::map([("set", Node::map([("X-Real-Host", Node::str("{host}"))]))])
+        );
+        let v = snippet(
+            "more_set_headers \"X-A: 1\"; rewrite ^ /x;",
+            &mut Plan::default(),
+        );
+        assert!(matches!(v, Verdict::Unsupported(w) if w.contains("`rewrite`")));
+        let v = snippet(
+            "proxy_set_header X-Forwarded-For $remote_addr;",
+            &mut Plan::default(),
+        );
+        assert!(matches!(v, Verdict::Unsupported(w) if w.contains("set by the gateway")));
+    }
 }

@@ -1,7 +1,7 @@
 //! The policy's routes: `Route` (an Ingress path's match and keys), the
 //! order they are written in (as nginx would try ingress-nginx's
 //! locations) and their YAML form. Types and writing only: a route is
-//! built from an Ingress path by `annotations::route`.
+//! built from an Ingress path by `paths::route`.
 
 use std::collections::BTreeMap;
 

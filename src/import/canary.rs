@@ -1,0 +1,131 @@
+//! Canary Ingresses (`canary: "true"`): folded into the main route of the
+//! same host and path, as the route's `canary` (weight, cookie, a header
+//! always/never) or a header route before it (`canary-by-header-value`,
+//! `-pattern`) to the canary's pool.
+
+use std::collections::BTreeMap;
+
+use super::annotations;
+use super::backend::{self, Verify};
+use super::draft::Draft;
+use super::emit::Node;
+use super::manifests::Object;
+use super::paths;
+use super::Verdict;
+
+/// A canary Ingress: its paths send some requests of the main route of
+/// the same host and path to its backend.
+pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
+    let mut targets = Vec::new();
+    for (host, path, kind, backend) in paths::of(ing) {
+        let origin = (host.clone().unwrap_or_default(), path.clone(), kind.clone());
+        let Some(main) = draft.routes.iter().position(|r| r.origin == origin) else {
+            let why = format!(
+                "no main Ingress serves host {} path {path}",
+                host.as_deref().unwrap_or("*")
+            );
+            draft.line(&ing.id(), "canary", Verdict::Unsupported(why));
+            continue;
+        };
+        let protocol = annotations::protocol_of(draft, ing);
+        let verify = Verify::default();
+        if let Some(upstream) = backend::upstream(draft, ing, &backend, protocol, &verify) {
+            targets.push((main, upstream));
+        }
+    }
+    apply(draft, ing, &targets);
+}
+
+/// The main route's `canary` settings, a header route's match, and the
+/// report of every annotation of a canary Ingress.
+fn canary_settings(ann: &BTreeMap<String, String>) -> (Vec<(String, Verdict)>, Node, Option<Node>) {
+    let mut lines: Vec<(String, Verdict)> = Vec::new();
+    let mut settings = Node::Map(Vec::new());
+    let header = ann.get("canary-by-header");
+    let value = ann.get("canary-by-header-value");
+    let pattern = ann.get("canary-by-header-pattern");
+    let mut header_match: Option<Node> = None;
+    for (key, v) in ann {
+        let verdict = match key.as_str() {
+            "canary" => Verdict::Mapped("folded into the main route's canary".into()),
+            "canary-by-header" if value.is_none() && pattern.is_none() => {
+                settings.set("header", Node::str(v.clone()));
+                Verdict::Mapped("canary.header (always / never)".into())
+            }
+            "canary-by-header" => {
+                Verdict::Mapped("a route before the main one matching the header's value".into())
+            }
+            "canary-by-header-value" => {
+                if let Some(h) = header {
+                    header_match = Some(Node::map([(h.clone(), Node::str(v.clone()))]));
+                }
+                Verdict::Mapped("match.headers on a route to the canary pool".into())
+            }
+            "canary-by-header-pattern" if value.is_none() => {
+                if let Some(h) = header {
+                    header_match = Some(Node::map([(
+                        h.clone(),
+                        Node::map([("regex", Node::str(v.clone()))]),
+                    )]));
+                }
+                Verdict::Mapped("match.headers regex on a route to the canary pool".into())
+            }
+            "canary-by-header-pattern" => Verdict::Mapped(
+                "no effect: canary-by-header-value wins, as in ingress-nginx".into(),
+            ),
+            "canary-by-cookie" => {
+                settings.set("cookie", Node::str(v.clone()));
+                Verdict::Mapped("canary.cookie (always / never)".into())
+            }
+            "canary-weight" => {
+                let total: f64 = ann
+                    .get("canary-weight-total")
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(100.0);
+                let weight: f64 = v.parse().unwrap_or(0.0);
+                let percent = (weight * 100.0 / total.max(1.0)).round().clamp(0.0, 100.0) as u64;
+                settings.set("percent", Node::Int(percent));
+                Verdict::Approximated(format!(
+                    "canary.percent {percent}: ingress-nginx drew per request; fairgate picks per client (tenant, else address), so a client stays on one side"
+                ))
+            }
+            "canary-weight-total" => Verdict::Mapped("the denominator of canary.percent".into()),
+            _ => Verdict::Unsupported(
+                "on a canary Ingress only canary-* annotations are imported".into(),
+            ),
+        };
+        lines.push((key.clone(), verdict));
+    }
+    (lines, settings, header_match)
+}
+
+/// A canary Ingress's annotations, applied to the main routes it shadows
+/// (by index, with the canary's pool).
+fn apply(draft: &mut Draft<'_>, ing: &Object, targets: &[(usize, String)]) {
+    let ann = annotations::of(ing, &draft.options.annotation_prefix);
+    let (lines, settings, header_match) = canary_settings(&ann);
+    let prefix = draft.options.annotation_prefix.clone();
+    for (key, verdict) in lines {
+        draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
+    }
+    for (main, upstream) in targets {
+        if settings != Node::Map(Vec::new()) {
+            let mut c = Node::map([("upstream", Node::str(upstream.clone()))]);
+            if let Node::Map(entries) = &settings {
+                for (k, v) in entries {
+                    c.set(k, v.clone());
+                }
+            }
+            draft.routes[*main].keys.insert("canary", c);
+        }
+        if let Some(h) = &header_match {
+            let mut r = draft.routes[*main].clone();
+            r.name = format!("{}-canary", r.name);
+            r.headers = Some(h.clone());
+            r.rank = 0;
+            r.keys.remove("canary");
+            r.keys.insert("upstream", Node::str(upstream.clone()));
+            draft.routes.push(r);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Header edits on a route (`request_headers`, `response_headers`): the
+//! one way every family adds one, never a header the gateway sets itself;
+//! `custom-headers` (a ConfigMap of response headers) and the
+//! `Strict-Transport-Security` header ingress-nginx sent on TLS hosts.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::draft::Draft;
+use super::emit::Node;
+use super::manifests::{text, Object};
+use super::plan::Plan;
+use super::Verdict;
+
+/// Adds a header edit to `request_headers` or `response_headers`.
+pub fn edit(
+    plan: &mut Plan,
+    side: &'static str,
+    op: &str,
+    name: &str,
+    value: &str,
+) -> Result<(), String> {
+    if crate::config::edit_reserved(name) {
+        return Err(format!("{name} is set by the gateway itself"));
+    }
+    let edits = plan
+        .keys
+        .entry(side)
+        .or_insert_with(|| Node::Map(Vec::new()));
+    match op {
+        "remove" => match edits.get_mut("remove") {
+            Some(Node::Seq(items)) => items.push(Node::str(name)),
+            _ => edits.set("remove", Node::strs([name])),
+        },
+        _ => {
+            if edits.get_mut(op).is_none() {
+                edits.set(op, Node::Map(Vec::new()));
+            }
+            if let Some(m) = edits.get_mut(op) {
+                m.set(name, Node::str(value));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `custom-headers`: a ConfigMap of response headers.
+pub fn custom_headers(
+    draft: &Draft<'_>,
+    ing: &Object,
+    reference: &str,
+    plan: &mut Plan,
+) -> Verdict {
+    let Some(Value::Object(data)) = draft.configmap_data(&ing.namespace, reference) else {
+        return Verdict::Unsupported(format!("ConfigMap {reference} is not among the inputs"));
+    };
+    for (name, value) in data {
+        let value = text(value, &[]).unwrap_or_default();
+        if value.contains(['{', '}']) {
+            return Verdict::Unsupported(format!("a {{ or }} in the value of {name}"));
+        }
+        if let Err(why) = edit(plan, "response_headers", "set", name, &value) {
+            return Verdict::Unsupported(why);
+        }
+    }
+    Verdict::Mapped(format!("response_headers.set from ConfigMap {reference}"))
+}
+
+/// `Strict-Transport-Security` on the answers of a TLS host's route, as
+/// ingress-nginx sends it, unless the Ingress sets it itself.
+pub fn hsts(keys: &mut BTreeMap<&'static str, Node>, value: &str) {
+    let edits = keys
+        .entry("response_headers")
+        .or_insert_with(|| Node::Map(Vec::new()));
+    if edits.get_mut("set").is_none() {
+        edits.set("set", Node::Map(Vec::new()));
+    }
+    if let Some(Node::Map(set)) = edits.get_mut("set") {
+        let name = "Strict-Transport-Security";
+        if !set.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
+            set.push((name.to_string(), Node::str(value)));
+        }
+    }
+}

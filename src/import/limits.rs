@@ -1,0 +1,138 @@
+//! `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections`
+//! and `limit-whitelist`: ingress-nginx's per-pod rate and connection
+//! limits as fleet-wide `limits` and `concurrency` policies, sized by the
+//! controller's replica count.
+
+use std::collections::BTreeMap;
+
+use super::draft::Draft;
+use super::emit::Node;
+use super::manifests::Object;
+use super::names::policy_name;
+use super::plan::Plan;
+use super::units::cidrs;
+use super::Verdict;
+
+/// `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections`,
+/// `limit-whitelist`: per controller pod in ingress-nginx, for the fleet here.
+pub fn read(
+    draft: &mut Draft<'_>,
+    ing: &Object,
+    ann: &BTreeMap<String, String>,
+    plan: &mut Plan,
+    lines: &mut Vec<(String, Verdict)>,
+) {
+    let n = draft.replicas;
+    let multiplier = match ann.get("limit-burst-multiplier").map(|m| m.parse::<u64>()) {
+        Some(Ok(m)) if m >= 1 => {
+            lines.push((
+                "limit-burst-multiplier".into(),
+                Verdict::Mapped("the capacity of the rps/rpm limits".into()),
+            ));
+            m
+        }
+        Some(_) => {
+            let why = "not a whole number of at least 1; 5 used".into();
+            lines.push(("limit-burst-multiplier".into(), Verdict::Unsupported(why)));
+            5
+        }
+        None => 5,
+    };
+    let base = policy_name(&format!("{}_{}", ing.namespace, ing.name));
+    let mut limits = Vec::new();
+    for (key, unit, suffix) in [("limit-rps", "s", "rps"), ("limit-rpm", "m", "rpm")] {
+        let Some(value) = ann.get(key) else { continue };
+        let Some(r) = value.parse::<u64>().ok().filter(|r| *r >= 1) else {
+            lines.push((
+                key.into(),
+                Verdict::Unsupported(format!("{value:?} is not a whole number of at least 1")),
+            ));
+            continue;
+        };
+        let (capacity, rate) = (n * (r * multiplier + 1), n * r);
+        let name = format!("{base}-{suffix}");
+        let mut limit = Node::map([
+            ("scope", Node::str("client_ip")),
+            (
+                "default",
+                Node::map([
+                    ("capacity", Node::Int(capacity)),
+                    ("rate", Node::str(format!("{rate}/{unit}"))),
+                ]),
+            ),
+        ]);
+        if draft.globals.limit_req_status != 429 {
+            limit.set("status", Node::Int(draft.globals.limit_req_status.into()));
+        }
+        if draft.options.shadow {
+            limit.set("shadow", Node::Bool(true));
+        }
+        draft.limits.push((name.clone(), limit));
+        limits.push(name.clone());
+        let why = format!(
+            "per pod {r}/{unit}, burst {} (x{multiplier}), nodelay, per client address, refused {}; \
+             for {n} pods: limits.{name} capacity {n} x ({r} x {multiplier} + 1) = {capacity}, rate {rate}/{unit}{}; \
+             one client may now use the whole fleet's burst",
+            r * multiplier,
+            draft.globals.limit_req_status,
+            if draft.options.shadow { ", shadow" } else { "" }
+        );
+        lines.push((key.into(), Verdict::Approximated(why)));
+    }
+    if !limits.is_empty() {
+        plan.keys.insert("limits", Node::strs(limits));
+    }
+    connections(draft, &base, ann, plan, lines);
+}
+
+/// `limit-connections` (a concurrency policy) and `limit-whitelist`.
+fn connections(
+    draft: &mut Draft<'_>,
+    base: &str,
+    ann: &BTreeMap<String, String>,
+    plan: &mut Plan,
+    lines: &mut Vec<(String, Verdict)>,
+) {
+    let n = draft.replicas;
+    if let Some(value) = ann.get("limit-connections") {
+        match value.parse::<u64>().ok().filter(|c| *c >= 1) {
+            Some(c) => {
+                let name = format!("{base}-conn");
+                let mut policy = Node::map([
+                    ("scope", Node::str("client_ip")),
+                    ("slots", Node::Int(n * c)),
+                ]);
+                if draft.globals.limit_conn_status != 429 {
+                    policy.set("status", Node::Int(draft.globals.limit_conn_status.into()));
+                }
+                draft.concurrency.push((name.clone(), policy));
+                plan.keys.insert("concurrency", Node::str(name.clone()));
+                let why = format!(
+                    "ingress-nginx counted open connections per address per pod ({c}); fairgate counts requests in flight \
+                     per address across the fleet: concurrency.{name} slots {n} x {c} = {}",
+                    n * c
+                );
+                lines.push(("limit-connections".into(), Verdict::Approximated(why)));
+            }
+            None => lines.push((
+                "limit-connections".into(),
+                Verdict::Unsupported(format!("{value:?} is not a whole number of at least 1")),
+            )),
+        }
+    }
+    if let Some(value) = ann.get("limit-whitelist") {
+        let verdict = match cidrs(value) {
+            Ok(list) => {
+                plan.keys.insert("limit_exempt_cidrs", Node::strs(list));
+                match plan.keys.contains_key("concurrency") {
+                    true => Verdict::Approximated(
+                        "limit_exempt_cidrs: no tokens spent, but the concurrency slots are still taken".into(),
+                    ),
+                    false => Verdict::Mapped("limit_exempt_cidrs".into()),
+                }
+            }
+            Err(why) => Verdict::Unsupported(why),
+        };
+        lines.push(("limit-whitelist".into(), verdict));
+    }
+}
