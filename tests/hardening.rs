@@ -1,76 +1,19 @@
 //! The edge, attacked as a stranger would: raw request bytes written to the
 //! socket (no client library to fix them up), and assertions on what a real
 //! upstream received, byte for byte, read as a decoding upstream (Go,
-//! WSGI) would read it. One test per finding of the edge-hardening review.
+//! WSGI) would read it. One test per finding of the edge-hardening review;
+//! what a stranger can make the edge hold (memory, time, connections,
+//! slots) is `hardening_resources.rs`.
 
 mod common;
 
-use std::net::IpAddr;
 use std::time::Duration;
 
+use common::edge_attack::*;
 use common::*;
+// Request bytes, over common's `get` of a client.
+use common::edge_attack::get;
 use serde_json::json;
-
-/// A token of `tenant` for user `u1` (the identity headers tests read it back).
-fn user_token(tenant: &str) -> String {
-    hs256_token(TEST_SECRET, json!({"tid": tenant, "sub": "u1"}))
-}
-
-/// A gateway in front of a raw upstream `app`, on one worker thread, with
-/// the shared HS256 key and the warnings these tests provoke on purpose
-/// acknowledged. `server` adds `server:` keys (one a line), `routes` are
-/// YAML lines indented for their section; `extra` adds top-level sections.
-async fn gateway(up: &RawUpstream, server: &str, extra: &str, routes: &str) -> Gateway {
-    gateway_auth(up, server, "", extra, routes).await
-}
-
-/// As `gateway`, with more `auth:` keys (one a line).
-async fn gateway_auth(
-    up: &RawUpstream,
-    server: &str,
-    auth: &str,
-    extra: &str,
-    routes: &str,
-) -> Gateway {
-    Policy::new()
-        .server("threads: 1")
-        .server(server)
-        .acknowledge("limits.client_keyed")
-        .acknowledge("server.escaped_slashes_keep")
-        .auth(auth)
-        .sections(&format!(
-            r#"
-upstreams:
-  app: {{targets: ["{up}"]}}
-{extra}
-routes:
-{routes}
-"#,
-            up = up.addr
-        ))
-        .start()
-        .await
-}
-
-/// An exempt public catch-all and an authenticated admin area, the shape
-/// the review used: a request that reaches `/admin` without a token walked
-/// around the gateway.
-const ADMIN_ROUTES: &str = r#"
-  - {name: admin, match: {path_prefix: /admin}, upstream: app}
-  - {name: refresh, match: {path: /v1/auth/refresh}, upstream: app, limits: [strict]}
-  - {name: small, match: {path_prefix: /v1/small}, upstream: app, max_body: 100, limits: []}
-  - {name: public, match: {path_prefix: /}, upstream: app, auth: none, exempt: true}
-"#;
-const STRICT: &str = "limits:\n  strict: {scope: tenant, default: {capacity: 3, rate: 1/h}}";
-
-fn get(target: &str, host: &str, extra: &str) -> Vec<u8> {
-    format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n")
-        .into_bytes()
-}
-
-async fn send(gw: &Gateway, request: &[u8]) -> String {
-    raw_http_from("127.0.0.1".parse().unwrap(), gw.listen, request).await
-}
 
 #[tokio::test]
 async fn finding_1_targets_that_are_not_a_path_are_refused() {
@@ -167,137 +110,6 @@ async fn finding_2_encoded_slashes_are_refused_decoded_or_kept_as_configured() {
     let r = send(&gw, &get("/files/a%2Fb", &host_of(&gw), "")).await;
     assert_eq!(status_of(&r), 200);
     assert_eq!(up.received()[1].target(), "/files/a%2Fb");
-}
-
-fn host_of(gw: &Gateway) -> String {
-    gw.listen.to_string()
-}
-
-#[tokio::test]
-async fn finding_3_hostile_heads_cannot_grow_memory() {
-    let up = RawUpstream::start().await;
-    let gw = gateway(&up, "", STRICT, ADMIN_ROUTES).await;
-    let host = host_of(&gw);
-    assert_eq!(status_of(&send(&gw, &get("/ok", &host, "")).await), 200);
-    let idle_kib = proc_status_kib(gw.pid(), "VmRSS:");
-
-    // 300 connections (100 from each of three addresses, under the per-address
-    // cap), each trickling a 1 MiB head in 4 KiB pieces.
-    let mut tasks = Vec::new();
-    for i in 0..300u32 {
-        let addr = gw.listen;
-        let source: IpAddr = format!("127.0.0.{}", 1 + i % 3).parse().unwrap();
-        tasks.push(tokio::spawn(async move {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let socket = tokio::net::TcpSocket::new_v4().unwrap();
-            socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
-            let stream = socket.connect(addr).await.unwrap();
-            let (mut rd, mut wr) = stream.into_split();
-            // Read while writing, so the answer is taken before a reset.
-            let reader = tokio::spawn(async move {
-                let mut out = Vec::new();
-                let _ =
-                    tokio::time::timeout(Duration::from_secs(20), rd.read_to_end(&mut out)).await;
-                String::from_utf8_lossy(&out).into_owned()
-            });
-            let _ = wr.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await;
-            let line = format!("X-Pad: {}\r\n", "a".repeat(4086));
-            for _ in 0..256 {
-                if wr.write_all(line.as_bytes()).await.is_err() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            drop(wr);
-            reader.await.unwrap()
-        }));
-    }
-    let mut statuses = std::collections::BTreeMap::new();
-    for t in tasks {
-        *statuses.entry(status_of(&t.await.unwrap())).or_insert(0) += 1;
-    }
-    let peak_kib = gw.peak_rss_kib();
-    eprintln!("idle {idle_kib} KiB, peak {peak_kib} KiB, answers {statuses:?}");
-    // Each got its 431, or a reset if its next piece crossed the close.
-    assert!(statuses.get(&431).is_some_and(|n| *n >= 1), "{statuses:?}");
-    assert!(
-        statuses.keys().all(|s| [0, 431].contains(s)),
-        "{statuses:?}"
-    );
-    assert!(
-        peak_kib < idle_kib + 64 * 1024,
-        "peak RSS {peak_kib} KiB, idle {idle_kib} KiB"
-    );
-    assert_eq!(up.count(), 1, "no oversized head reached the upstream");
-    assert_eq!(status_of(&send(&gw, &get("/ok", &host, "")).await), 200);
-    let m = gw.metrics().await;
-    assert_eq!(
-        metric(&m, "fairgate_edge_refusals_total{reason=\"header_size\"}"),
-        Some(300.0)
-    );
-}
-
-#[tokio::test]
-async fn finding_3_slow_heads_and_connection_floods_are_bounded() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let up = RawUpstream::start().await;
-    let gw = gateway(&up, "header_timeout: 1s", STRICT, ADMIN_ROUTES).await;
-
-    // A head trickled one byte at a time is cut at the deadline with a 408.
-    let slow = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
-    let (mut rd, mut wr) = slow.into_split();
-    let reader = tokio::spawn(async move {
-        let mut out = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut out)).await;
-        String::from_utf8_lossy(&out).into_owned()
-    });
-    wr.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-        .await
-        .unwrap();
-    for _ in 0..50 {
-        if wr.write_all(b"a").await.is_err() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let answer = reader.await.unwrap();
-    assert_eq!(status_of(&answer), 408, "{answer}");
-    let m = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &m,
-            "fairgate_edge_refusals_total{reason=\"header_timeout\"}"
-        ),
-        Some(1.0)
-    );
-    drop(gw);
-
-    let gw = gateway(&up, "max_connections_per_ip: 2", STRICT, ADMIN_ROUTES).await;
-    // Two idle connections from one address hold its share; a third is
-    // refused at once; another address is served.
-    let a = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
-    let b = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
-    let ok = eventually(Duration::from_secs(5), || async {
-        metric(&gw.metrics().await, "fairgate_connections_open").unwrap_or(0.0) >= 2.0
-    })
-    .await;
-    assert!(ok, "the two idle connections are open");
-    let r = send(&gw, &get("/", &host_of(&gw), "")).await;
-    assert_eq!(status_of(&r), 503, "{r}");
-    let other = raw_http_from("127.0.0.2".parse().unwrap(), gw.listen, &get("/", "x", "")).await;
-    assert_eq!(status_of(&other), 200, "{other}");
-    let m = gw.metrics().await;
-    assert_eq!(
-        metric(&m, "fairgate_connections_refused_total{reason=\"per_ip\"}"),
-        Some(1.0)
-    );
-    drop((a, b));
-    // Closed connections give their share back.
-    let ok = eventually(Duration::from_secs(5), || async {
-        status_of(&send(&gw, &get("/", "x", "")).await) == 200
-    })
-    .await;
-    assert!(ok);
 }
 
 #[tokio::test]
@@ -511,51 +323,6 @@ async fn finding_8_failed_authentication_is_limited_per_address() {
 }
 
 #[tokio::test]
-async fn finding_9_a_trickling_upload_loses_its_slot() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let up = RawUpstream::start().await;
-    let extra = "concurrency:\n  uploads: {scope: tenant, slots: 1, lease: 30s}";
-    let routes = "  - {name: up, match: {path_prefix: /up}, upstream: app, concurrency: uploads, limits: []}";
-    let gw = gateway(&up, "body_idle_timeout: 1s", extra, routes).await;
-    let auth = format!("Authorization: Bearer {}\r\n", user_token("acme"));
-    let mut stream = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
-    let head = format!("POST /up HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 100\r\n\r\na");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    // While it stalls, the slot is taken.
-    let ok = eventually(Duration::from_secs(5), || async {
-        metric(
-            &gw.metrics().await,
-            "fairgate_slots_held{policy=\"uploads\"}",
-        ) == Some(1.0)
-    })
-    .await;
-    assert!(ok);
-    let mut out = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out)).await;
-    let answer = String::from_utf8_lossy(&out);
-    assert_eq!(status_of(&answer), 408, "{answer}");
-    assert_eq!(
-        metric(
-            &gw.metrics().await,
-            "fairgate_edge_refusals_total{reason=\"body_idle\"}"
-        ),
-        Some(1.0)
-    );
-    let ok = eventually(Duration::from_secs(5), || async {
-        metric(
-            &gw.metrics().await,
-            "fairgate_slots_held{policy=\"uploads\"}",
-        ) == Some(0.0)
-    })
-    .await;
-    assert!(ok, "the stalled upload's slot is free");
-    let post = format!(
-        "POST /up HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 1\r\nConnection: close\r\n\r\na"
-    );
-    assert_eq!(status_of(&send(&gw, post.as_bytes()).await), 200);
-}
-
-#[tokio::test]
 async fn finding_9_ipv6_clients_share_a_bucket_per_64() {
     let up = RawUpstream::start().await;
     let server = "trusted_proxies: [127.0.0.1/32]";
@@ -631,57 +398,6 @@ async fn finding_9_host_content_length_and_escapes() {
     let r = send(&gw, &get("/caf%C3%A9", "x", "")).await;
     assert_eq!(status_of(&r), 200, "valid UTF-8 escapes pass: {r}");
     assert_eq!(up.received().pop().unwrap().decoded_path(), "/café");
-}
-
-/// Reads one response (head and a Content-Length body) from a kept-alive
-/// connection; returns its status.
-async fn read_response(stream: &mut tokio::net::TcpStream) -> u16 {
-    use tokio::io::AsyncReadExt;
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.unwrap() == 0 {
-            return 0;
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-    let length: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map_or(0, |v| v.trim().parse().unwrap());
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).await.unwrap();
-    status_of(&head)
-}
-
-#[tokio::test]
-async fn review_an_idle_kept_alive_connection_is_closed_and_gives_its_share_back() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let up = RawUpstream::start().await;
-    let server = "keepalive_timeout: 1s\nmax_connections_per_ip: 2";
-    let gw = gateway(&up, server, STRICT, ADMIN_ROUTES).await;
-    let mut held = Vec::new();
-    for target in ["/x", "/admin/x"] {
-        let mut c = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
-        let req = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
-        c.write_all(req.as_bytes()).await.unwrap();
-        assert!([200, 401].contains(&read_response(&mut c).await));
-        held.push(c);
-    }
-    // Both sit idle after their answer (one a refusal); each is closed
-    // quietly at the keep-alive timeout, and the address may connect again.
-    for c in &mut held {
-        let mut rest = Vec::new();
-        let closed = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut rest)).await;
-        assert!(closed.is_ok(), "still open after 5 s");
-        assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
-    }
-    let ok = eventually(Duration::from_secs(5), || async {
-        status_of(&send(&gw, &get("/x", "a", "")).await) == 200
-    })
-    .await;
-    assert!(ok);
 }
 
 #[tokio::test]

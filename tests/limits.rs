@@ -1,174 +1,20 @@
 //! The token-bucket behaviour suite. Every behaviour runs three times:
 //! against the in-process `memory` store, a real `redis-server`, and a real
-//! 3-master Redis Cluster, all through the real gateway binary; what Redis
-//! itself holds (keys, script calls) is checked on the two Redis stores.
+//! 3-master Redis Cluster, all through the real gateway binary (the store
+//! under test is `common::stores`). What the store holds and what it costs
+//! (keys, script calls, round trips, the memory store's size) is
+//! `limits_store.rs`.
 
 mod common;
 
 use std::time::Duration;
 
+use common::stores::*;
 use common::*;
+// The suite's token, with a user and a plan, over common's.
+use common::stores::token;
 use futures_util::future::join_all;
-use serde_json::{json, Value};
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Backend {
-    Memory,
-    Redis,
-    Cluster,
-}
-
-/// The store under test, and how to look inside it.
-struct Env {
-    backend: Backend,
-    redis: Option<Redis>,
-    cluster: Option<Cluster>,
-    upstream: Upstream,
-}
-
-impl Env {
-    async fn new(backend: Backend) -> Env {
-        Env {
-            backend,
-            redis: match backend {
-                Backend::Redis => Some(Redis::start().await),
-                _ => None,
-            },
-            cluster: match backend {
-                Backend::Cluster => Some(Cluster::start().await),
-                _ => None,
-            },
-            upstream: Upstream::start().await,
-        }
-    }
-
-    /// The store under test's `store:` mapping; `None` for the memory store,
-    /// the policy's default.
-    fn store(&self) -> Option<String> {
-        match self.backend {
-            Backend::Memory => None,
-            Backend::Redis => Some(format!(
-                "{{kind: redis, url: \"{}\", timeout: 2s}}",
-                self.redis.as_ref().unwrap().url()
-            )),
-            Backend::Cluster => Some(format!(
-                "{{kind: redis_cluster, nodes: {:?}, timeout: 2s}}",
-                self.cluster.as_ref().unwrap().urls()
-            )),
-        }
-    }
-
-    fn ports(&self) -> Vec<u16> {
-        match (&self.redis, &self.cluster) {
-            (Some(r), _) => vec![r.port],
-            (_, Some(c)) => c.nodes.iter().map(|n| n.port).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    fn is_redis(&self) -> bool {
-        self.backend != Backend::Memory
-    }
-
-    /// Every key in the store, sorted.
-    fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.ports().into_iter().flat_map(scan_keys).collect();
-        keys.sort();
-        keys
-    }
-
-    /// Script executions: EVALSHA and EVAL calls, less EVALSHAs refused
-    /// with NOSCRIPT (after which the gateway sends the same call as EVAL).
-    fn script_calls(&self) -> u64 {
-        self.ports()
-            .into_iter()
-            .map(|p| {
-                command_calls(p, "evalsha") - command_failures(p, "evalsha")
-                    + command_calls(p, "eval")
-            })
-            .sum()
-    }
-
-    fn script_flush(&self) {
-        for p in self.ports() {
-            assert_eq!(redis_cli(p, &["SCRIPT", "FLUSH"]).unwrap().trim(), "OK");
-        }
-    }
-
-    /// A gateway on the store under test with the shared HS256 key, the
-    /// upstream `api`, and the test's own sections, `rest`.
-    async fn gateway(&self, rest: &str) -> Gateway {
-        let policy = Policy::new().server("shutdown_grace: 1s\nthreads: 1");
-        let policy = match self.store() {
-            Some(store) => policy.store(&store),
-            None => policy,
-        };
-        policy
-            .hs256()
-            .sections(&format!(
-                "upstreams:\n  api: {{targets: [\"{}\"]}}\n{rest}",
-                self.upstream.addr
-            ))
-            .start()
-            .await
-    }
-}
-
-fn token(tenant: &str, user: &str, plan: Option<&str>) -> String {
-    let mut claims = json!({"tid": tenant, "sub": user, "jti": format!("jti-{user}")});
-    if let Some(p) = plan {
-        claims["plan"] = json!(p);
-    }
-    hs256_token(TEST_SECRET, claims)
-}
-
-fn header(r: &reqwest::Response, name: &str) -> String {
-    r.headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default()
-}
-
-macro_rules! on_every_store {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread")]
-            async fn $name() { super::$name(super::Backend::Memory).await })*
-        }
-        mod redis {
-            $(#[tokio::test(flavor = "multi_thread")]
-            async fn $name() { super::$name(super::Backend::Redis).await })*
-        }
-        mod cluster {
-            $(#[tokio::test(flavor = "multi_thread")]
-            async fn $name() { super::$name(super::Backend::Cluster).await })*
-        }
-    };
-}
-
-/// For bodies whose subject is Redis itself (its keys, its script calls,
-/// its script cache): the memory store has nothing of the kind to check.
-macro_rules! on_redis_stores {
-    ($($name:ident),* $(,)?) => {
-        mod redis_subject {
-            mod redis {
-                $(#[tokio::test(flavor = "multi_thread")]
-                async fn $name() { super::super::$name(super::super::Backend::Redis).await })*
-            }
-            mod cluster {
-                $(#[tokio::test(flavor = "multi_thread")]
-                async fn $name() { super::super::$name(super::super::Backend::Cluster).await })*
-            }
-        }
-    };
-}
-
-on_redis_stores!(
-    script_flush_is_survived,
-    exempt_routes_never_touch_the_store,
-    keys_have_exactly_the_spec_shapes,
-    one_round_trip_per_decision,
-);
+use serde_json::Value;
 
 on_every_store!(
     burst_of_sixty_allows_exactly_capacity,
@@ -181,18 +27,9 @@ on_every_store!(
     shadow_limits_count_but_never_refuse,
     quota_headers_match_the_spec_byte_for_byte,
     default_limits_apply_to_routes_without_limits,
-    a_flood_costs_redis_one_call_per_gateway_per_refill,
     a_refusal_at_one_plan_does_not_refuse_a_bigger_plan,
     values_over_256_bytes_are_refused,
 );
-
-/// One tenant-scoped limit `api` sized `bucket`, on every path.
-fn tenant_limit(bucket: &str) -> String {
-    format!(
-        "limits:\n  api: {{scope: tenant, default: {bucket}}}\nroutes:\n  \
-         - {{name: api, match: {{path_prefix: /}}, upstream: api, limits: [api]}}\n"
-    )
-}
 
 async fn burst_of_sixty_allows_exactly_capacity(backend: Backend) {
     let env = Env::new(backend).await;
@@ -356,67 +193,6 @@ async fn three_gateways_share_one_budget(backend: Backend) {
     }
 }
 
-async fn script_flush_is_survived(backend: Backend) {
-    let env = Env::new(backend).await;
-    let gw = env
-        .gateway(&tenant_limit("{capacity: 10, rate: 1/h}"))
-        .await;
-    let t = token("acme", "u1", None);
-    for expect in ["9", "8"] {
-        let r = get(&gw, "/v1/x", &t).await;
-        assert_eq!(header(&r, "x-ratelimit-remaining"), expect);
-    }
-    env.script_flush();
-    for expect in ["7", "6"] {
-        let r = get(&gw, "/v1/x", &t).await;
-        assert_eq!(r.status(), 200);
-        assert_eq!(
-            header(&r, "x-ratelimit-remaining"),
-            expect,
-            "decided by the store"
-        );
-    }
-    let m = gw.metrics().await;
-    assert_eq!(
-        metric_sum(&m, "fairgate_ratelimit_fallback_total"),
-        0.0,
-        "{m}"
-    );
-}
-
-async fn exempt_routes_never_touch_the_store(backend: Backend) {
-    let env = Env::new(backend).await;
-    let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 1, rate: 1/h}}
-routes:
-  - {name: health, match: {path: /healthz}, upstream: api, auth: none, exempt: true}
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api]}
-"#,
-        )
-        .await;
-    let before = env.script_calls();
-    let c = client();
-    for chunk in 0..10 {
-        let batch = join_all((0..100).map(|_| c.get(gw.url("/healthz")).send())).await;
-        for r in batch {
-            assert_eq!(r.unwrap().status(), 200, "chunk {chunk}");
-        }
-    }
-    assert_eq!(env.script_calls(), before, "probes reached the store");
-    assert!(env.keys().is_empty());
-    let m = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &m,
-            r#"fairgate_requests_total{route="health",status_class="2xx"}"#
-        ),
-        Some(1000.0)
-    );
-}
-
 async fn plans_and_overrides_pick_the_capacity(backend: Backend) {
     let env = Env::new(backend).await;
     let gw = env
@@ -512,101 +288,6 @@ routes:
     assert_eq!(header(&r, "ratelimit"), r#""api";r=20;t=48"#);
 }
 
-async fn keys_have_exactly_the_spec_shapes(backend: Backend) {
-    let env = Env::new(backend).await;
-    let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 100, rate: 1/h}}
-  auth: {scope: tenant_user, default: {capacity: 100, rate: 1/h}}
-  tok: {scope: tenant_token, default: {capacity: 100, rate: 1/h}}
-  hooks: {scope: {path: provider}, default: {capacity: 100, rate: 1/h}}
-  partner: {scope: {header: X-Partner}, default: {capacity: 100, rate: 1/h}}
-  anon: {scope: client_ip, default: {capacity: 100, rate: 1/h}}
-  all: {scope: global, default: {capacity: 100, rate: 1/h}}
-routes:
-  - {name: hooks, match: {path: "/webhooks/{provider}"}, upstream: api, auth: none, limits: [hooks], client_ip_exempt: true}
-  - {name: tenant_hooks, match: {path: "/t/webhooks/{provider}"}, upstream: api, limits: [hooks]}
-  - {name: partner, match: {path: /partner}, upstream: api, auth: none, limits: [partner], client_ip_exempt: true}
-  - {name: anon, match: {path: /anon}, upstream: api, auth: none, limits: [anon]}
-  - {name: all, match: {path: /all}, upstream: api, auth: none, limits: [all]}
-  - {name: user, match: {path: /user}, upstream: api, limits: [api, auth, tok]}
-"#,
-        )
-        .await;
-    let c = client();
-    let t = token("acme", "auth0|42:rate:api", None);
-    assert_eq!(get(&gw, "/user", &t).await.status(), 200);
-    assert_eq!(get(&gw, "/t/webhooks/stripe", &t).await.status(), 200);
-    for path in ["/webhooks/stripe", "/webhooks/a:b%7B", "/anon", "/all"] {
-        assert_eq!(
-            c.get(gw.url(path)).send().await.unwrap().status(),
-            200,
-            "{path}"
-        );
-    }
-    let r = c
-        .get(gw.url("/partner"))
-        .header("x-partner", "p/1")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let mut expected = vec![
-        "tenant:{acme}:rate:api",
-        "tenant:{acme}:user:auth0%7C42%3Arate%3Aapi:rate:auth",
-        "tenant:{acme}:token:jti-auth0%7C42%3Arate%3Aapi:rate:tok",
-        "tenant:{acme}:hooks:{stripe}:rate",
-        "hooks:{stripe}:rate",
-        "hooks:{a%3Ab%257B}:rate",
-        "partner:{p%2F1}:rate",
-        "ip:{127.0.0.1}:rate:anon",
-        "global:{all}:rate",
-    ];
-    expected.sort();
-    assert_eq!(env.keys(), expected);
-    // Every key carries a TTL equal to its time until full: one token at 1/h.
-    for key in env.keys() {
-        let ttl = env.ports().iter().find_map(|p| {
-            redis_cli(*p, &["PTTL", &key])
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .filter(|v| *v != -2)
-        });
-        let ttl = ttl.unwrap_or(-2);
-        assert!(
-            (3_590_000..=3_600_000).contains(&ttl),
-            "{key} has PTTL {ttl}"
-        );
-    }
-}
-
-async fn one_round_trip_per_decision(backend: Backend) {
-    let env = Env::new(backend).await;
-    let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: tenant, default: {capacity: 1000, rate: 1/h}}
-  auth: {scope: tenant_user, default: {capacity: 1000, rate: 1/h}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, limits: [api, auth]}
-"#,
-        )
-        .await;
-    let t = token("acme", "u1", None);
-    get(&gw, "/warm", &t).await;
-    let before = env.script_calls();
-    for _ in 0..50 {
-        assert_eq!(get(&gw, "/v1/x", &t).await.status(), 200);
-    }
-    assert_eq!(
-        env.script_calls() - before,
-        50,
-        "two buckets, one script call each request"
-    );
-}
-
 async fn default_limits_apply_to_routes_without_limits(backend: Backend) {
     let env = Env::new(backend).await;
     let gw = env
@@ -631,39 +312,6 @@ routes:
                 "tenant:{acme}:rate:default".to_string()
             ]
         );
-    }
-}
-
-/// A tenant flooding at far above its rate, over two gateways: each gateway
-/// asks Redis once, learns when the bucket refills, and refuses locally
-/// until then. Redis load follows refills, not the flood; counts stay exact.
-async fn a_flood_costs_redis_one_call_per_gateway_per_refill(backend: Backend) {
-    let env = Env::new(backend).await;
-    let rest = &tenant_limit("{capacity: 5, rate: 1/10s}");
-    let gws = join_all((0..2).map(|_| env.gateway(rest))).await;
-    let before = env.script_calls();
-    let t = token("acme", "u1", None);
-    // One sequential client per gateway, 250 requests each.
-    let flood = join_all(gws.iter().map(|gw| {
-        let t = t.clone();
-        async move {
-            let mut statuses = Vec::new();
-            for _ in 0..250 {
-                statuses.push(get(gw, "/v1/x", &t).await.status().as_u16());
-            }
-            statuses
-        }
-    }))
-    .await;
-    let all: Vec<u16> = flood.into_iter().flatten().collect();
-    // `memory` counts per process: each gateway allows 5.
-    let allowed = if env.is_redis() { 5 } else { 10 };
-    assert_eq!(all.iter().filter(|s| **s == 200).count(), allowed);
-    assert_eq!(all.iter().filter(|s| **s == 429).count(), 500 - allowed);
-    if env.is_redis() {
-        // 5 allowed + 1 refusal per gateway (the flood lasts well under the
-        // 10 s refill interval).
-        assert_eq!(env.script_calls() - before, 7);
     }
 }
 
@@ -726,43 +374,4 @@ routes:
     if env.is_redis() {
         assert_eq!(env.keys().len(), 1, "the refused value wrote no key");
     }
-}
-
-/// 100,000 active tenants, one non-full bucket each, in the memory store:
-/// the gateway stays under 128 MiB resident and forgets none of them.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_memory_store_holds_100k_tenants_under_128_mib() {
-    use futures_util::StreamExt;
-    const TENANTS: usize = 100_000;
-    let env = Env::new(Backend::Memory).await;
-    let gw = env
-        .gateway(
-            r#"
-limits:
-  api: {scope: {header: X-Tenant}, default: {capacity: 1000, rate: 1/h}}
-routes:
-  - {name: api, match: {path_prefix: /}, upstream: api, auth: none, limits: [api], client_ip_exempt: true}
-"#,
-        )
-        .await;
-    let c = client();
-    let url = gw.url("/t");
-    let send = |i: usize| c.get(&url).header("x-tenant", format!("tenant-{i}")).send();
-    let allowed = futures_util::stream::iter(0..TENANTS)
-        .map(|i| {
-            let r = send(i);
-            async move { r.await.unwrap().status() == 200 }
-        })
-        .buffer_unordered(64)
-        .filter(|ok| std::future::ready(*ok))
-        .count()
-        .await;
-    assert_eq!(allowed, TENANTS);
-    for i in [0, TENANTS / 2, TENANTS - 1] {
-        let r = send(i).await.unwrap();
-        assert_eq!(header(&r, "x-ratelimit-remaining"), "998", "tenant-{i}");
-    }
-    let rss = proc_status_kib(gw.pid(), "VmRSS:");
-    println!("{TENANTS} tenants in the memory store: gateway RSS {rss} KiB");
-    assert!(rss < 128 * 1024, "gateway RSS {rss} KiB is over 128 MiB");
 }

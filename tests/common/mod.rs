@@ -2,10 +2,13 @@
 //! and a raw upstream (`upstream`), the one builder of the configs suites
 //! start (`policy`), the gateway binary with a config written to a
 //! temporary directory (`gateway`), `redis-server` and Redis Cluster
-//! (`redis`), clients and raw bytes (`http`). Everything started here is
+//! (`redis`), clients and raw bytes (`http`). Used by path, not
+//! glob-exported: the bucket suites' store under test (`stores`), the
+//! edge-hardening suites' set-up (`edge_attack`) and the import suites'
+//! runs of the importer (`ingress_import`). Everything started here is
 //! ended by PID when its handle drops.
 
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -14,11 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod dns;
+pub mod edge_attack;
 mod gateway;
 mod http;
+pub mod ingress_import;
 mod otlp;
 mod policy;
 mod redis;
+pub mod stores;
 mod tls;
 mod upstream;
 
