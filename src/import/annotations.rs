@@ -217,7 +217,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
                 plan.keys.insert(target, Node::strs(list));
                 Verdict::Mapped(format!("{target}; others get 403"))
             }
-            Err(why) => Verdict::Unsupported(why),
+            Err(why) => Verdict::Unsupported(why.to_string()),
         },
         "backend-protocol" => backend_protocol(draft, ing, value, plan),
         "upstream-vhost" => {
@@ -226,7 +226,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
         }
         "x-forwarded-prefix" if value.contains(['{', '}']) => Verdict::Unsupported("a { or } in the value".into()),
         "x-forwarded-prefix" => headers::edit(plan, "request_headers", "set", "X-Forwarded-Prefix", value)
-            .map_or_else(Verdict::Unsupported, |_| mapped("request_headers.set X-Forwarded-Prefix")),
+            .map_or_else(|why| Verdict::Unsupported(why.to_string()), |_| mapped("request_headers.set X-Forwarded-Prefix")),
         "custom-headers" => headers::custom_headers(draft, ing, value, plan),
         "configuration-snippet" => nginx::snippet(value, plan),
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),

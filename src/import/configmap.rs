@@ -140,7 +140,7 @@ fn access(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
         }
         Err(why) => {
             draft.withheld = Some(lost);
-            Verdict::Unsupported(why)
+            Verdict::Unsupported(why.to_string())
         }
     }
 }

@@ -13,6 +13,11 @@ use super::manifests::{text, Object};
 use super::plan::Plan;
 use super::Verdict;
 
+/// A header the gateway sets itself: no edit may touch it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is set by the gateway itself")]
+pub struct Reserved(pub String);
+
 /// Adds a header edit to `request_headers` or `response_headers`.
 pub fn edit(
     plan: &mut Plan,
@@ -20,9 +25,9 @@ pub fn edit(
     op: &str,
     name: &str,
     value: &str,
-) -> Result<(), String> {
+) -> Result<(), Reserved> {
     if crate::config::edit_reserved(name) {
-        return Err(format!("{name} is set by the gateway itself"));
+        return Err(Reserved(name.to_string()));
     }
     let edits = plan
         .keys
@@ -61,7 +66,7 @@ pub fn custom_headers(
             return Verdict::Unsupported(format!("a {{ or }} in the value of {name}"));
         }
         if let Err(why) = edit(plan, "response_headers", "set", name, &value) {
-            return Verdict::Unsupported(why);
+            return Verdict::Unsupported(why.to_string());
         }
     }
     Verdict::Mapped(format!("response_headers.set from ConfigMap {reference}"))

@@ -131,7 +131,7 @@ fn connections(
                     false => Verdict::Mapped("limit_exempt_cidrs".into()),
                 }
             }
-            Err(why) => Verdict::Unsupported(why),
+            Err(why) => Verdict::Unsupported(why.to_string()),
         };
         lines.push(("limit-whitelist".into(), verdict));
     }

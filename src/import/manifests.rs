@@ -24,6 +24,38 @@ pub const MAX_NODES: usize = 1_000_000;
 /// The deepest nesting of lists and mappings in one file.
 pub const MAX_DEPTH: usize = 128;
 
+/// Why the inputs cannot be read; each names the file, and where in it.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// A path given, or found in a directory given, cannot be looked at
+    /// or listed.
+    #[error("{}: {source}", path.display())]
+    Listing {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: cannot read: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{}: {size} bytes: a manifest file may have at most {} (16 MiB)",
+        path.display(),
+        MAX_FILE_BYTES
+    )]
+    TooLarge { path: PathBuf, size: u64 },
+    /// Not YAML, or YAML refused before it is loaded (anchors, aliases,
+    /// too many nodes, too deep), at a line and column.
+    #[error("{}:{line}:{column}: {what}", path.display())]
+    Refused {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        what: String,
+    },
+}
+
 /// One Kubernetes object.
 #[derive(Debug, Clone)]
 pub struct Object {
@@ -59,7 +91,7 @@ pub fn text(value: &Value, path: &[&str]) -> Option<String> {
 
 /// Every object in `paths` (files, or directories read recursively for
 /// `*.yaml`, `*.yml` and `*.json`, in name order).
-pub fn read(paths: &[PathBuf]) -> Result<Vec<Object>, String> {
+pub fn read(paths: &[PathBuf]) -> Result<Vec<Object>, ReadError> {
     let mut files = Vec::new();
     for path in paths {
         collect(path, &mut files)?;
@@ -67,8 +99,11 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Object>, String> {
     let mut objects = Vec::new();
     for file in files {
         let text = read_bounded(&file)?;
-        let at = |m: &Marker, what: &str| {
-            format!("{}:{}:{}: {what}", file.display(), m.line(), m.col() + 1)
+        let at = |m: &Marker, what: &str| ReadError::Refused {
+            path: file.clone(),
+            line: m.line(),
+            column: m.col() + 1,
+            what: what.to_string(),
         };
         screen(&text).map_err(|(m, what)| at(&m, &what))?;
         let docs = YamlLoader::load_from_str(&text)
@@ -82,14 +117,15 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Object>, String> {
 
 /// A file's text, refused beyond `MAX_FILE_BYTES` (read no further than
 /// that, should it grow meanwhile).
-fn read_bounded(file: &Path) -> Result<String, String> {
-    let refuse = |size: u64| {
-        format!(
-            "{}: {size} bytes: a manifest file may have at most {MAX_FILE_BYTES} (16 MiB)",
-            file.display()
-        )
+fn read_bounded(file: &Path) -> Result<String, ReadError> {
+    let refuse = |size: u64| ReadError::TooLarge {
+        path: file.to_path_buf(),
+        size,
     };
-    let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", file.display());
+    let cannot = |source: std::io::Error| ReadError::Unreadable {
+        path: file.to_path_buf(),
+        source,
+    };
     let f = std::fs::File::open(file).map_err(cannot)?;
     let size = f.metadata().map_err(cannot)?.len();
     if size > MAX_FILE_BYTES {
@@ -154,14 +190,18 @@ fn screen(text: &str) -> Result<(), (Marker, String)> {
     }
 }
 
-fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), ReadError> {
+    let listing = |source: std::io::Error| ReadError::Listing {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(listing)?;
     if meta.is_file() {
         files.push(path.to_path_buf());
         return Ok(());
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
+        .map_err(listing)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
@@ -264,7 +304,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("bad.yaml");
         std::fs::write(&file, "kind: Ingress\nmetadata: {name: [\n").unwrap();
-        let err = read(&[file]).unwrap_err();
+        let err = read(&[file]).unwrap_err().to_string();
         assert!(err.contains("bad.yaml:3:"), "{err}");
     }
 
@@ -276,7 +316,7 @@ mod tests {
         std::fs::write(&file, deep(MAX_DEPTH - 1)).unwrap();
         assert!(read(std::slice::from_ref(&file)).is_ok());
         std::fs::write(&file, deep(MAX_DEPTH)).unwrap();
-        let err = read(&[file]).unwrap_err();
+        let err = read(&[file]).unwrap_err().to_string();
         assert!(
             err.ends_with("deep.yaml:2:135: nested deeper than 128 lists and mappings"),
             "{err}"

@@ -3,6 +3,16 @@
 //! one line per annotation (and per controller ConfigMap key) of every
 //! Ingress: `mapped`, `approximated (why)` or `not supported (why)`; nothing
 //! is guessed. docs/migrating-from-ingress-nginx.md is the mapping table.
+//!
+//! `manifests` reads the inputs. `policy` drives the run over a
+//! `draft::Draft` (what is built so far): `configmap` and `controller`
+//! first, `tls` sections, then each main Ingress's `annotations::plan`
+//! (its families: `limits`, `cors`, `retries`, `timeouts`, `proxy_ssl`,
+//! `headers`, `nginx` snippets, `streaming`), its `backend` pools and its
+//! `paths` as `routes`, then `canary` Ingresses; `emit` writes the YAML.
+//! `plan`, `routes`, `backend`, `units` and `names` sit below them all.
+//! Besides this file's `Options`, `Verdict` and `Line`, no module uses one
+//! that uses it.
 
 mod annotations;
 mod backend;
@@ -138,17 +148,39 @@ pub fn convert(objects: &[Object], options: &Options) -> Imported {
     policy::run(draft::Draft::new(objects, options))
 }
 
+/// Why the command stopped before its outputs were written.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error(transparent)]
+    Read(#[from] manifests::ReadError),
+    /// `--output` or `--report`.
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Standard output or standard error.
+    #[error(transparent)]
+    Stream(std::io::Error),
+}
+
 /// Runs the command: 0 when every annotation was mapped or approximated,
 /// 2 when some are not supported (the policy is written either way), 1 when
 /// the inputs cannot be read or the outputs written.
 pub fn main(options: &Options) -> i32 {
-    let objects = match manifests::read(&options.inputs) {
-        Ok(objects) => objects,
+    match run(options) {
+        Ok(0) => 0,
+        Ok(_) => 2,
         Err(e) => {
             eprintln!("import: {e}");
-            return 1;
+            1
         }
-    };
+    }
+}
+
+/// Reads, converts and writes; how many report lines are `not supported`.
+fn run(options: &Options) -> Result<usize, Error> {
+    let objects = manifests::read(&options.inputs)?;
     let imported = convert(&objects, options);
     let mut report: String = imported.report.iter().map(|l| format!("{l}\n")).collect();
     let unsupported = imported.unsupported();
@@ -157,28 +189,23 @@ pub fn main(options: &Options) -> i32 {
         imported.report.len(),
         unsupported
     ));
-    let written = write(options.output.as_ref(), &imported.policy, false)
-        .and_then(|_| write(options.report.as_ref(), &report, true));
-    if let Err(e) = written {
-        eprintln!("import: {e}");
-        return 1;
-    }
-    if unsupported > 0 {
-        2
-    } else {
-        0
-    }
+    write(options.output.as_ref(), &imported.policy, false)?;
+    write(options.report.as_ref(), &report, true)?;
+    Ok(unsupported)
 }
 
-fn write(path: Option<&PathBuf>, text: &str, stderr: bool) -> Result<(), String> {
+fn write(path: Option<&PathBuf>, text: &str, stderr: bool) -> Result<(), Error> {
     use std::io::Write;
     match path {
-        Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display())),
+        Some(p) => std::fs::write(p, text).map_err(|source| Error::Write {
+            path: p.clone(),
+            source,
+        }),
         None if stderr => std::io::stderr()
             .write_all(text.as_bytes())
-            .map_err(|e| e.to_string()),
+            .map_err(Error::Stream),
         None => std::io::stdout()
             .write_all(text.as_bytes())
-            .map_err(|e| e.to_string()),
+            .map_err(Error::Stream),
     }
 }

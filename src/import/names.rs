@@ -105,17 +105,29 @@ pub fn ingress_problem(ing: &Object) -> Option<String> {
         })
 }
 
+/// Why an annotation's `NAMESPACE/NAME` names no Secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("{0:?} is not NAMESPACE/NAME")]
+    Unqualified(String),
+    /// Names the API server would have refused.
+    #[error(
+        "{0:?} is not NAMESPACE/NAME with {label} and {subdomain}, as the API server requires",
+        label = LABEL,
+        subdomain = SUBDOMAIN
+    )]
+    Names(String),
+}
+
 /// A Secret named by an annotation as `NAMESPACE/NAME`: the pair, when
 /// both are names the API server would accept.
-pub fn secret_reference(reference: &str) -> Result<(String, String), String> {
+pub fn secret_reference(reference: &str) -> Result<(String, String), ReferenceError> {
     match reference.split_once('/') {
         Some((ns, name)) if dns1123_label(ns) && dns1123_subdomain(name) => {
             Ok((ns.to_string(), name.to_string()))
         }
-        Some(_) => Err(format!(
-            "{reference:?} is not NAMESPACE/NAME with {LABEL} and {SUBDOMAIN}, as the API server requires"
-        )),
-        None => Err(format!("{reference:?} is not NAMESPACE/NAME")),
+        Some(_) => Err(ReferenceError::Names(reference.to_string())),
+        None => Err(ReferenceError::Unqualified(reference.to_string())),
     }
 }
 
@@ -180,5 +192,13 @@ mod tests {
         );
         assert!(secret_reference("shop/../../x").is_err());
         assert!(secret_reference("backend-ca").is_err());
+        assert_eq!(
+            secret_reference("backend-ca").unwrap_err().to_string(),
+            "\"backend-ca\" is not NAMESPACE/NAME"
+        );
+        assert_eq!(
+            secret_reference("Shop/ca").unwrap_err().to_string(),
+            format!("\"Shop/ca\" is not NAMESPACE/NAME with {LABEL} and {SUBDOMAIN}, as the API server requires")
+        );
     }
 }

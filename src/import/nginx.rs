@@ -69,9 +69,14 @@ pub fn words(statement: &str) -> Vec<String> {
     out
 }
 
+/// An nginx variable fairgate's templates have no equivalent for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("nginx variable ${0} has no fairgate equivalent")]
+pub struct UnknownVariable(pub String);
+
 /// nginx variables fairgate templates know: `$host`, `$remote_addr`,
 /// `$request_id`, `$uri`.
-pub fn variables(value: &str) -> Result<String, String> {
+pub fn variables(value: &str) -> Result<String, UnknownVariable> {
     let mut out = String::new();
     let mut rest = value;
     while let Some(i) = rest.find('$') {
@@ -85,11 +90,7 @@ pub fn variables(value: &str) -> Result<String, String> {
             "remote_addr" => "{client_ip}",
             "request_id" => "{request_id}",
             "uri" => "{path}",
-            other => {
-                return Err(format!(
-                    "nginx variable ${other} has no fairgate equivalent"
-                ))
-            }
+            other => return Err(UnknownVariable(other.to_string())),
         };
         out.push_str(var);
         rest = &after[end..];
@@ -159,10 +160,10 @@ pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
         }
         let value = match variables(value) {
             Ok(v) => v,
-            Err(why) => return Verdict::Unsupported(why),
+            Err(why) => return Verdict::Unsupported(why.to_string()),
         };
         if let Err(why) = headers::edit(plan, side, op, name, &value) {
-            return Verdict::Unsupported(why);
+            return Verdict::Unsupported(why.to_string());
         }
     }
     match partial {

@@ -312,7 +312,8 @@ fn rewrite_template(target: &str, groups: &[String]) -> Result<String, String> {
             let end = after
                 .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
                 .unwrap_or(after.len());
-            out.push_str(&nginx::variables(&format!("${}", &after[..end]))?);
+            let var = nginx::variables(&format!("${}", &after[..end]));
+            out.push_str(&var.map_err(|e| e.to_string())?);
             rest = &after[end..];
             continue;
         }

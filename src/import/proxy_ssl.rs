@@ -84,7 +84,7 @@ fn secret(
     let (ns, name) = match names::secret_reference(reference) {
         Ok(pair) => pair,
         // ingress-nginx denies every location of the Ingress (503).
-        Err(why) => return Verdict::Unsupported(why),
+        Err(why) => return Verdict::Unsupported(why.to_string()),
     };
     if ns != namespace {
         let why = format!("a Secret of namespace {ns}, not the Ingress's {namespace}: ingress-nginx refuses it by default");

@@ -45,8 +45,17 @@ pub fn duration(s: u64) -> String {
     }
 }
 
+/// Why an address list does not carry over.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    #[error("{0:?} is not a CIDR or address")]
+    NotAnAddress(String),
+    #[error("{0:?} names no address")]
+    Empty(String),
+}
+
 /// A comma-separated list of CIDRs or addresses.
-pub fn cidrs(text: &str) -> Result<Vec<String>, String> {
+pub fn cidrs(text: &str) -> Result<Vec<String>, CidrError> {
     let list: Vec<String> = text
         .split(',')
         .map(str::trim)
@@ -54,13 +63,13 @@ pub fn cidrs(text: &str) -> Result<Vec<String>, String> {
         .map(|s| {
             let ok = s.parse::<ipnet::IpNet>().is_ok() || s.parse::<std::net::IpAddr>().is_ok();
             ok.then(|| s.to_string())
-                .ok_or_else(|| format!("{s:?} is not a CIDR or address"))
+                .ok_or_else(|| CidrError::NotAnAddress(s.to_string()))
         })
         .collect::<Result<_, _>>()?;
     // An empty list means "every address" to fairgate: never from a rule
     // that meant to restrict.
     if list.is_empty() {
-        return Err(format!("{text:?} names no address"));
+        return Err(CidrError::Empty(text.to_string()));
     }
     Ok(list)
 }
@@ -90,6 +99,13 @@ mod tests {
         assert_eq!(seconds("120"), Some("120s".into()));
         assert_eq!(duration(1_728_000), "20d");
         assert!(cidrs("10.0.0.0/8, 192.168.1.1").is_ok());
-        assert!(cidrs("10.0.0.0/8, nope").is_err());
+        assert_eq!(
+            cidrs("10.0.0.0/8, nope").unwrap_err().to_string(),
+            "\"nope\" is not a CIDR or address"
+        );
+        assert_eq!(
+            cidrs(" , ").unwrap_err().to_string(),
+            "\" , \" names no address"
+        );
     }
 }
