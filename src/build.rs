@@ -111,6 +111,8 @@ fn served(config: &Config, problems: &mut Problems) -> Option<Certs> {
     let tls = config.server.tls.as_ref()?;
     let first = tls.certificates.first()?;
     let mut certs = Certs::default();
+    let mut failed = false;
+    // Every pair is tried, so each bad one is reported in the same run.
     for c in &tls.certificates {
         let added = open(&c.value.cert)
             .and_then(|cert| Ok((cert, open(&c.value.key)?)))
@@ -119,8 +121,11 @@ fn served(config: &Config, problems: &mut Problems) -> Option<Certs> {
             .and_then(|served| certs.add(served, &c.value.hosts));
         if let Err(e) = added {
             problems.push_at(&c.place, cert_code(&e), e);
-            return None;
+            failed = true;
         }
+    }
+    if failed {
+        return None;
     }
     certs
         .finish()

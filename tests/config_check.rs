@@ -6,6 +6,10 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+
+use common::check::check_in_dir;
+
 /// Named by `secret_env` in the fixtures that need one valid HS256 key.
 const SECRET_ENV: &str = "FAIRGATE_TEST_SECRET";
 /// Named by `auth.key_missing.yaml`; it must be unset when `check` runs.
@@ -450,26 +454,6 @@ routes:
             "ok",
         ]
     );
-}
-
-/// `check -c edge.yaml` on `yaml`, run in a temporary directory holding
-/// `files`: (exit code, stdout lines).
-fn check_in_dir(yaml: &str, files: &[(&str, &str)]) -> (Option<i32>, Vec<String>) {
-    let dir = tempfile::tempdir().unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    std::fs::write(dir.path().join("edge.yaml"), yaml).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_fairgate"))
-        .args(["check", "-c", "edge.yaml"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    (out.status.code(), lines)
 }
 
 /// A policy whose `store` is `store` (one flow mapping).

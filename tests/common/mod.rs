@@ -16,6 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod check;
 mod dns;
 pub mod edge_attack;
 mod gateway;

@@ -106,8 +106,11 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
     if let (Some(a), None) = (t.get("client_auth"), t.get("client_ca")) {
         r.error(&a, "server.tls_invalid", "client_auth needs client_ca");
     }
+    // A missing or bad `listen` is already an error; the section is still
+    // kept so the builder checks its certificates in the same run.
+    let unspecified = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
     Some(ServerTls {
-        listen: listen?,
+        listen: listen.unwrap_or(unspecified),
         certificates,
         client_ca,
         client_cert_required,

@@ -325,5 +325,8 @@ pub(super) fn redis_url_ok(text: &str) -> bool {
     };
     let host_port = rest.rsplit('@').next().unwrap_or(rest);
     let host_port = host_port.split('/').next().unwrap_or("");
-    !host_port.is_empty() && !host_port.contains(char::is_whitespace)
+    // And as the client will read it at start (port, database, brackets).
+    !host_port.is_empty()
+        && !host_port.contains(char::is_whitespace)
+        && redis::IntoConnectionInfo::into_connection_info(text).is_ok()
 }
