@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::backend::Protocol;
 use super::draft::Draft;
-use super::emit::Node;
+use super::emit::Key;
 use super::manifests::{text, Object};
+use super::out::{EditKey, Redirect, RouteKey, Side};
 use super::plan::Plan;
 use super::units::{cidrs, go_bool, nginx_size};
 use super::Verdict;
@@ -124,10 +125,8 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
         let verdict = single(draft, ing, key, value, &mut plan);
         lines.push((key.clone(), verdict));
     }
-    if !plan.keys.contains_key("max_body") {
-        if let Some(size) = &draft.globals.body_size {
-            plan.keys.insert("max_body", Node::str(size.clone()));
-        }
+    if plan.keys.max_body.is_none() {
+        plan.keys.max_body = draft.globals.body_size.clone();
     }
     withhold(&lines, &mut plan);
     lines.sort_by(|a, b| a.0.cmp(&b.0));
@@ -182,7 +181,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
                     and every other path of their hosts too")
         }
         "app-root" if value.starts_with('/') => {
-            plan.keys.insert("app_root", Node::str(value));
+            plan.keys.app_root = Some(value.to_string());
             mapped("app_root: / answers 302 to it")
         }
         "ssl-redirect" => {
@@ -202,20 +201,25 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
         "permanent-redirect-code" | "temporal-redirect-code" => mapped("redirect.code"),
         "proxy-body-size" => match nginx_size(value) {
             Some(Some(size)) => {
-                plan.keys.insert("max_body", Node::str(size));
+                plan.keys.max_body = Some(size);
                 mapped("max_body; bigger bodies get 413")
             }
             Some(None) => {
-                plan.keys.insert("max_body", Node::str("1TiB"));
+                plan.keys.max_body = Some("1TiB".into());
                 mapped("0 is no limit: max_body 1TiB")
             }
             None => Verdict::Unsupported(format!("{value:?} is not an nginx size")),
         },
         "whitelist-source-range" | "denylist-source-range" => match cidrs(value) {
             Ok(list) => {
-                let target = if key == "whitelist-source-range" { "allow_cidrs" } else { "deny_cidrs" };
-                plan.keys.insert(target, Node::strs(list));
-                Verdict::Mapped(format!("{target}; others get 403"))
+                let target = if key == "whitelist-source-range" {
+                    plan.keys.allow_cidrs = Some(list);
+                    RouteKey::AllowCidrs
+                } else {
+                    plan.keys.deny_cidrs = Some(list);
+                    RouteKey::DenyCidrs
+                };
+                Verdict::Mapped(format!("{}; others get 403", target.as_str()))
             }
             Err(why) => Verdict::Unsupported(why.to_string()),
         },
@@ -225,7 +229,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             mapped("rewrite.host")
         }
         "x-forwarded-prefix" if value.contains(['{', '}']) => Verdict::Unsupported("a { or } in the value".into()),
-        "x-forwarded-prefix" => headers::edit(plan, "request_headers", "set", "X-Forwarded-Prefix", value)
+        "x-forwarded-prefix" => headers::edit(plan, Side::Request, EditKey::Set, "X-Forwarded-Prefix", value)
             .map_or_else(|why| Verdict::Unsupported(why.to_string()), |_| mapped("request_headers.set X-Forwarded-Prefix")),
         "custom-headers" => headers::custom_headers(draft, ing, value, plan),
         "configuration-snippet" => nginx::snippet(value, plan),
@@ -287,10 +291,10 @@ fn redirect(ing: &Object, draft: &Draft<'_>, key: &str, url: &str, plan: &mut Pl
     if url.contains(['{', '}']) {
         return Verdict::Unsupported("a { or } in the URL".into());
     }
-    plan.keys.insert(
-        "redirect",
-        Node::map([("to", Node::str(url)), ("code", Node::Int(code))]),
-    );
+    plan.keys.redirect = Some(Redirect {
+        to: url.to_string(),
+        code,
+    });
     Verdict::Mapped(format!(
         "redirect {code} to the URL as given (the path is not appended, as in ingress-nginx)"
     ))

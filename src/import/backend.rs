@@ -6,9 +6,9 @@
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::emit::Node;
 use super::manifests::{text, Object};
 use super::names;
+use super::out::{Pool, PoolTls, Wire};
 use super::Verdict;
 
 /// `backend-protocol`.
@@ -31,18 +31,23 @@ impl Protocol {
         }
     }
 
-    /// The pool's keys: ingress-nginx does not verify a backend's
+    /// A pool's TLS: ingress-nginx does not verify a backend's
     /// certificate unless told to (`proxy-ssl-verify`), and the import
     /// verifies as it was told.
-    pub fn apply(self, pool: &mut Node, verify: &Verify) {
-        if matches!(self, Protocol::Https | Protocol::Grpcs) {
-            pool.set("tls", Node::Bool(true));
-            verify.apply(pool);
-        }
+    pub fn tls(self, verify: &Verify) -> Option<PoolTls> {
+        matches!(self, Protocol::Https | Protocol::Grpcs).then(|| PoolTls {
+            verify: verify.on,
+            ca_file: verify.ca_file.clone(),
+            sni: verify.sni.clone(),
+        })
+    }
+
+    /// A pool's `protocol`, when not HTTP/1.1.
+    pub fn wire(self) -> Option<Wire> {
         match self {
-            Protocol::Grpc => pool.set("protocol", Node::str("h2c")),
-            Protocol::Grpcs => pool.set("protocol", Node::str("h2")),
-            _ => {}
+            Protocol::Grpc => Some(Wire::H2c),
+            Protocol::Grpcs => Some(Wire::H2),
+            _ => None,
         }
     }
 }
@@ -57,19 +62,6 @@ pub struct Verify {
     pub ca_file: Option<String>,
     /// `sni`: the name sent and checked; None is the target's host.
     pub sni: Option<String>,
-}
-
-impl Verify {
-    /// The pool's keys for a TLS backend.
-    pub fn apply(&self, pool: &mut Node) {
-        pool.set("tls_verify", Node::Bool(self.on));
-        if let Some(ca) = &self.ca_file {
-            pool.set("ca_file", Node::str(ca.clone()));
-        }
-        if let Some(sni) = &self.sni {
-            pool.set("sni", Node::str(sni.clone()));
-        }
-    }
 }
 
 /// The upstream pool for a backend: the Service's cluster DNS name and port.
@@ -119,9 +111,12 @@ pub fn upstream(
         "{service}.{}.svc.{}:{port}",
         ing.namespace, draft.options.cluster_domain
     );
-    let mut node = Node::map([("targets", Node::strs([target]))]);
-    protocol.apply(&mut node, verify);
-    node.set("connect_timeout", Node::str(connect_timeout(draft)));
+    let node = Pool {
+        targets: vec![target],
+        tls: protocol.tls(verify),
+        protocol: protocol.wire(),
+        connect_timeout: connect_timeout(draft),
+    };
     Some(pool(draft, name, node))
 }
 
@@ -136,7 +131,7 @@ fn connect_timeout(draft: &Draft<'_>) -> String {
 /// Adds a pool under `name`, or finds the same one there; a pool of
 /// the same Service checked otherwise (another CA, no verification)
 /// gets `name-2`, `name-3`...: one never takes another's place.
-fn pool(draft: &mut Draft<'_>, name: String, node: Node) -> String {
+fn pool(draft: &mut Draft<'_>, name: String, node: Pool) -> String {
     let mut candidate = name.clone();
     for n in 2.. {
         match draft.upstreams.get(&candidate) {

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use super::annotations;
 use super::backend::{self, Verify};
 use super::draft::Draft;
-use super::emit::Node;
 use super::manifests::Object;
+use super::out::{Canary, HeaderMatch, HeaderValue};
 use super::paths;
 use super::Verdict;
 
@@ -38,18 +38,26 @@ pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
 
 /// The main route's `canary` settings, a header route's match, and the
 /// report of every annotation of a canary Ingress.
-fn canary_settings(ann: &BTreeMap<String, String>) -> (Vec<(String, Verdict)>, Node, Option<Node>) {
+fn canary_settings(
+    ann: &BTreeMap<String, String>,
+) -> (Vec<(String, Verdict)>, Canary, Option<HeaderMatch>) {
     let mut lines: Vec<(String, Verdict)> = Vec::new();
-    let mut settings = Node::Map(Vec::new());
+    // The pool is the canary's, filled in for each main route.
+    let mut settings = Canary {
+        upstream: String::new(),
+        cookie: None,
+        header: None,
+        percent: None,
+    };
     let header = ann.get("canary-by-header");
     let value = ann.get("canary-by-header-value");
     let pattern = ann.get("canary-by-header-pattern");
-    let mut header_match: Option<Node> = None;
+    let mut header_match: Option<HeaderMatch> = None;
     for (key, v) in ann {
         let verdict = match key.as_str() {
             "canary" => Verdict::Mapped("folded into the main route's canary".into()),
             "canary-by-header" if value.is_none() && pattern.is_none() => {
-                settings.set("header", Node::str(v.clone()));
+                settings.header = Some(v.clone());
                 Verdict::Mapped("canary.header (always / never)".into())
             }
             "canary-by-header" => {
@@ -57,16 +65,19 @@ fn canary_settings(ann: &BTreeMap<String, String>) -> (Vec<(String, Verdict)>, N
             }
             "canary-by-header-value" => {
                 if let Some(h) = header {
-                    header_match = Some(Node::map([(h.clone(), Node::str(v.clone()))]));
+                    header_match = Some(HeaderMatch {
+                        name: h.clone(),
+                        value: HeaderValue::Is(v.clone()),
+                    });
                 }
                 Verdict::Mapped("match.headers on a route to the canary pool".into())
             }
             "canary-by-header-pattern" if value.is_none() => {
                 if let Some(h) = header {
-                    header_match = Some(Node::map([(
-                        h.clone(),
-                        Node::map([("regex", Node::str(v.clone()))]),
-                    )]));
+                    header_match = Some(HeaderMatch {
+                        name: h.clone(),
+                        value: HeaderValue::Regex(v.clone()),
+                    });
                 }
                 Verdict::Mapped("match.headers regex on a route to the canary pool".into())
             }
@@ -74,7 +85,7 @@ fn canary_settings(ann: &BTreeMap<String, String>) -> (Vec<(String, Verdict)>, N
                 "no effect: canary-by-header-value wins, as in ingress-nginx".into(),
             ),
             "canary-by-cookie" => {
-                settings.set("cookie", Node::str(v.clone()));
+                settings.cookie = Some(v.clone());
                 Verdict::Mapped("canary.cookie (always / never)".into())
             }
             "canary-weight" => {
@@ -84,7 +95,7 @@ fn canary_settings(ann: &BTreeMap<String, String>) -> (Vec<(String, Verdict)>, N
                     .unwrap_or(100.0);
                 let weight: f64 = v.parse().unwrap_or(0.0);
                 let percent = (weight * 100.0 / total.max(1.0)).round().clamp(0.0, 100.0) as u64;
-                settings.set("percent", Node::Int(percent));
+                settings.percent = Some(percent);
                 Verdict::Approximated(format!(
                     "canary.percent {percent}: ingress-nginx drew per request; fairgate picks per client (tenant, else address), so a client stays on one side"
                 ))
@@ -109,22 +120,19 @@ fn apply(draft: &mut Draft<'_>, ing: &Object, targets: &[(usize, String)]) {
         draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
     }
     for (main, upstream) in targets {
-        if settings != Node::Map(Vec::new()) {
-            let mut c = Node::map([("upstream", Node::str(upstream.clone()))]);
-            if let Node::Map(entries) = &settings {
-                for (k, v) in entries {
-                    c.set(k, v.clone());
-                }
-            }
-            draft.routes[*main].keys.insert("canary", c);
+        if settings.cookie.is_some() || settings.header.is_some() || settings.percent.is_some() {
+            draft.routes[*main].keys.canary = Some(Canary {
+                upstream: upstream.clone(),
+                ..settings.clone()
+            });
         }
         if let Some(h) = &header_match {
             let mut r = draft.routes[*main].clone();
             r.name = format!("{}-canary", r.name);
             r.headers = Some(h.clone());
             r.rank = 0;
-            r.keys.remove("canary");
-            r.keys.insert("upstream", Node::str(upstream.clone()));
+            r.keys.canary = None;
+            r.keys.upstream = Some(upstream.clone());
             draft.routes.push(r);
         }
     }

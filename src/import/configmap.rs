@@ -6,8 +6,9 @@
 use serde_json::Value;
 
 use super::draft::{Draft, Globals, Hsts};
-use super::emit::Node;
+use super::emit::Key;
 use super::manifests::{text, Object};
+use super::out::{ServerKey, ServerSetting};
 use super::streaming;
 use super::units;
 use super::Verdict;
@@ -88,9 +89,10 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
             Verdict::Mapped("the retries of routes without their own".into())
         }
         "enable-underscores-in-headers" => {
-            draft.server
-                .push(("allow_underscores_in_headers".into(), Node::Bool(value == "true")));
-            Verdict::Mapped("server.allow_underscores_in_headers".into())
+            let on = value == "true";
+            draft.server.push(ServerSetting::AllowUnderscoresInHeaders(on));
+            let key = ServerKey::AllowUnderscoresInHeaders.as_str();
+            Verdict::Mapped(format!("server.{key}"))
         }
         "use-forwarded-headers" | "compute-full-forwarded-for" | "forwarded-for-header" => {
             Verdict::Approximated(
@@ -118,8 +120,8 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
 fn access(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
     let lost = format!("the ConfigMap's {key} did not carry over");
     let target = match key {
-        "whitelist-source-range" => "allow_cidrs",
-        "denylist-source-range" => "deny_cidrs",
+        "whitelist-source-range" => ServerKey::AllowCidrs,
+        "denylist-source-range" => ServerKey::DenyCidrs,
         k if k.ends_with("-snippet") => {
             draft.withheld = Some(lost);
             return Verdict::Unsupported(
@@ -135,8 +137,11 @@ fn access(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
     };
     match units::cidrs(value) {
         Ok(list) => {
-            draft.server.push((target.into(), Node::strs(list)));
-            Verdict::Mapped(format!("server.{target}"))
+            draft.server.push(match target {
+                ServerKey::AllowCidrs => ServerSetting::AllowCidrs(list),
+                _ => ServerSetting::DenyCidrs(list),
+            });
+            Verdict::Mapped(format!("server.{}", target.as_str()))
         }
         Err(why) => {
             draft.withheld = Some(lost);

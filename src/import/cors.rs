@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::emit::Node;
+use super::out::Cors;
 use super::plan::Plan;
 use super::units::{comma_list, duration};
 use super::Verdict;
@@ -30,25 +30,20 @@ pub fn read(ann: &BTreeMap<String, String>, plan: &mut Plan, lines: &mut Vec<(St
         .collect();
     origins.retain(|o| o == "*" || !o.contains('*'));
     let mut credentials = ann.get("cors-allow-credentials").map(String::as_str) != Some("false");
-    let mut node = Node::map([("origins", Node::strs(origins.clone()))]);
-    node.set(
-        "methods",
-        Node::strs(list(
+    let mut node = Cors {
+        origins: origins.clone(),
+        methods: list(
             "cors-allow-methods",
             "GET, PUT, POST, DELETE, PATCH, OPTIONS",
-        )),
-    );
-    node.set(
-        "headers",
-        Node::strs(list(
+        ),
+        headers: list(
             "cors-allow-headers",
             "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization",
-        )),
-    );
-    let expose = list("cors-expose-headers", "");
-    if !expose.is_empty() {
-        node.set("expose", Node::strs(expose));
-    }
+        ),
+        expose: list("cors-expose-headers", ""),
+        credentials: false,
+        max_age: None,
+    };
     let mut enable = Verdict::Mapped("cors: preflights answered by the gateway".into());
     if credentials && origins.iter().any(|o| o == "*") {
         credentials = false;
@@ -56,19 +51,19 @@ pub fn read(ann: &BTreeMap<String, String>, plan: &mut Plan, lines: &mut Vec<(St
             "credentials off: ingress-nginx sent Allow-Credentials with *, which browsers refuse; list the origins to allow them".into(),
         );
     }
-    node.set("credentials", Node::Bool(credentials));
+    node.credentials = credentials;
     let age = ann
         .get("cors-max-age")
         .map(String::as_str)
         .unwrap_or("1728000");
     match age.parse::<u64>() {
-        Ok(s) => node.set("max_age", Node::str(duration(s))),
+        Ok(s) => node.max_age = Some(duration(s)),
         Err(_) => lines.push((
             "cors-max-age".into(),
             Verdict::Unsupported(format!("{age:?} is not seconds")),
         )),
     }
-    plan.keys.insert("cors", node);
+    plan.keys.cors = Some(node);
     lines.push(("enable-cors".into(), enable));
     for key in keys.iter().filter(|k| ann.contains_key(**k)) {
         if !lines.iter().any(|(k, _)| k == key) {

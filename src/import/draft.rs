@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::emit::Node;
 use super::manifests::Object;
+use super::out::{Concurrency, Limit, Pool, ServerSetting};
 use super::routes::Route;
 use super::{Line, Options, Verdict};
 
@@ -88,14 +88,14 @@ pub struct Draft<'a> {
     pub globals: Globals,
     pub replicas: u64,
     pub report: Vec<Line>,
-    pub upstreams: BTreeMap<String, Node>,
-    pub limits: Vec<(String, Node)>,
-    pub concurrency: Vec<(String, Node)>,
+    pub upstreams: BTreeMap<String, Pool>,
+    pub limits: Vec<(String, Limit)>,
+    pub concurrency: Vec<(String, Concurrency)>,
     /// TLS Secrets (namespace/name) → the hosts they serve.
     pub certs: BTreeMap<String, Vec<String>>,
     pub tls_hosts: BTreeSet<String>,
     pub routes: Vec<Route>,
-    pub server: Vec<(String, Node)>,
+    pub server: Vec<ServerSetting>,
     /// Why no Ingress is imported: a server-wide access rule that did not
     /// carry over.
     pub withheld: Option<String>,

@@ -24,22 +24,73 @@ impl Node {
     pub fn map<K: Into<String>>(entries: impl IntoIterator<Item = (K, Node)>) -> Node {
         Node::Map(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
+}
 
-    /// The value of `key` in a mapping.
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
-        match self {
-            Node::Map(entries) => entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
+impl From<String> for Node {
+    fn from(s: String) -> Node {
+        Node::Str(s)
+    }
+}
+
+impl From<&str> for Node {
+    fn from(s: &str) -> Node {
+        Node::Str(s.to_string())
+    }
+}
+
+impl From<u64> for Node {
+    fn from(n: u64) -> Node {
+        Node::Int(n)
+    }
+}
+
+impl From<bool> for Node {
+    fn from(b: bool) -> Node {
+        Node::Bool(b)
+    }
+}
+
+impl From<Vec<String>> for Node {
+    fn from(items: Vec<String>) -> Node {
+        Node::strs(items)
+    }
+}
+
+impl From<Vec<Node>> for Node {
+    fn from(items: Vec<Node>) -> Node {
+        Node::Seq(items)
+    }
+}
+
+/// A key of one mapping of the policy, from that mapping's vocabulary
+/// (`out.rs`): the only way a key's text reaches `Fields`.
+pub trait Key: Copy {
+    fn as_str(self) -> &'static str;
+}
+
+/// A mapping being written, its keys in the order they are put.
+#[derive(Debug, Default)]
+pub struct Fields(Vec<(String, Node)>);
+
+impl Fields {
+    pub fn put(&mut self, key: impl Key, value: impl Into<Node>) {
+        self.0.push((key.as_str().to_string(), value.into()));
+    }
+
+    /// Puts `key` when there is a value.
+    pub fn maybe<V: Into<Node>>(&mut self, key: impl Key, value: Option<V>) {
+        if let Some(v) = value {
+            self.put(key, v);
         }
     }
 
-    /// Sets `key` in a mapping, in place if present, else at the end.
-    pub fn set(&mut self, key: &str, value: Node) {
-        if let Some(slot) = self.get_mut(key) {
-            *slot = value;
-        } else if let Node::Map(entries) = self {
-            entries.push((key.to_string(), value));
-        }
+    /// An entry under a name the policy chooses (a pool, a limit, a header).
+    pub fn named(&mut self, name: &str, value: impl Into<Node>) {
+        self.0.push((name.to_string(), value.into()));
+    }
+
+    pub fn node(self) -> Node {
+        Node::Map(self.0)
     }
 }
 

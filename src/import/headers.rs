@@ -3,13 +3,11 @@
 //! `custom-headers` (a ConfigMap of response headers) and the
 //! `Strict-Transport-Security` header ingress-nginx sent on TLS hosts.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::emit::Node;
 use super::manifests::{text, Object};
+use super::out::{EditKey, RouteKeys, Side};
 use super::plan::Plan;
 use super::Verdict;
 
@@ -21,32 +19,15 @@ pub struct Reserved(pub String);
 /// Adds a header edit to `request_headers` or `response_headers`.
 pub fn edit(
     plan: &mut Plan,
-    side: &'static str,
-    op: &str,
+    side: Side,
+    op: EditKey,
     name: &str,
     value: &str,
 ) -> Result<(), Reserved> {
     if crate::config::edit_reserved(name) {
         return Err(Reserved(name.to_string()));
     }
-    let edits = plan
-        .keys
-        .entry(side)
-        .or_insert_with(|| Node::Map(Vec::new()));
-    match op {
-        "remove" => match edits.get_mut("remove") {
-            Some(Node::Seq(items)) => items.push(Node::str(name)),
-            _ => edits.set("remove", Node::strs([name])),
-        },
-        _ => {
-            if edits.get_mut(op).is_none() {
-                edits.set(op, Node::Map(Vec::new()));
-            }
-            if let Some(m) = edits.get_mut(op) {
-                m.set(name, Node::str(value));
-            }
-        }
-    }
+    plan.keys.edits(side).edit(op, name, value);
     Ok(())
 }
 
@@ -65,7 +46,7 @@ pub fn custom_headers(
         if value.contains(['{', '}']) {
             return Verdict::Unsupported(format!("a {{ or }} in the value of {name}"));
         }
-        if let Err(why) = edit(plan, "response_headers", "set", name, &value) {
+        if let Err(why) = edit(plan, Side::Response, EditKey::Set, name, &value) {
             return Verdict::Unsupported(why.to_string());
         }
     }
@@ -74,17 +55,7 @@ pub fn custom_headers(
 
 /// `Strict-Transport-Security` on the answers of a TLS host's route, as
 /// ingress-nginx sends it, unless the Ingress sets it itself.
-pub fn hsts(keys: &mut BTreeMap<&'static str, Node>, value: &str) {
-    let edits = keys
-        .entry("response_headers")
-        .or_insert_with(|| Node::Map(Vec::new()));
-    if edits.get_mut("set").is_none() {
-        edits.set("set", Node::Map(Vec::new()));
-    }
-    if let Some(Node::Map(set)) = edits.get_mut("set") {
-        let name = "Strict-Transport-Security";
-        if !set.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
-            set.push((name.to_string(), Node::str(value)));
-        }
-    }
+pub fn hsts(keys: &mut RouteKeys, value: &str) {
+    let edits = keys.edits(Side::Response);
+    edits.set_if_unset("Strict-Transport-Security", value);
 }

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use super::draft::Draft;
-use super::emit::Node;
 use super::manifests::Object;
 use super::names::policy_name;
+use super::out::{Concurrency, Limit, Scope};
 use super::plan::Plan;
 use super::units::cidrs;
 use super::Verdict;
@@ -51,22 +51,14 @@ pub fn read(
         };
         let (capacity, rate) = (n * (r * multiplier + 1), n * r);
         let name = format!("{base}-{suffix}");
-        let mut limit = Node::map([
-            ("scope", Node::str("client_ip")),
-            (
-                "default",
-                Node::map([
-                    ("capacity", Node::Int(capacity)),
-                    ("rate", Node::str(format!("{rate}/{unit}"))),
-                ]),
-            ),
-        ]);
-        if draft.globals.limit_req_status != 429 {
-            limit.set("status", Node::Int(draft.globals.limit_req_status.into()));
-        }
-        if draft.options.shadow {
-            limit.set("shadow", Node::Bool(true));
-        }
+        let status = draft.globals.limit_req_status;
+        let limit = Limit {
+            scope: Scope::ClientIp,
+            capacity,
+            rate: format!("{rate}/{unit}"),
+            status: (status != 429).then_some(status),
+            shadow: draft.options.shadow,
+        };
         draft.limits.push((name.clone(), limit));
         limits.push(name.clone());
         let why = format!(
@@ -79,9 +71,7 @@ pub fn read(
         );
         lines.push((key.into(), Verdict::Approximated(why)));
     }
-    if !limits.is_empty() {
-        plan.keys.insert("limits", Node::strs(limits));
-    }
+    plan.keys.limits = limits;
     connections(draft, &base, ann, plan, lines);
 }
 
@@ -98,15 +88,14 @@ fn connections(
         match value.parse::<u64>().ok().filter(|c| *c >= 1) {
             Some(c) => {
                 let name = format!("{base}-conn");
-                let mut policy = Node::map([
-                    ("scope", Node::str("client_ip")),
-                    ("slots", Node::Int(n * c)),
-                ]);
-                if draft.globals.limit_conn_status != 429 {
-                    policy.set("status", Node::Int(draft.globals.limit_conn_status.into()));
-                }
+                let status = draft.globals.limit_conn_status;
+                let policy = Concurrency {
+                    scope: Scope::ClientIp,
+                    slots: n * c,
+                    status: (status != 429).then_some(status),
+                };
                 draft.concurrency.push((name.clone(), policy));
-                plan.keys.insert("concurrency", Node::str(name.clone()));
+                plan.keys.concurrency = Some(name.clone());
                 let why = format!(
                     "ingress-nginx counted open connections per address per pod ({c}); fairgate counts requests in flight \
                      per address across the fleet: concurrency.{name} slots {n} x {c} = {}",
@@ -123,8 +112,8 @@ fn connections(
     if let Some(value) = ann.get("limit-whitelist") {
         let verdict = match cidrs(value) {
             Ok(list) => {
-                plan.keys.insert("limit_exempt_cidrs", Node::strs(list));
-                match plan.keys.contains_key("concurrency") {
+                plan.keys.limit_exempt_cidrs = Some(list);
+                match plan.keys.concurrency.is_some() {
                     true => Verdict::Approximated(
                         "limit_exempt_cidrs: no tokens spent, but the concurrency slots are still taken".into(),
                     ),

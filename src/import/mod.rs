@@ -9,8 +9,10 @@
 //! first, `tls` sections, then each main Ingress's `annotations::plan`
 //! (its families: `limits`, `cors`, `retries`, `timeouts`, `proxy_ssl`,
 //! `headers`, `nginx` snippets, `streaming`), its `backend` pools and its
-//! `paths` as `routes`, then `canary` Ingresses; `emit` writes the YAML.
-//! `plan`, `routes`, `backend`, `units` and `names` sit below them all.
+//! `paths` as `routes`, then `canary` Ingresses. What they build is the
+//! typed policy of `out` (every key named once, checked against
+//! config/schema.rs), which `emit` writes as YAML. `plan`, `routes`,
+//! `backend`, `out`, `units` and `names` sit below them all.
 //! Besides this file's `Options`, `Verdict` and `Line`, no module uses one
 //! that uses it.
 
@@ -27,6 +29,7 @@ mod limits;
 mod manifests;
 mod names;
 mod nginx;
+mod out;
 mod paths;
 mod plan;
 mod policy;

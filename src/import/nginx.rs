@@ -5,6 +5,7 @@
 //! snippet untranslated.
 
 use super::headers;
+use super::out::{EditKey, Side};
 use super::plan::Plan;
 use super::Verdict;
 
@@ -102,7 +103,7 @@ pub fn variables(value: &str) -> Result<String, UnknownVariable> {
 /// A `configuration-snippet` that only sets headers; anything else in it
 /// makes the whole snippet unsupported.
 pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
-    let mut edits: Vec<(&'static str, &'static str, String, String)> = Vec::new();
+    let mut edits: Vec<(Side, EditKey, String, String)> = Vec::new();
     let mut partial = false;
     for statement in statements(text) {
         let words = words(&statement);
@@ -117,8 +118,8 @@ pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
                     .iter()
                     .map(|h| match h.split_once(':') {
                         Some((n, v)) => Ok((
-                            "response_headers",
-                            "set",
+                            Side::Response,
+                            EditKey::Set,
                             n.trim().to_string(),
                             v.trim().to_string(),
                         )),
@@ -128,20 +129,20 @@ pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
             }
             "more_clear_headers" if words.len() >= 2 => Ok(words[1..]
                 .iter()
-                .map(|h| ("response_headers", "remove", h.clone(), String::new()))
+                .map(|h| (Side::Response, EditKey::Remove, h.clone(), String::new()))
                 .collect()),
             "add_header" if words.len() == 3 || (words.len() == 4 && words[3] == "always") => {
                 partial |= words.len() == 3;
                 Ok(vec![(
-                    "response_headers",
-                    "add",
+                    Side::Response,
+                    EditKey::Add,
                     words[1].clone(),
                     words[2].clone(),
                 )])
             }
             "proxy_set_header" if words.len() == 3 => Ok(vec![(
-                "request_headers",
-                "set",
+                Side::Request,
+                EditKey::Set,
                 words[1].clone(),
                 words[2].clone(),
             )]),
@@ -162,7 +163,7 @@ pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
             Ok(v) => v,
             Err(why) => return Verdict::Unsupported(why.to_string()),
         };
-        if let Err(why) = headers::edit(plan, side, op, name, &value) {
+        if let Err(why) = headers::edit(plan, *side, *op, name, &value) {
             return Verdict::Unsupported(why.to_string());
         }
     }
@@ -177,7 +178,7 @@ pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::emit::Node;
+    use crate::import::out::HeaderEdits;
 
     #[test]
     fn snippets_that_only_set_headers_are_read() {
@@ -190,10 +191,9 @@ mod tests {
             v,
             Verdict::Mapped("header edits (request_headers, response_headers)".into())
         );
-        assert_eq!(
-            plan.keys["request_headers"],
-            Node::map([("set", Node::map([("X-Real-Host", Node::str("{host}"))]))])
-        );
+        let mut want = HeaderEdits::default();
+        want.edit(EditKey::Set, "X-Real-Host", "{host}");
+        assert_eq!(plan.keys.request_headers, Some(want));
         let v = snippet(
             "more_set_headers \"X-A: 1\"; rewrite ^ /x;",
             &mut Plan::default(),

@@ -8,10 +8,10 @@ use serde_json::Value;
 
 use super::annotations;
 use super::draft::Draft;
-use super::emit::Node;
 use super::headers;
 use super::manifests::{text, Object};
 use super::nginx;
+use super::out::{Auth, Rewrite};
 use super::plan::Plan;
 use super::routes::{PathRule, Route};
 use super::units;
@@ -127,11 +127,11 @@ pub fn route(
         }
     };
     let mut keys = plan.keys.clone();
-    let mut rewrite = Node::Map(Vec::new());
+    let mut rewrite = Rewrite::default();
     // ingress-nginx rewrites only where the target differs from the path.
     if let Some(target) = plan.rewrite_target.as_ref().filter(|t| **t != path) {
         match rewrite_template(target, &groups) {
-            Ok(t) => rewrite.set("path", Node::str(t)),
+            Ok(t) => rewrite.path = Some(t),
             Err(why) => {
                 let why = format!("path {path}: {why}; the path is not imported");
                 let item = format!("{}/rewrite-target", draft.options.annotation_prefix);
@@ -141,28 +141,28 @@ pub fn route(
         }
     }
     if let Some(vhost) = &plan.vhost {
-        rewrite.set("host", Node::str(vhost.clone()));
+        rewrite.host = Some(vhost.clone());
     }
-    if rewrite != Node::Map(Vec::new()) {
-        keys.insert("rewrite", rewrite);
+    if rewrite != Rewrite::default() {
+        keys.rewrite = Some(rewrite);
     }
-    if keys.contains_key("redirect") {
-        keys.remove("rewrite");
-        keys.remove("max_body");
+    if keys.redirect.is_some() {
+        keys.rewrite = None;
+        keys.max_body = None;
     } else {
-        keys.insert("upstream", Node::str(upstream));
+        keys.upstream = Some(upstream);
     }
-    keys.insert("auth", Node::str("none"));
+    keys.auth = Some(Auth::Off);
     let tls = host.as_deref().is_some_and(|h| draft.covered(h));
     if let Some(value) = draft.globals.hsts.value().filter(|_| tls) {
-        if !keys.contains_key("redirect") {
+        if keys.redirect.is_none() {
             headers::hsts(&mut keys, &value);
         }
     }
     let https =
         plan.force_ssl_redirect || (tls && plan.ssl_redirect.unwrap_or(draft.globals.ssl_redirect));
     if https {
-        keys.insert("https_redirect", Node::Bool(true));
+        keys.https_redirect = true;
     }
     let rank = if kind == "Default" { 2 } else { 1 };
     Some(Route {

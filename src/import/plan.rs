@@ -2,15 +2,13 @@
 //! filled in by the annotation families and read when its routes are
 //! built. Types only.
 
-use std::collections::BTreeMap;
-
 use super::backend::{Protocol, Verify};
-use super::emit::Node;
+use super::out::RouteKeys;
 
 /// What an Ingress's annotations make of each of its routes.
 #[derive(Debug, Default)]
 pub struct Plan {
-    pub keys: BTreeMap<&'static str, Node>,
+    pub keys: RouteKeys,
     pub rewrite_target: Option<String>,
     pub vhost: Option<String>,
     pub protocol: Protocol,

@@ -11,9 +11,10 @@ use super::canary;
 use super::configmap;
 use super::controller;
 use super::draft::Draft;
-use super::emit::{self, Node};
+use super::emit;
 use super::manifests::Object;
 use super::names;
+use super::out::{Certificate, Policy, Server, ServerTls};
 use super::paths;
 use super::routes::{order, route_node};
 use super::tls;
@@ -119,76 +120,46 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
 /// The policy as YAML, under a header saying where it came from and how
 /// its limits are sized.
 fn policy_text(draft: &Draft<'_>) -> String {
-    let mut server = vec![(
-        "listen".to_string(),
-        Node::strs([draft.options.listen.clone()]),
-    )];
-    if !draft.certs.is_empty() {
-        let certificates = draft.certs.iter().map(|(id, hosts)| {
-            let dir = format!("{}/{id}", draft.options.tls_dir);
-            let mut cert = Node::map([
-                ("cert_file", Node::str(format!("{dir}/tls.crt"))),
-                ("key_file", Node::str(format!("{dir}/tls.key"))),
-            ]);
-            if !hosts.is_empty() {
-                cert.set("hosts", Node::strs(hosts.clone()));
-            }
-            cert
-        });
-        server.push((
-            "tls".into(),
-            Node::map([
-                ("listen", Node::str(draft.options.tls_listen.clone())),
-                ("certificates", Node::Seq(certificates.collect())),
-            ]),
-        ));
-    }
-    server.extend(draft.server.iter().cloned());
-    let mut root = vec![
-        ("server".to_string(), Node::Map(server)),
-        (
-            "admin".into(),
-            Node::map([("listen", Node::str(draft.options.admin_listen.clone()))]),
-        ),
-        (
-            "store".into(),
-            Node::map([
-                ("kind", Node::str("redis")),
-                ("url", Node::str(draft.options.redis_url.clone())),
-            ]),
-        ),
-        ("default_limits".into(), Node::str("none")),
-        (
-            "upstreams".into(),
-            Node::Map(draft.upstreams.clone().into_iter().collect()),
-        ),
-    ];
-    if !draft.limits.is_empty() {
-        root.push(("limits".into(), Node::Map(draft.limits.clone())));
-    }
-    if !draft.concurrency.is_empty() {
-        root.push(("concurrency".into(), Node::Map(draft.concurrency.clone())));
-    }
-    root.push((
-        "routes".into(),
-        Node::Seq(draft.routes.iter().map(route_node).collect()),
-    ));
+    let options = draft.options;
+    let tls = (!draft.certs.is_empty()).then(|| ServerTls {
+        listen: options.tls_listen.clone(),
+        certificates: draft
+            .certs
+            .iter()
+            .map(|(id, hosts)| {
+                let dir = format!("{}/{id}", options.tls_dir);
+                Certificate {
+                    cert_file: format!("{dir}/tls.crt"),
+                    key_file: format!("{dir}/tls.key"),
+                    hosts: hosts.clone(),
+                }
+            })
+            .collect(),
+    });
     let uncovered = !draft.certs.is_empty()
         && draft
             .routes
             .iter()
             .any(|r| r.host.as_ref().is_some_and(|h| !draft.covered(h)));
-    if uncovered {
-        root.push((
-            "acknowledge".into(),
-            Node::strs(["server.tls_host_uncovered"]),
-        ));
-    }
+    let policy = Policy {
+        server: Server {
+            listen: options.listen.clone(),
+            tls,
+            settings: &draft.server,
+        },
+        admin_listen: &options.admin_listen,
+        redis_url: &options.redis_url,
+        upstreams: &draft.upstreams,
+        limits: &draft.limits,
+        concurrency: &draft.concurrency,
+        routes: draft.routes.iter().map(route_node).collect(),
+        tls_host_uncovered: uncovered,
+    };
     format!(
         "# Imported from ingress-nginx by `fairgate import ingress-nginx`; the\n\
          # report says what became of every annotation. Limits are sized for the\n\
          # whole fleet: ingress-nginx counted per controller pod ({} here).\n{}",
         draft.replicas,
-        emit::yaml(&Node::Map(root))
+        emit::yaml(&policy.node())
     )
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::draft::Draft;
-use super::emit::Node;
+use super::out::Retries;
 use super::plan::Plan;
 use super::Verdict;
 
@@ -64,17 +64,12 @@ pub fn read(
         Verdict::Mapped("no retries".into())
     } else {
         let attempts = if tries == 0 { 10 } else { tries.clamp(2, 10) };
-        let mut node = Node::map([
-            ("attempts", Node::Int(attempts)),
-            ("retry_on", Node::strs(on.iter().copied())),
-        ]);
-        if post {
-            node.set(
-                "methods",
-                Node::strs(["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH"]),
-            );
-        }
-        plan.keys.insert("retries", node);
+        let methods = ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH"];
+        plan.keys.retries = Some(Retries {
+            attempts,
+            retry_on: on.iter().map(|o| o.to_string()).collect(),
+            methods: post.then(|| methods.iter().map(|m| m.to_string()).collect()),
+        });
         match notes.is_empty() {
             true => Verdict::Mapped(format!("retries: {attempts} attempts")),
             false => Verdict::Approximated(format!(

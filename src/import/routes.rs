@@ -1,20 +1,11 @@
 //! The policy's routes: `Route` (an Ingress path's match and keys), the
 //! order they are written in (as nginx would try ingress-nginx's
-//! locations) and their YAML form. Types and writing only: a route is
-//! built from an Ingress path by `paths::route`.
-
-use std::collections::BTreeMap;
+//! locations); `out::route_node` writes one. Types and order only: a route
+//! is built from an Ingress path by `paths::route`.
 
 use super::emit::Node;
-
-/// How a path is matched.
-#[derive(Debug, Clone, PartialEq)]
-pub enum PathRule {
-    Any,
-    Exact(String),
-    Prefix(String),
-    Regex(String),
-}
+pub use super::out::PathRule;
+use super::out::{route_node as write, HeaderMatch, RouteKeys};
 
 /// One route of the policy.
 #[derive(Debug, Clone)]
@@ -23,9 +14,9 @@ pub struct Route {
     pub host: Option<String>,
     pub path: PathRule,
     /// `match.headers`: a canary's header route.
-    pub headers: Option<Node>,
-    /// The route's keys after `name` and `match`, in the order written.
-    pub keys: BTreeMap<&'static str, Node>,
+    pub headers: Option<HeaderMatch>,
+    /// The route's keys after `name` and `match`.
+    pub keys: RouteKeys,
     /// The Ingress path it came from: host, path and pathType, for canaries.
     pub origin: (String, String, String),
     /// Order among routes of the same host and path length: a main route
@@ -34,28 +25,6 @@ pub struct Route {
     /// On a host whose every path ingress-nginx made a regular expression.
     pub regex: bool,
 }
-
-/// The order keys are written in.
-const KEY_ORDER: &[&str] = &[
-    "upstream",
-    "auth",
-    "redirect",
-    "https_redirect",
-    "app_root",
-    "limits",
-    "concurrency",
-    "limit_exempt_cidrs",
-    "allow_cidrs",
-    "deny_cidrs",
-    "max_body",
-    "rewrite",
-    "request_headers",
-    "response_headers",
-    "timeouts",
-    "retries",
-    "cors",
-    "canary",
-];
 
 /// The order routes are written in, as nginx picks among ingress-nginx's
 /// locations: per host (exact hosts, then wildcards, then none), then by
@@ -87,27 +56,11 @@ pub fn order(r: &Route) -> impl Ord {
 }
 
 pub fn route_node(r: &Route) -> Node {
-    let mut matches = Vec::new();
-    if let Some(h) = &r.host {
-        matches.push(("host", Node::str(h.clone())));
-    }
-    match &r.path {
-        PathRule::Any => {}
-        PathRule::Exact(p) => matches.push(("path", Node::str(p.clone()))),
-        PathRule::Prefix(p) => matches.push(("path_prefix", Node::str(p.clone()))),
-        PathRule::Regex(p) => matches.push(("path_regex", Node::str(p.clone()))),
-    }
-    if let Some(h) = &r.headers {
-        matches.push(("headers", h.clone()));
-    }
-    let mut entries = vec![
-        ("name".to_string(), Node::str(r.name.clone())),
-        ("match".into(), Node::map(matches)),
-    ];
-    for key in KEY_ORDER {
-        if let Some(v) = r.keys.get(key) {
-            entries.push((key.to_string(), v.clone()));
-        }
-    }
-    Node::Map(entries)
+    write(
+        &r.name,
+        r.host.as_deref(),
+        &r.path,
+        r.headers.as_ref(),
+        &r.keys,
+    )
 }

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::draft::Draft;
-use super::emit::Node;
+use super::emit::Key;
+use super::out::{TimeoutKey, Timeouts};
 use super::plan::Plan;
 use super::units::seconds;
 use super::Verdict;
@@ -17,11 +18,11 @@ pub fn read(
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
 ) {
-    let mut node = Node::Map(Vec::new());
+    let mut node = Timeouts::default();
     for (i, (key, target)) in [
-        ("proxy-connect-timeout", "connect"),
-        ("proxy-read-timeout", "read"),
-        ("proxy-send-timeout", "write"),
+        ("proxy-connect-timeout", TimeoutKey::Connect),
+        ("proxy-read-timeout", TimeoutKey::Read),
+        ("proxy-send-timeout", TimeoutKey::Write),
     ]
     .into_iter()
     .enumerate()
@@ -29,7 +30,10 @@ pub fn read(
         let value = match ann.get(key) {
             Some(v) => match seconds(v) {
                 Some(d) => {
-                    lines.push((key.into(), Verdict::Mapped(format!("timeouts.{target}"))));
+                    lines.push((
+                        key.into(),
+                        Verdict::Mapped(format!("timeouts.{}", target.as_str())),
+                    ));
                     Some(d)
                 }
                 None => {
@@ -44,11 +48,13 @@ pub fn read(
             None if i == 0 => None,
             None => draft.globals.timeouts[i].clone(),
         };
-        if let Some(d) = value {
-            node.set(target, Node::str(d));
-        }
+        *match target {
+            TimeoutKey::Connect => &mut node.connect,
+            TimeoutKey::Read => &mut node.read,
+            TimeoutKey::Write => &mut node.write,
+        } = value;
     }
-    if node != Node::Map(Vec::new()) {
-        plan.keys.insert("timeouts", node);
+    if !node.is_empty() {
+        plan.keys.timeouts = Some(node);
     }
 }

@@ -1,0 +1,526 @@
+//! The policy the import writes, typed: the sections it fills in (server,
+//! admin, store, pools, limits, concurrency policies, routes and what a
+//! route carries) as structs and enums, and their YAML keys. Each key is
+//! named once, in the vocabulary of its mapping (`keys!`), which says where
+//! config/schema.rs lists that mapping's keys; a test checks every key
+//! against it, so a key the reader renames breaks here, not in a golden
+//! file. Writing goes through `emit`'s one writer. What a value becomes is
+//! decided by the families; this file holds types and their writing only.
+
+use std::collections::BTreeMap;
+
+use super::emit::{Fields, Key, Node};
+
+/// A mapping's keys: an enum whose variants are written as the given
+/// text, and (for the schema test) every key and the dotted paths of
+/// `config::schema::paths()` they sit under.
+macro_rules! keys {
+    ($(#[$doc:meta])* $name:ident at [$($path:literal),+] { $($variant:ident = $text:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl Key for $name {
+            fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        #[cfg(test)]
+        impl $name {
+            const ALL: &'static [$name] = &[$($name::$variant),+];
+            const AT: &'static [&'static str] = &[$($path),+];
+        }
+    };
+}
+
+keys! {
+    /// The policy's top-level keys.
+    TopKey at [""] {
+        Server = "server",
+        Admin = "admin",
+        Store = "store",
+        DefaultLimits = "default_limits",
+        Upstreams = "upstreams",
+        Limits = "limits",
+        Concurrency = "concurrency",
+        Routes = "routes",
+        Acknowledge = "acknowledge",
+    }
+}
+
+keys! {
+    ServerKey at ["server"] {
+        Listen = "listen",
+        Tls = "tls",
+        AllowUnderscoresInHeaders = "allow_underscores_in_headers",
+        AllowCidrs = "allow_cidrs",
+        DenyCidrs = "deny_cidrs",
+    }
+}
+
+keys! {
+    TlsKey at ["server.tls"] {
+        Listen = "listen",
+        Certificates = "certificates",
+    }
+}
+
+keys! {
+    CertKey at ["server.tls.certificates[]"] {
+        CertFile = "cert_file",
+        KeyFile = "key_file",
+        Hosts = "hosts",
+    }
+}
+
+keys! {
+    AdminKey at ["admin"] {
+        Listen = "listen",
+    }
+}
+
+keys! {
+    StoreKey at ["store"] {
+        Kind = "kind",
+        Url = "url",
+    }
+}
+
+keys! {
+    PoolKey at ["upstreams.<name>"] {
+        Targets = "targets",
+        Tls = "tls",
+        TlsVerify = "tls_verify",
+        CaFile = "ca_file",
+        Sni = "sni",
+        Protocol = "protocol",
+        ConnectTimeout = "connect_timeout",
+    }
+}
+
+keys! {
+    LimitKey at ["limits.<name>"] {
+        Scope = "scope",
+        Default = "default",
+        Status = "status",
+        Shadow = "shadow",
+    }
+}
+
+keys! {
+    BucketKey at ["limits.<name>.default"] {
+        Capacity = "capacity",
+        Rate = "rate",
+    }
+}
+
+keys! {
+    ConcurrencyKey at ["concurrency.<name>"] {
+        Scope = "scope",
+        Slots = "slots",
+        Status = "status",
+    }
+}
+
+keys! {
+    /// A route's keys, in the order they are written.
+    RouteKey at ["routes[]"] {
+        Name = "name",
+        Match = "match",
+        Upstream = "upstream",
+        Auth = "auth",
+        Redirect = "redirect",
+        HttpsRedirect = "https_redirect",
+        AppRoot = "app_root",
+        Limits = "limits",
+        Concurrency = "concurrency",
+        LimitExemptCidrs = "limit_exempt_cidrs",
+        AllowCidrs = "allow_cidrs",
+        DenyCidrs = "deny_cidrs",
+        MaxBody = "max_body",
+        Rewrite = "rewrite",
+        RequestHeaders = "request_headers",
+        ResponseHeaders = "response_headers",
+        Timeouts = "timeouts",
+        Retries = "retries",
+        Cors = "cors",
+        Canary = "canary",
+    }
+}
+
+keys! {
+    MatchKey at ["routes[].match"] {
+        Host = "host",
+        Path = "path",
+        PathPrefix = "path_prefix",
+        PathRegex = "path_regex",
+        Headers = "headers",
+    }
+}
+
+keys! {
+    RedirectKey at ["routes[].redirect"] {
+        To = "to",
+        Code = "code",
+    }
+}
+
+keys! {
+    RewriteKey at ["routes[].rewrite"] {
+        Path = "path",
+        Host = "host",
+    }
+}
+
+keys! {
+    /// What a header edit does: the keys of `request_headers` and
+    /// `response_headers`.
+    EditKey at ["routes[].request_headers", "routes[].response_headers"] {
+        Set = "set",
+        Add = "add",
+        Remove = "remove",
+    }
+}
+
+keys! {
+    TimeoutKey at ["routes[].timeouts"] {
+        Connect = "connect",
+        Read = "read",
+        Write = "write",
+    }
+}
+
+keys! {
+    RetryKey at ["routes[].retries"] {
+        Attempts = "attempts",
+        RetryOn = "retry_on",
+        Methods = "methods",
+    }
+}
+
+keys! {
+    CorsKey at ["routes[].cors"] {
+        Origins = "origins",
+        Methods = "methods",
+        Headers = "headers",
+        Expose = "expose",
+        Credentials = "credentials",
+        MaxAge = "max_age",
+    }
+}
+
+keys! {
+    CanaryKey at ["routes[].canary"] {
+        Upstream = "upstream",
+        Cookie = "cookie",
+        Header = "header",
+        Percent = "percent",
+    }
+}
+
+// A header match's `regex` is read by config/read/actions.rs from its own
+// list, not schema.rs: the one key here the schema test cannot see.
+#[derive(Debug, Clone, Copy)]
+struct RegexKey;
+
+impl Key for RegexKey {
+    fn as_str(self) -> &'static str {
+        "regex"
+    }
+}
+
+/// The whole policy, borrowing what the draft holds.
+pub struct Policy<'a> {
+    pub server: Server<'a>,
+    pub admin_listen: &'a str,
+    pub redis_url: &'a str,
+    pub upstreams: &'a BTreeMap<String, Pool>,
+    pub limits: &'a [(String, Limit)],
+    pub concurrency: &'a [(String, Concurrency)],
+    pub routes: Vec<Node>,
+    /// `acknowledge: [server.tls_host_uncovered]`.
+    pub tls_host_uncovered: bool,
+}
+
+impl Policy<'_> {
+    pub fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(TopKey::Server, self.server.node());
+        let mut admin = Fields::default();
+        admin.put(AdminKey::Listen, self.admin_listen);
+        f.put(TopKey::Admin, admin.node());
+        let mut store = Fields::default();
+        store.put(StoreKey::Kind, "redis");
+        store.put(StoreKey::Url, self.redis_url);
+        f.put(TopKey::Store, store.node());
+        f.put(TopKey::DefaultLimits, "none");
+        f.put(TopKey::Upstreams, named(self.upstreams, Pool::node));
+        if !self.limits.is_empty() {
+            f.put(
+                TopKey::Limits,
+                named(self.limits.iter().map(|(k, v)| (k, v)), Limit::node),
+            );
+        }
+        if !self.concurrency.is_empty() {
+            let policies = self.concurrency.iter().map(|(k, v)| (k, v));
+            f.put(TopKey::Concurrency, named(policies, Concurrency::node));
+        }
+        f.put(TopKey::Routes, self.routes.clone());
+        if self.tls_host_uncovered {
+            f.put(
+                TopKey::Acknowledge,
+                Node::strs(["server.tls_host_uncovered"]),
+            );
+        }
+        f.node()
+    }
+}
+
+/// A mapping of policy-chosen names.
+fn named<'a, T: 'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a T)>,
+    node: impl Fn(&T) -> Node,
+) -> Node {
+    let mut f = Fields::default();
+    for (name, value) in entries {
+        f.named(name, node(value));
+    }
+    f.node()
+}
+
+/// `server`: the listeners and the controller's server-wide settings.
+pub struct Server<'a> {
+    pub listen: String,
+    pub tls: Option<ServerTls>,
+    pub settings: &'a [ServerSetting],
+}
+
+impl Server<'_> {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(ServerKey::Listen, vec![self.listen.clone()]);
+        f.maybe(ServerKey::Tls, self.tls.as_ref().map(ServerTls::node));
+        for setting in self.settings {
+            match setting {
+                ServerSetting::AllowUnderscoresInHeaders(on) => {
+                    f.put(ServerKey::AllowUnderscoresInHeaders, *on)
+                }
+                ServerSetting::AllowCidrs(list) => f.put(ServerKey::AllowCidrs, list.clone()),
+                ServerSetting::DenyCidrs(list) => f.put(ServerKey::DenyCidrs, list.clone()),
+            }
+        }
+        f.node()
+    }
+}
+
+/// A server key the controller's ConfigMap sets, written in the order said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerSetting {
+    AllowUnderscoresInHeaders(bool),
+    AllowCidrs(Vec<String>),
+    DenyCidrs(Vec<String>),
+}
+
+/// `server.tls`.
+pub struct ServerTls {
+    pub listen: String,
+    pub certificates: Vec<Certificate>,
+}
+
+impl ServerTls {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(TlsKey::Listen, self.listen.as_str());
+        let certs: Vec<Node> = self.certificates.iter().map(Certificate::node).collect();
+        f.put(TlsKey::Certificates, certs);
+        f.node()
+    }
+}
+
+/// One of `server.tls.certificates`.
+pub struct Certificate {
+    pub cert_file: String,
+    pub key_file: String,
+    /// Written when not empty.
+    pub hosts: Vec<String>,
+}
+
+impl Certificate {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(CertKey::CertFile, self.cert_file.as_str());
+        f.put(CertKey::KeyFile, self.key_file.as_str());
+        if !self.hosts.is_empty() {
+            f.put(CertKey::Hosts, self.hosts.clone());
+        }
+        f.node()
+    }
+}
+
+/// An upstream pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    pub targets: Vec<String>,
+    pub tls: Option<PoolTls>,
+    pub protocol: Option<Wire>,
+    pub connect_timeout: String,
+}
+
+/// A TLS pool's `tls: true` and how its certificate is checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolTls {
+    pub verify: bool,
+    pub ca_file: Option<String>,
+    pub sni: Option<String>,
+}
+
+/// A pool's `protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    H2c,
+    H2,
+}
+
+impl Pool {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(PoolKey::Targets, self.targets.clone());
+        if let Some(tls) = &self.tls {
+            f.put(PoolKey::Tls, true);
+            f.put(PoolKey::TlsVerify, tls.verify);
+            f.maybe(PoolKey::CaFile, tls.ca_file.clone());
+            f.maybe(PoolKey::Sni, tls.sni.clone());
+        }
+        let wire = self.protocol.map(|w| match w {
+            Wire::H2c => "h2c",
+            Wire::H2 => "h2",
+        });
+        f.maybe(PoolKey::Protocol, wire);
+        f.put(PoolKey::ConnectTimeout, self.connect_timeout.as_str());
+        f.node()
+    }
+}
+
+/// The key a limit or concurrency policy counts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    ClientIp,
+}
+
+impl Scope {
+    fn as_str(self) -> &'static str {
+        match self {
+            Scope::ClientIp => "client_ip",
+        }
+    }
+}
+
+/// A rate limit: one bucket for everyone in its scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub scope: Scope,
+    pub capacity: u64,
+    /// `N/s` or `N/m`.
+    pub rate: String,
+    pub status: Option<u16>,
+    /// Written when true.
+    pub shadow: bool,
+}
+
+impl Limit {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(LimitKey::Scope, self.scope.as_str());
+        let mut bucket = Fields::default();
+        bucket.put(BucketKey::Capacity, self.capacity);
+        bucket.put(BucketKey::Rate, self.rate.as_str());
+        f.put(LimitKey::Default, bucket.node());
+        f.maybe(LimitKey::Status, self.status.map(u64::from));
+        if self.shadow {
+            f.put(LimitKey::Shadow, true);
+        }
+        f.node()
+    }
+}
+
+/// A concurrency policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Concurrency {
+    pub scope: Scope,
+    pub slots: u64,
+    pub status: Option<u16>,
+}
+
+impl Concurrency {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(ConcurrencyKey::Scope, self.scope.as_str());
+        f.put(ConcurrencyKey::Slots, self.slots);
+        f.maybe(ConcurrencyKey::Status, self.status.map(u64::from));
+        f.node()
+    }
+}
+
+mod route;
+
+pub use route::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::schema;
+
+    fn texts<K: Key>(all: &[K], at: &[&'static str]) -> Vec<String> {
+        let mut out = Vec::new();
+        for parent in at {
+            for key in all {
+                out.push(match *parent {
+                    "" => key.as_str().to_string(),
+                    p => format!("{p}.{}", key.as_str()),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_key_the_import_writes_is_one_the_config_reads_there() {
+        let written = [
+            texts(TopKey::ALL, TopKey::AT),
+            texts(ServerKey::ALL, ServerKey::AT),
+            texts(TlsKey::ALL, TlsKey::AT),
+            texts(CertKey::ALL, CertKey::AT),
+            texts(AdminKey::ALL, AdminKey::AT),
+            texts(StoreKey::ALL, StoreKey::AT),
+            texts(PoolKey::ALL, PoolKey::AT),
+            texts(LimitKey::ALL, LimitKey::AT),
+            texts(BucketKey::ALL, BucketKey::AT),
+            texts(ConcurrencyKey::ALL, ConcurrencyKey::AT),
+            texts(RouteKey::ALL, RouteKey::AT),
+            texts(MatchKey::ALL, MatchKey::AT),
+            texts(RedirectKey::ALL, RedirectKey::AT),
+            texts(RewriteKey::ALL, RewriteKey::AT),
+            texts(EditKey::ALL, EditKey::AT),
+            texts(TimeoutKey::ALL, TimeoutKey::AT),
+            texts(RetryKey::ALL, RetryKey::AT),
+            texts(CorsKey::ALL, CorsKey::AT),
+            texts(CanaryKey::ALL, CanaryKey::AT),
+        ];
+        let read = schema::paths();
+        let unknown: Vec<&String> = written
+            .iter()
+            .flatten()
+            .filter(|p| !read.contains(p))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "keys config/schema.rs does not list: {unknown:?}"
+        );
+        assert!(written.iter().all(|w| !w.is_empty()));
+    }
+}
