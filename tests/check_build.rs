@@ -107,3 +107,18 @@ fn a_store_url_the_client_would_refuse_is_refused_by_check() {
         assert_check(&yaml, &[&line]);
     }
 }
+
+#[test]
+fn a_private_key_given_as_the_public_key_is_refused_by_check() {
+    // jsonwebtoken takes it, and then every valid token got 401.
+    let yaml = format!(
+        "server: {{listen: [\"127.0.0.1:8080\"]}}\n\
+         auth:\n  keys: [{{kid: rs, alg: RS256, public_key_file: rs256.key}}]\n{TAIL}"
+    );
+    let key = include_str!("fixtures/keys/rs256.key");
+    let (code, lines) = check_in_dir(&yaml, &[("rs256.key", key)]);
+    let line =
+        "edge.yaml:3:10: auth.key_invalid: auth.keys[0]: rs256.key is not a RS256 public key \
+                in PEM: a private key; give the public key";
+    assert_eq!((code, lines), (Some(1), vec![line.to_string()]));
+}

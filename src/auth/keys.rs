@@ -45,6 +45,15 @@ pub enum KeyError {
         alg: Algorithm,
         source: jsonwebtoken::errors::Error,
     },
+    /// A PEM that is not a public key of the algorithm's kind (a private
+    /// key, a certificate, another curve): jsonwebtoken would take some of
+    /// them and then refuse every token.
+    #[error("{name} is not a {alg:?} public key in PEM: {why}")]
+    WrongKey {
+        name: String,
+        alg: Algorithm,
+        why: &'static str,
+    },
     #[error("{name}: {source}")]
     Jwks { name: String, source: JwksError },
     /// The roots a `jwks_url` trusts (its `ca_file`).
@@ -97,6 +106,9 @@ pub fn public_key(kid: Option<&str>, alg: &str, pem: Pem) -> Result<VerifyKey, K
     let alg = parse_alg(alg)?;
     let name = pem.name().to_string();
     let pem = pem.into_bytes();
+    if let Err(why) = public_key_of(alg, &pem) {
+        return Err(KeyError::WrongKey { name, alg, why });
+    }
     let key = match alg {
         Algorithm::RS256
         | Algorithm::RS384
@@ -114,6 +126,58 @@ pub fn public_key(kid: Option<&str>, alg: &str, pem: Pem) -> Result<VerifyKey, K
         alg,
         key,
     })
+}
+
+/// Whether `pem`'s first block is a public key `alg` verifies with: a
+/// `PUBLIC KEY` (SubjectPublicKeyInfo) whose algorithm is RSA, the ECDSA
+/// curve of `alg` (P-256 for ES256, P-384 for ES384) or Ed25519, or a PKCS#1
+/// `RSA PUBLIC KEY` for the RSA algorithms.
+fn public_key_of(alg: Algorithm, pem: &[u8]) -> Result<(), &'static str> {
+    use rustls::pki_types::pem::{PemObject, SectionKind};
+    // The DER of the algorithm identifiers' OIDs (tag, length, value).
+    const RSA: &[u8] = &[
+        0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01,
+    ];
+    const P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+    const P384: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
+    const ED25519: &[u8] = &[0x06, 0x03, 0x2b, 0x65, 0x70];
+    let rsa = matches!(
+        alg,
+        Algorithm::RS256
+            | Algorithm::RS384
+            | Algorithm::RS512
+            | Algorithm::PS256
+            | Algorithm::PS384
+            | Algorithm::PS512
+    );
+    // PKCS#1 (`RSA PUBLIC KEY`) is no section kind of the PEM reader.
+    let pkcs1 = b"-----BEGIN RSA PUBLIC KEY-----";
+    if rsa && pem.windows(pkcs1.len()).any(|w| w == pkcs1) {
+        return Ok(());
+    }
+    let (kind, der) = <(SectionKind, Vec<u8>)>::pem_slice_iter(pem)
+        .next()
+        .and_then(Result::ok)
+        .ok_or("no PEM block")?;
+    let oid = match kind {
+        SectionKind::PublicKey => match alg {
+            _ if rsa => RSA,
+            Algorithm::ES256 => P256,
+            Algorithm::ES384 => P384,
+            _ => ED25519,
+        },
+        SectionKind::Certificate => return Err("a certificate, not its public key"),
+        SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey => {
+            return Err("a private key; give the public key")
+        }
+        _ => return Err("not a PUBLIC KEY block"),
+    };
+    // The algorithm identifier opens the SubjectPublicKeyInfo.
+    let head = &der[..der.len().min(32)];
+    match head.windows(oid.len()).any(|w| w == oid) {
+        true => Ok(()),
+        false => Err("a public key of another algorithm or curve"),
+    }
 }
 
 /// The keys of a JWKS file.
@@ -311,4 +375,49 @@ async fn fetch_jwks(client: &reqwest::Client, url: &str) -> Result<Vec<VerifyKey
         body.extend_from_slice(&chunk);
     }
     parse_jwks(&String::from_utf8_lossy(&body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pem(file: &str) -> Vec<u8> {
+        std::fs::read(format!("tests/fixtures/keys/{file}")).unwrap()
+    }
+
+    #[test]
+    fn a_public_key_must_be_public_and_of_the_algorithms_kind() {
+        let rsa_pkcs1 = b"-----BEGIN RSA PUBLIC KEY-----\nMAA=\n-----END RSA PUBLIC KEY-----\n";
+        let api_cert = std::fs::read("config/certs/api.pem").unwrap();
+        let cases: [(Algorithm, Vec<u8>, Result<(), &str>); 9] = [
+            (Algorithm::RS256, pem("rs256.pub.pem"), Ok(())),
+            (Algorithm::PS512, pem("rs256.pub.pem"), Ok(())),
+            (Algorithm::RS256, rsa_pkcs1.to_vec(), Ok(())),
+            (Algorithm::ES256, pem("es256.pub.pem"), Ok(())),
+            (Algorithm::EdDSA, pem("ed25519.pub.pem"), Ok(())),
+            (
+                Algorithm::RS256,
+                pem("rs256.key"),
+                Err("a private key; give the public key"),
+            ),
+            (
+                Algorithm::ES384,
+                pem("es256.pub.pem"),
+                Err("a public key of another algorithm or curve"),
+            ),
+            (
+                Algorithm::RS256,
+                pem("es256.pub.pem"),
+                Err("a public key of another algorithm or curve"),
+            ),
+            (
+                Algorithm::ES256,
+                api_cert,
+                Err("a certificate, not its public key"),
+            ),
+        ];
+        for (alg, pem, expected) in cases {
+            assert_eq!(public_key_of(alg, &pem), expected, "{alg:?}");
+        }
+    }
 }
