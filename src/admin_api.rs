@@ -242,7 +242,7 @@ fn redact_node(node: yaml_rust2::Yaml, secret: bool) -> yaml_rust2::Yaml {
         Yaml::String(_) | Yaml::Integer(_) | Yaml::Real(_) | Yaml::Boolean(_) if secret => {
             Yaml::String("***".to_string())
         }
-        Yaml::String(s) => Yaml::String(redact_urls(&s)),
+        Yaml::String(s) => Yaml::String(crate::redact::urls(&s).into_owned()),
         other => other,
     }
 }
@@ -263,20 +263,6 @@ fn names_a_secret(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     let bare: String = key.chars().filter(|c| !matches!(c, '-' | '_')).collect();
     !key.ends_with("_env") && SECRETS.iter().any(|s| bare.contains(s))
-}
-
-/// A URL's userinfo and query, anywhere in a value, as `***`.
-fn redact_urls(value: &str) -> String {
-    use std::sync::LazyLock;
-    static USERINFO: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r"(?i)([a-z][a-z0-9+.-]*://)[^/\s]*@").expect("valid regex")
-    });
-    static QUERY: LazyLock<regex::Regex> = LazyLock::new(|| {
-        regex::Regex::new(r#"(?i)([a-z][a-z0-9+.-]*://[^\s"'?#]*)\?[^\s"'#]*"#)
-            .expect("valid regex")
-    });
-    let value = USERINFO.replace_all(value, "$1***@");
-    QUERY.replace_all(&value, "$1?***").into_owned()
 }
 
 /// Compares the SHA-256 of both in constant time: the time says neither

@@ -17,6 +17,7 @@ pub mod import;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;
+pub mod redact;
 pub mod routing;
 pub mod server;
 pub mod state;

@@ -4,7 +4,7 @@
 //! (`schema`) and watching the file (`reload`). It turns text into types
 //! and checks that the paths it names exist; it loads none of those files
 //! (the policy builder, `crate::build`, does) and imports no other module
-//! of the crate but the leaves (`tenant`, `host`).
+//! of the crate but the leaves (`tenant`, `host`, `redact`).
 
 pub mod error;
 pub mod model;
