@@ -18,7 +18,7 @@ use crate::auth::keys::{self, KeyError, RemoteJwks};
 use crate::auth::{KeySet, Verifier};
 use crate::config::{Config, HostMatch, KeySource, PemSource, Place, Problems, Reading};
 use crate::limit::store::StoreTlsPem;
-use crate::tls::{CertError, Certs, Pem, PemError};
+use crate::tls::{CertError, Certs, Pem, PemError, Served};
 
 /// What a policy is built from besides its config: the material its files
 /// (or in-memory PEM) hold, loaded once.
@@ -105,8 +105,8 @@ pub fn open(source: &PemSource) -> Result<Pem, PemError> {
     }
 }
 
-/// `server.tls.certificates`, in order; the first pair that fails is
-/// reported at its item.
+/// `server.tls.certificates`, in order; every pair that fails is reported
+/// at its item.
 fn served(config: &Config, problems: &mut Problems) -> Option<Certs> {
     let tls = config.server.tls.as_ref()?;
     let first = tls.certificates.first()?;
@@ -114,11 +114,8 @@ fn served(config: &Config, problems: &mut Problems) -> Option<Certs> {
     let mut failed = false;
     // Every pair is tried, so each bad one is reported in the same run.
     for c in &tls.certificates {
-        let added = open(&c.value.cert)
-            .and_then(|cert| Ok((cert, open(&c.value.key)?)))
-            .map_err(CertError::from)
-            .and_then(|(cert, key)| crate::tls::pair(cert, key))
-            .and_then(|served| certs.add(served, &c.value.hosts));
+        let added = pair(&c.value.cert, &c.value.key)
+            .and_then(|(served, _)| certs.add(served, &c.value.hosts));
         if let Err(e) = added {
             problems.push_at(&c.place, cert_code(&e), e);
             failed = true;
@@ -131,6 +128,15 @@ fn served(config: &Config, problems: &mut Problems) -> Option<Certs> {
         .finish()
         .map_err(|e| problems.push_at(&first.place, cert_code(&e), e))
         .ok()
+}
+
+/// A certificate chain and its key, each read once and checked to be a
+/// pair (the key is the certificate's), with their PEM bytes for a client
+/// that decodes them itself.
+fn pair(cert: &PemSource, key: &PemSource) -> Result<(Served, [Vec<u8>; 2]), CertError> {
+    let (cert, key) = (open(cert)?, open(key)?);
+    let bytes = [cert.bytes().to_vec(), key.bytes().to_vec()];
+    Ok((crate::tls::pair(cert, key)?, bytes))
 }
 
 fn cert_code(e: &CertError) -> &'static str {
@@ -197,14 +203,9 @@ fn store_tls(config: &Config, problems: &mut Problems) -> StoreTlsPem {
     });
     let client = tls.client.as_ref().and_then(|c| {
         let (cert, key) = &c.value;
-        let loaded = Pem::read(cert)
-            .and_then(|cert| Ok((cert, Pem::read(key)?)))
-            .map_err(CertError::from)
-            .and_then(|(cert, key)| {
-                let bytes = (cert.bytes().to_vec(), key.bytes().to_vec());
-                crate::tls::pair(cert, key).map(|_| bytes)
-            });
-        loaded
+        let (cert, key) = (PemSource::File(cert.clone()), PemSource::File(key.clone()));
+        pair(&cert, &key)
+            .map(|(_, [cert, key])| (cert, key))
             .map_err(|e| problems.push_at(&c.place, "store.tls_invalid", e))
             .ok()
     });

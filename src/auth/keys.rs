@@ -104,6 +104,9 @@ pub fn secret(kid: Option<&str>, alg: &str, env: &str) -> Result<VerifyKey, KeyE
 /// A PEM public key for `alg` (an RS*, PS*, ES* or EdDSA algorithm).
 pub fn public_key(kid: Option<&str>, alg: &str, pem: Pem) -> Result<VerifyKey, KeyError> {
     let alg = parse_alg(alg)?;
+    if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
+        return Err(KeyError::NotPublic(alg));
+    }
     let name = pem.name().to_string();
     let pem = pem.into_bytes();
     if let Err(why) = public_key_of(alg, &pem) {
@@ -128,19 +131,19 @@ pub fn public_key(kid: Option<&str>, alg: &str, pem: Pem) -> Result<VerifyKey, K
     })
 }
 
-/// Whether `pem`'s first block is a public key `alg` verifies with: a
-/// `PUBLIC KEY` (SubjectPublicKeyInfo) whose algorithm is RSA, the ECDSA
-/// curve of `alg` (P-256 for ES256, P-384 for ES384) or Ed25519, or a PKCS#1
-/// `RSA PUBLIC KEY` for the RSA algorithms.
+/// Whether `pem`'s first block (the one jsonwebtoken reads) is a public
+/// key `alg` verifies with: a `PUBLIC KEY` (SubjectPublicKeyInfo) of
+/// rsaEncryption for RS*/PS*, of the ECDSA curve of `alg` with an
+/// uncompressed point (P-256 for ES256, P-384 for ES384; ring verifies with
+/// no other), or Ed25519; or a PKCS#1 `RSA PUBLIC KEY` for RS*/PS*.
 fn public_key_of(alg: Algorithm, pem: &[u8]) -> Result<(), &'static str> {
-    use rustls::pki_types::pem::{PemObject, SectionKind};
-    // The DER of the algorithm identifiers' OIDs (tag, length, value).
-    const RSA: &[u8] = &[
-        0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01,
-    ];
-    const P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
-    const P384: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
-    const ED25519: &[u8] = &[0x06, 0x03, 0x2b, 0x65, 0x70];
+    use x509_parser::oid_registry::{
+        OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_NIST_EC_P384, OID_PKCS1_RSAENCRYPTION,
+        OID_PKCS1_RSASSAPSS, OID_SIG_ED25519,
+    };
+    use x509_parser::prelude::FromDer;
+    use x509_parser::public_key::RSAPublicKey;
+    use x509_parser::x509::SubjectPublicKeyInfo;
     let rsa = matches!(
         alg,
         Algorithm::RS256
@@ -150,33 +153,49 @@ fn public_key_of(alg: Algorithm, pem: &[u8]) -> Result<(), &'static str> {
             | Algorithm::PS384
             | Algorithm::PS512
     );
-    // PKCS#1 (`RSA PUBLIC KEY`) is no section kind of the PEM reader.
-    let pkcs1 = b"-----BEGIN RSA PUBLIC KEY-----";
-    if rsa && pem.windows(pkcs1.len()).any(|w| w == pkcs1) {
-        return Ok(());
-    }
-    let (kind, der) = <(SectionKind, Vec<u8>)>::pem_slice_iter(pem)
-        .next()
-        .and_then(Result::ok)
-        .ok_or("no PEM block")?;
-    let oid = match kind {
-        SectionKind::PublicKey => match alg {
-            _ if rsa => RSA,
-            Algorithm::ES256 => P256,
-            Algorithm::ES384 => P384,
-            _ => ED25519,
-        },
-        SectionKind::Certificate => return Err("a certificate, not its public key"),
-        SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey => {
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem).map_err(|_| "no PEM block")?;
+    match block.label.as_str() {
+        "PUBLIC KEY" => {}
+        "RSA PUBLIC KEY" if rsa => {
+            return RSAPublicKey::from_der(&block.contents)
+                .map(|_| ())
+                .map_err(|_| "not a PKCS#1 RSA public key")
+        }
+        "CERTIFICATE" => return Err("a certificate, not its public key"),
+        label if label.ends_with("PRIVATE KEY") => {
             return Err("a private key; give the public key")
         }
         _ => return Err("not a PUBLIC KEY block"),
+    }
+    let (_, spki) = SubjectPublicKeyInfo::from_der(&block.contents)
+        .map_err(|_| "not a SubjectPublicKeyInfo")?;
+    let kind = &spki.algorithm.algorithm;
+    let curve = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.as_oid().ok());
+    let point = spki.subject_public_key.data.as_ref();
+    let uncompressed = |len: usize| point.len() == len && point[0] == 0x04;
+    let fits = match alg {
+        _ if rsa => *kind == OID_PKCS1_RSAENCRYPTION,
+        Algorithm::ES256 => {
+            *kind == OID_KEY_TYPE_EC_PUBLIC_KEY && curve == Some(OID_EC_P256) && uncompressed(65)
+        }
+        Algorithm::ES384 => {
+            *kind == OID_KEY_TYPE_EC_PUBLIC_KEY
+                && curve == Some(OID_NIST_EC_P384)
+                && uncompressed(97)
+        }
+        Algorithm::EdDSA => *kind == OID_SIG_ED25519 && point.len() == 32,
+        _ => false,
     };
-    // The algorithm identifier opens the SubjectPublicKeyInfo.
-    let head = &der[..der.len().min(32)];
-    match head.windows(oid.len()).any(|w| w == oid) {
+    match fits {
         true => Ok(()),
-        false => Err("a public key of another algorithm or curve"),
+        false if rsa && *kind == OID_PKCS1_RSASSAPSS => {
+            Err("an RSASSA-PSS key; give it as an rsaEncryption public key")
+        }
+        false => Err("a public key of another algorithm or curve, or a compressed point"),
     }
 }
 
@@ -387,12 +406,14 @@ mod tests {
 
     #[test]
     fn a_public_key_must_be_public_and_of_the_algorithms_kind() {
-        let rsa_pkcs1 = b"-----BEGIN RSA PUBLIC KEY-----\nMAA=\n-----END RSA PUBLIC KEY-----\n";
+        const OTHER: &str = "a public key of another algorithm or curve, or a compressed point";
         let api_cert = std::fs::read("config/certs/api.pem").unwrap();
-        let cases: [(Algorithm, Vec<u8>, Result<(), &str>); 9] = [
+        // jsonwebtoken reads the first block: a public one after it is no help.
+        let private_then_public = [pem("rs256.key"), pem("rs256.pkcs1.pub.pem")].concat();
+        let cases: [(Algorithm, Vec<u8>, Result<(), &str>); 12] = [
             (Algorithm::RS256, pem("rs256.pub.pem"), Ok(())),
             (Algorithm::PS512, pem("rs256.pub.pem"), Ok(())),
-            (Algorithm::RS256, rsa_pkcs1.to_vec(), Ok(())),
+            (Algorithm::RS256, pem("rs256.pkcs1.pub.pem"), Ok(())),
             (Algorithm::ES256, pem("es256.pub.pem"), Ok(())),
             (Algorithm::EdDSA, pem("ed25519.pub.pem"), Ok(())),
             (
@@ -401,14 +422,21 @@ mod tests {
                 Err("a private key; give the public key"),
             ),
             (
-                Algorithm::ES384,
-                pem("es256.pub.pem"),
-                Err("a public key of another algorithm or curve"),
+                Algorithm::RS256,
+                private_then_public,
+                Err("a private key; give the public key"),
+            ),
+            (Algorithm::ES384, pem("es256.pub.pem"), Err(OTHER)),
+            (Algorithm::RS256, pem("es256.pub.pem"), Err(OTHER)),
+            (
+                Algorithm::ES256,
+                pem("es256.compressed.pub.pem"),
+                Err(OTHER),
             ),
             (
-                Algorithm::RS256,
-                pem("es256.pub.pem"),
-                Err("a public key of another algorithm or curve"),
+                Algorithm::PS256,
+                pem("rsa-pss.pub.pem"),
+                Err("an RSASSA-PSS key; give it as an rsaEncryption public key"),
             ),
             (
                 Algorithm::ES256,
