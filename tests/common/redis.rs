@@ -146,28 +146,15 @@ impl Cluster {
                 .await,
             );
         }
-        let mut args = vec!["--cluster".to_string(), "create".to_string()];
-        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
-        let out = Command::new("redis-cli")
-            .args(&args)
-            .output()
-            .expect("redis-cli --cluster create (install redis-tools)");
-        assert!(
-            out.status.success(),
-            "cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+        create_cluster(&[], &ports);
         let cluster = Cluster { nodes };
-        let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
         let ok = eventually(Duration::from_secs(20), || {
             let ports = ports.clone();
             async move {
-                ports.iter().all(|p| {
-                    redis_cli(*p, &["CLUSTER", "INFO"]).is_some_and(|i| {
-                        i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
-                    })
-                })
+                ports
+                    .iter()
+                    .all(|p| serves_every_slot(redis_cli(*p, &["CLUSTER", "INFO"])))
             }
         })
         .await;
@@ -519,27 +506,19 @@ impl TlsCluster {
         for _ in 0..3 {
             nodes.push(TlsRedis::start_with(ca, cert, key, None, &cluster_args).await);
         }
-        let mut args = vec!["--tls".to_string(), "--cacert".to_string()];
-        args.push(ca.display().to_string());
-        args.extend(["--cluster", "create"].map(String::from));
-        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
-        let out = Command::new("redis-cli")
-            .args(&args)
-            .output()
-            .expect("redis-cli --cluster create (install redis-tools)");
-        assert!(
-            out.status.success(),
-            "cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let tls = [
+            "--tls".to_string(),
+            "--cacert".to_string(),
+            ca.display().to_string(),
+        ];
+        let ports: Vec<u16> = nodes.iter().map(|n| n.port()).collect();
+        create_cluster(&tls, &ports);
         let cluster = TlsCluster { nodes };
         let ok = eventually(Duration::from_secs(20), || async {
-            cluster.nodes.iter().all(|n| {
-                n.try_cli(&["CLUSTER", "INFO"]).is_some_and(|i| {
-                    i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
-                })
-            })
+            cluster
+                .nodes
+                .iter()
+                .all(|n| serves_every_slot(n.try_cli(&["CLUSTER", "INFO"])))
         })
         .await;
         assert!(ok, "the TLS cluster did not reach cluster_state:ok");
@@ -553,4 +532,29 @@ impl TlsCluster {
             .map(|n| format!("rediss://localhost:{}", n.port()))
             .collect()
     }
+}
+
+/// `redis-cli [OPTIONS] --cluster create` over the nodes at `ports`, with
+/// no replicas: every slot assigned.
+fn create_cluster(options: &[String], ports: &[u16]) {
+    let mut args = options.to_vec();
+    args.extend(["--cluster", "create"].map(String::from));
+    args.extend(ports.iter().map(|p| format!("127.0.0.1:{p}")));
+    args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+    let out = Command::new("redis-cli")
+        .args(&args)
+        .output()
+        .expect("redis-cli --cluster create (install redis-tools)");
+    assert!(
+        out.status.success(),
+        "cluster create failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Whether a node's `CLUSTER INFO` says the cluster serves every slot.
+fn serves_every_slot(info: Option<String>) -> bool {
+    info.is_some_and(|i| {
+        i.contains("cluster_state:ok") && i.contains("cluster_slots_assigned:16384")
+    })
 }
