@@ -44,6 +44,12 @@ impl ServeHttp for Admin {
                     && limiter.on_unavailable() == crate::config::OnUnavailable::Deny;
                 if denying {
                     text(503, "text/plain", b"store unavailable\n".to_vec())
+                } else if !self.shared.synced.load(Ordering::Acquire) {
+                    text(
+                        503,
+                        "text/plain",
+                        b"kubernetes: first sync not applied\n".to_vec(),
+                    )
                 } else if self.shared.ready.load(Ordering::Acquire) {
                     let body = format!("ready generation={generation}\n");
                     text(200, "text/plain", body.into_bytes())

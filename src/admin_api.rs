@@ -209,7 +209,7 @@ fn policy(shared: &Shared) -> Response<Vec<u8>> {
 /// query. Redacting the parsed tree, not the text, catches every YAML
 /// spelling of a key or value (escapes, quoting, block scalars); comments
 /// are not shown. Over-redacting is fine.
-fn redact(text: &str) -> String {
+pub fn redact(text: &str) -> String {
     use yaml_rust2::{YamlEmitter, YamlLoader};
     let Ok(docs) = YamlLoader::load_from_str(text) else {
         return "***".to_string();
@@ -250,7 +250,7 @@ fn redact_node(node: yaml_rust2::Yaml, secret: bool) -> yaml_rust2::Yaml {
 /// Whether a key names a secret; `*_env` keys name environment variables,
 /// and the names are not secrets.
 fn names_a_secret(key: &str) -> bool {
-    const SECRETS: [&str; 8] = [
+    const SECRETS: [&str; 9] = [
         "authorization",
         "cookie",
         "token",
@@ -259,6 +259,8 @@ fn names_a_secret(key: &str) -> bool {
         "passwd",
         "apikey",
         "credential",
+        // `key_pem`: a private key in the policy (the controller's Secrets).
+        "pem",
     ];
     let key = key.to_ascii_lowercase();
     let bare: String = key.chars().filter(|c| !matches!(c, '-' | '_')).collect();

@@ -15,6 +15,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::server::danger::ClientCertVerifier;
 
 use crate::auth::keys::{self, KeyError, RemoteJwks};
+use crate::auth::methods::{Authenticator, Authenticators, Kind};
 use crate::auth::{KeySet, Verifier};
 use crate::config::{Config, HostMatch, KeySource, PemSource, Place, Problems, Reading};
 use crate::limit::store::StoreTlsPem;
@@ -28,6 +29,8 @@ pub struct Material {
     /// Verifies client certificates against `server.tls.client_ca`.
     pub client_verifier: Option<Arc<dyn ClientCertVerifier>>,
     pub verifier: Option<Arc<Verifier>>,
+    /// `auth.methods`, their htpasswd entries and API keys loaded.
+    pub methods: Arc<Authenticators>,
     /// Each TLS pool's `ca_file` roots, by pool name.
     pub upstream_roots: HashMap<String, Vec<CertificateDer<'static>>>,
     /// What `rediss://` store connections trust and present.
@@ -58,7 +61,7 @@ pub fn from_text(file: &str, text: &str, base: &Path) -> Result<Checked, Problem
 
 /// Loads even when the reader found errors, so the file's problems come
 /// all at once; the config is given only when there are none.
-fn checked(reading: Reading) -> Result<Checked, Problems> {
+pub fn checked(reading: Reading) -> Result<Checked, Problems> {
     let Reading {
         config,
         mut problems,
@@ -91,6 +94,7 @@ impl Material {
             certs,
             client_verifier: client_verifier(config, problems),
             verifier: verifier(config, problems).map(Arc::new),
+            methods: Arc::new(methods(config, problems)),
             upstream_roots: upstream_roots(config, problems),
             store_tls: store_tls(config, problems),
         }
@@ -227,6 +231,103 @@ fn verifier(config: &Config, problems: &mut Problems) -> Option<Verifier> {
         }
     }
     Some(Verifier::new(auth, &config.tenants, keys))
+}
+
+/// `auth.methods`: each htpasswd file and keys file read once and parsed,
+/// a failure reported at the key that names it.
+fn methods(config: &Config, problems: &mut Problems) -> Authenticators {
+    use crate::config::MethodKind;
+    let Some(auth) = &config.auth else {
+        return Authenticators::default();
+    };
+    let mut out = Vec::new();
+    for (name, method) in &auth.methods {
+        let kind = match &method.kind {
+            MethodKind::External(e) => {
+                // The answer headers its identity maps read, the routes' too.
+                let routes = config
+                    .routes
+                    .iter()
+                    .filter(|r| r.method.as_ref() == Some(name));
+                let mut read = crate::auth::methods::header_sources(&method.identity);
+                for map in routes.filter_map(|r| r.identity.as_ref()) {
+                    read.extend(crate::auth::methods::header_sources(map));
+                }
+                let external = crate::auth::external::ExternalAuth::new(name, e, read);
+                Kind::External(Box::new(external))
+            }
+            MethodKind::Basic(b) => match basic(b, problems) {
+                Some(kind) => kind,
+                None => continue,
+            },
+            MethodKind::ApiKey(k) => {
+                let loaded = text(&k.keys.value).and_then(|t| {
+                    crate::auth::api_keys::ApiKeys::parse(&t).map_err(|e| e.to_string())
+                });
+                match loaded {
+                    Ok(keys) => Kind::ApiKey {
+                        config: k.clone(),
+                        keys,
+                    },
+                    Err(e) => {
+                        problems.push_at(&k.keys.place, "auth.api_keys_invalid", e);
+                        continue;
+                    }
+                }
+            }
+        };
+        out.push(Authenticator {
+            name: name.clone(),
+            kind,
+            identity: method.identity.clone(),
+        });
+    }
+    Authenticators::new(out)
+}
+
+/// A basic method's htpasswd entries and user map, each reported at the
+/// key that names it.
+fn basic(b: &crate::config::Basic, problems: &mut Problems) -> Option<Kind> {
+    let htpasswd = text(&b.htpasswd.value)
+        .and_then(|t| crate::auth::basic::Htpasswd::parse(&t).map_err(|e| e.to_string()))
+        .map_err(|e| problems.push_at(&b.htpasswd.place, "auth.htpasswd_invalid", e));
+    let users = match &b.users {
+        None => Ok(None),
+        Some(u) => text(&u.value)
+            .and_then(|t| crate::auth::users::UserMap::parse(&t))
+            .map(Some)
+            .map_err(|e| problems.push_at(&u.place, "auth.users_invalid", e)),
+    };
+    let auth = crate::auth::basic::BasicAuth::new(htpasswd.ok()?, b.realm.clone());
+    Some(Kind::Basic {
+        auth: Arc::new(auth),
+        users: users.ok()?,
+    })
+}
+
+/// Most an htpasswd or keys file may hold.
+const MAX_TEXT_BYTES: usize = 16 << 20;
+
+/// A text source (an htpasswd or keys file, or the text itself), bounded.
+fn text(source: &PemSource) -> Result<String, String> {
+    let (name, bytes) = match source {
+        PemSource::File(path) => {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_TEXT_BYTES as u64 + 1).read_to_end(&mut bytes))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            (path.display().to_string(), bytes)
+        }
+        PemSource::Pem { name, bytes } => (name.clone(), bytes.to_vec()),
+    };
+    if bytes.len() > MAX_TEXT_BYTES {
+        return Err(format!(
+            "{name}: over the {} MiB it may hold",
+            MAX_TEXT_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{name}: not UTF-8 text"))
 }
 
 /// Loads one key source into `keys`; on failure, why, and where if not at

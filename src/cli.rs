@@ -63,7 +63,7 @@ pub enum ImportFrom {
     /// Kubernetes Ingress objects annotated for ingress-nginx (and the
     /// controller's ConfigMap): writes a policy and a report, one line per
     /// annotation. Exit 2 when some annotation is not supported.
-    IngressNginx(crate::import::Options),
+    IngressNginx(Box<crate::import::Options>),
 }
 
 fn parse_ttl(text: &str) -> Result<std::time::Duration, &'static str> {

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod build;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod echo;
 pub mod host;

@@ -46,6 +46,18 @@ pub struct Metrics {
     pub denials_cached: IntCounter,
     /// Unix time of the last successful config load or reload.
     pub config_last_success: IntGauge,
+    /// Controller mode: Kubernetes objects held from the watches, by kind.
+    pub kube_objects: IntGaugeVec,
+    /// Controller mode: Unix time the cluster's objects were last applied.
+    pub kube_last_sync: IntGauge,
+    /// Controller mode: policy builds from the cluster's objects, by result.
+    pub kube_builds: IntCounterVec,
+    /// Controller mode: Ingresses withheld (not served) by the last build.
+    pub kube_rejected: IntGauge,
+    /// Controller mode: 1 while this replica holds the status Lease.
+    pub kube_leader: IntGauge,
+    /// Controller mode: watch errors (the API server unreachable, 410 Gone), by kind.
+    pub kube_watch_errors: IntCounterVec,
     /// Token signature checks made (cache misses that reached a key).
     pub auth_verifications: IntCounter,
     /// Look-ups of the verified-token cache that found the token.
@@ -71,6 +83,11 @@ pub struct Metrics {
     /// When each JWKS endpoint last answered a usable key set, Unix time,
     /// by its host and path (never its query).
     pub jwks_last_success: IntGaugeVec,
+    /// External auth checks by method and result (`allowed`, `refused`,
+    /// `cached`, `breaker_open`, `timed_out`, `unreachable`, `bad_status`).
+    pub external_auth: IntCounterVec,
+    /// 1 while an external auth method's breaker is open, by method.
+    pub external_auth_open: IntGaugeVec,
     /// Spans handed to the OTLP exporter, by `exported` or `failed`.
     pub trace_spans: IntCounterVec,
 }
@@ -225,6 +242,39 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_ratelimit_cached_denials_total",
             "Refusals made from the denial cache, without a store call.",
         ),
+        kube_objects: gauges(
+            &r,
+            "fairgate_kubernetes_objects",
+            "Kubernetes objects held from the watches, by kind.",
+            &["kind"],
+        ),
+        kube_last_sync: gauge(
+            &r,
+            "fairgate_kubernetes_last_sync_timestamp_seconds",
+            "Unix time the cluster's objects were last applied.",
+        ),
+        kube_builds: counter(
+            &r,
+            "fairgate_kubernetes_policy_builds_total",
+            "Policy builds from the cluster's objects, by result (ok, error).",
+            &["result"],
+        ),
+        kube_rejected: gauge(
+            &r,
+            "fairgate_kubernetes_rejected_ingresses",
+            "Ingresses of this controller withheld by the last build.",
+        ),
+        kube_leader: gauge(
+            &r,
+            "fairgate_kubernetes_leader",
+            "1 while this replica holds the Lease and writes Ingress status.",
+        ),
+        kube_watch_errors: counter(
+            &r,
+            "fairgate_kubernetes_watch_errors_total",
+            "Watch errors (API server unreachable, 410 Gone relists), by kind.",
+            &["kind"],
+        ),
         config_last_success: gauge(
             &r,
             "fairgate_config_last_reload_success_timestamp_seconds",
@@ -288,6 +338,18 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_jwks_last_success_timestamp_seconds",
             "When each JWKS endpoint last answered a usable key set, Unix time, by host and path.",
             &["source"],
+        ),
+        external_auth: counter(
+            &r,
+            "fairgate_external_auth_total",
+            "External auth checks, by method and result.",
+            &["method", "result"],
+        ),
+        external_auth_open: gauges(
+            &r,
+            "fairgate_external_auth_breaker_open",
+            "1 while an external auth method's breaker is open (its requests get 503 without a call), by method.",
+            &["method"],
         ),
         trace_spans: counter(
             &r,

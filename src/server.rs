@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use pingora::services::listening::Service;
 
 use crate::admin::Admin;
 use crate::build::Checked;
+use crate::cluster::Controller;
 use crate::config::reload;
 use crate::metrics::METRICS;
 use crate::proxy::edge::{Bounds, Edge, TlsListener};
@@ -122,6 +123,7 @@ fn shared_state(checked: Checked) -> Result<Arc<Shared>, StartError> {
         auth_failures: Default::default(),
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
+        synced: AtomicBool::new(true),
     });
     crate::state::init_series(&shared.policy.load().config);
     if shared.telemetry.is_some() {
@@ -347,11 +349,18 @@ impl Watched {
 }
 
 impl Supervisor {
-    /// Reloads, then watches the files the policy in force names.
-    async fn reload(&self, watched: &mut Watched) {
+    /// Reloads, then watches the files the policy in force names. In
+    /// controller mode the controller builds the base with the cluster's
+    /// objects: it is told to read the file again.
+    async fn reload(&self, watched: &mut Watched, controller: Option<&Controller>) {
         let Some(path) = &self.config_path else {
             return;
         };
+        if let Some(c) = controller {
+            c.base_changed.notify_one();
+            watched.seen = reload::digest(&watched.files);
+            return;
+        }
         watched.seen = reload::digest(&watched.files);
         let _ = crate::state::reload(&self.shared, path).await;
         let files = reload::files(path, &self.shared.policy.load().config);
@@ -368,6 +377,14 @@ impl BackgroundService for Supervisor {
         let mut hangup = signal(SignalKind::hangup()).expect("SIGHUP handler");
         // Watch before reporting ready, so no change after readiness is missed.
         let mut watched = Watched::new(self.config_path.as_ref(), &self.shared);
+        let settings = self.shared.policy.load().config.kubernetes.clone();
+        let controller = match (settings, &self.config_path) {
+            (Some(settings), Some(path)) => {
+                Some(crate::cluster::start(self.shared.clone(), path.clone(), settings).await)
+            }
+            _ => None,
+        };
+        let controller = controller.as_deref();
         self.shared.limiter.probe().await;
         self.wait_listeners().await;
         let mut last_checks = HashMap::new();
@@ -375,10 +392,10 @@ impl BackgroundService for Supervisor {
         loop {
             tokio::select! {
                 _ = shutdown.changed() => self.drain().await,
-                _ = hangup.recv() => self.reload(&mut watched).await,
+                _ = hangup.recv() => self.reload(&mut watched, controller).await,
                 Some(()) = watched.event() => {
                     if watched.settled_change().await {
-                        self.reload(&mut watched).await;
+                        self.reload(&mut watched, controller).await;
                     }
                 }
                 _ = tick.tick() => {

@@ -42,6 +42,8 @@ impl BuildError {
 pub struct Policy {
     pub config: Config,
     pub verifier: Option<Arc<crate::auth::Verifier>>,
+    /// `auth.methods`, ready to serve.
+    pub methods: Arc<crate::auth::methods::Authenticators>,
     pub pools: HashMap<String, Arc<upstream::Pool>>,
     /// The certificates TLS handshakes choose from.
     pub certs: Option<Arc<crate::tls::Certs>>,
@@ -92,6 +94,7 @@ impl Policy {
         Ok(Policy {
             config,
             verifier: material.verifier,
+            methods: material.methods,
             pools,
             certs: material.certs,
             client_verifier: material.client_verifier,
@@ -119,6 +122,9 @@ pub struct Shared {
     pub auth_failures: crate::auth::failures::Failures,
     /// Listeners are up and the process is not shutting down.
     pub ready: AtomicBool,
+    /// Controller mode: the first full list of the cluster's objects has
+    /// been applied (true from the start otherwise).
+    pub synced: AtomicBool,
     /// Traces, when `telemetry.otlp` is set (a restart applies a change).
     pub telemetry: Option<crate::telemetry::Telemetry>,
 }
@@ -189,6 +195,12 @@ async fn try_reload(shared: &Shared, path: &Path) -> Result<u64, Problems> {
     for line in &loaded.warnings {
         tracing::warn!(problem = %line, "config.warning");
     }
+    put_in_force(shared, loaded, path).await
+}
+
+/// Puts a checked policy in force, as its next generation, unless it
+/// changes what only a restart applies (`path` names it in problems).
+pub async fn put_in_force(shared: &Shared, loaded: Checked, path: &Path) -> Result<u64, Problems> {
     let current = shared.policy.load_full();
     let fields = crate::config::reload::restart_required(&current.config, &loaded.config);
     if !fields.is_empty() {

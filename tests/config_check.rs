@@ -65,6 +65,25 @@ bad_configs! {
     admin_listen_invalid: "config/bad/admin.listen_invalid.yaml" => [
         r#"config/bad/admin.listen_invalid.yaml:3:11: admin.listen_invalid: admin.listen "localhost:9090": expected IP:PORT, e.g. 0.0.0.0:8080"#,
     ],
+    auth_api_keys_invalid: "config/bad/auth.api_keys_invalid.yaml" => [
+        r#"config/bad/auth.api_keys_invalid.yaml:11:11: auth.api_keys_invalid: auth.methods.partners.api_key.keys: line 2: keys[0].sha256: must be 64 hex digits"#,
+    ],
+    auth_htpasswd_invalid: "config/bad/auth.htpasswd_invalid.yaml" => [
+        r#"config/bad/auth.htpasswd_invalid.yaml:10:11: auth.htpasswd_invalid: auth.methods.staff.basic.htpasswd: line 2: the password is not hashed as bcrypt, {SHA} or $apr1$ (plain text, as htpasswd -p writes, is refused); re-create the entry with htpasswd -B"#,
+    ],
+    auth_identity_invalid: "config/bad/auth.identity_invalid.yaml" => [
+        r#"config/bad/auth.identity_invalid.yaml:9:18: auth.identity_invalid: auth.methods.staff.identity.tenant: give {header: NAME} (external auth only) or {value: TEXT}"#,
+    ],
+    auth_method_invalid: "config/bad/auth.method_invalid.yaml" => [
+        r#"config/bad/auth.method_invalid.yaml:9:23: auth.method_invalid: auth.methods.sso.external.url "/oauth2/auth": must be an absolute http:// or https:// URL"#,
+        r#"config/bad/auth.method_invalid.yaml:9:79: auth.method_invalid: auth.methods.sso.external.response_headers[1] "Content-Length": frames the request or is written by the gateway itself; it is never taken from an auth service's answer"#,
+    ],
+    auth_signin_hosts_missing: "config/bad/auth.signin_hosts_missing.yaml" => [
+        r#"config/bad/auth.signin_hosts_missing.yaml:10:9: auth.signin_hosts_missing: auth.methods.sso.external.signin: list the hosts a browser may be sent back to under `hosts`, so the sign-in redirect is never an open redirect"#,
+    ],
+    auth_users_invalid: "config/bad/auth.users_invalid.yaml" => [
+        r#"config/bad/auth.users_invalid.yaml:11:11: auth.users_invalid: auth.methods.staff.basic.users: line 2: users.ann: tenant: not a tenant id ([A-Za-z0-9._@-]{1,128})"#,
+    ],
     auth_key_invalid: "config/bad/auth.key_invalid.yaml" => [
         r#"config/bad/auth.key_invalid.yaml:7:23: auth.key_invalid: auth.keys[0].alg "HS999": alg must be one of HS256, HS384, HS512, RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA"#,
     ],
@@ -161,6 +180,12 @@ bad_configs! {
     config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
         "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
     ],
+    kubernetes_invalid: "config/bad/kubernetes.invalid.yaml" => [
+        r#"config/bad/kubernetes.invalid.yaml:8:15: kubernetes.invalid: kubernetes.controller "ingress-controller": expected a domain-prefixed path, e.g. fairgate.dev/ingress-controller"#,
+        r#"config/bad/kubernetes.invalid.yaml:9:22: kubernetes.invalid: kubernetes.namespaces[1] "Web_Team": not a namespace name"#,
+        r#"config/bad/kubernetes.invalid.yaml:11:3: kubernetes.invalid: kubernetes.publish_address: give publish_service or publish_address, not both"#,
+        r#"config/bad/kubernetes.invalid.yaml:12:14: kubernetes.invalid: kubernetes.configmap "fairgate-controller": expected NAMESPACE/NAME"#,
+    ],
     limits_capacity_invalid: "config/bad/limits.capacity_invalid.yaml" => [
         r#"config/bad/limits.capacity_invalid.yaml:12:17: limits.capacity_invalid: limits.api.default.capacity "0": must be at least 1"#,
     ],
@@ -177,10 +202,10 @@ bad_configs! {
         r#"config/bad/limits.scope_invalid.yaml:10:12: limits.scope_invalid: limits.api.scope "per_user": must be tenant, tenant_user, tenant_token, client_ip, client_cert, global, {path: NAME} or {header: NAME}"#,
     ],
     routes_auth_invalid: "config/bad/routes.auth_invalid.yaml" => [
-        r#"config/bad/routes.auth_invalid.yaml:12:63: routes.auth_invalid: routes[0].auth "optional": must be none or required"#,
+        r#"config/bad/routes.auth_invalid.yaml:12:63: routes.auth_invalid: routes[0].auth "optional": must be none, required (a bearer JWT) or a name under auth.methods"#,
     ],
     routes_auth_unconfigured: "config/bad/routes.auth_unconfigured.yaml" => [
-        "config/bad/routes.auth_unconfigured.yaml:9:5: routes.auth_unconfigured: routes[0]: this route authenticates (the default) but there is no `auth` section; add one or set `auth: none`",
+        "config/bad/routes.auth_unconfigured.yaml:9:5: routes.auth_unconfigured: routes[0]: this route authenticates with a bearer JWT (the default) but there is no `auth` section with keys; add one, name a method of auth.methods or set `auth: none`",
     ],
     routes_concurrency_unknown: "config/bad/routes.concurrency_unknown.yaml" => [
         r#"config/bad/routes.concurrency_unknown.yaml:17:18: routes.concurrency_unknown: routes[0].concurrency "downloads": no concurrency policy with this name"#,

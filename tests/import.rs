@@ -16,6 +16,7 @@ use std::process::Command;
 use common::ingress_import::*;
 
 const CASES: &[&str] = &[
+    "auth",
     "canary",
     "cors",
     "defaults",
@@ -268,9 +269,10 @@ fn rules_that_do_not_carry_over_withhold_what_they_guarded() {
         "{policy}"
     );
     assert!(policy.contains("c.example.com"), "{policy}");
-    // A rule of the controller for every Ingress withholds them all; a
+    // A rule of the controller for every Ingress that does not carry over
+    // (a global-auth-url with nginx variables) withholds them all; a
     // ConfigMap named but not given is said.
-    let cm = "kind: ConfigMap\nmetadata: {name: ingress-nginx-controller, namespace: x}\ndata: {global-auth-url: \"https://auth/check\"}\n";
+    let cm = "kind: ConfigMap\nmetadata: {name: ingress-nginx-controller, namespace: x}\ndata: {global-auth-url: \"https://auth/check?host=$host\"}\n";
     std::fs::write(dir.path().join("configmap.yaml"), cm).unwrap();
     let (policy, report, _) = import_with(&["--replicas", "1", input]);
     assert!(policy.contains("routes: []"), "{policy}");
@@ -397,8 +399,9 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
     let p = "nginx.ingress.kubernetes.io";
     let want: BTreeSet<String> = [
         format!("default/widgets {p}/cors-allow-origin"),
-        format!("app/legacy {p}/auth-url"),
-        format!("app/legacy {p}/auth-signin"),
+        format!("apps/lost-secret {p}/auth-secret"),
+        format!("apps/lost-secret {p}/auth-type"),
+        "apps/lost-secret paths".to_string(),
         format!("app/legacy {p}/configuration-snippet"),
         format!("app/legacy {p}/server-snippet"),
         // Not an annotation: the consequence of the access rules above.

@@ -3,7 +3,8 @@
 //! runnable here (free ports, the test's Redis and upstreams, Secrets
 //! mounted), showing the mapped behaviour with real requests: limits,
 //! address rules, verified upstream TLS, rewrites and redirects, canaries,
-//! CORS, TLS hosts with HSTS, header snippets, legacy and gRPC backends.
+//! CORS, TLS hosts with HSTS, header snippets, legacy and gRPC backends,
+//! external and basic authentication.
 
 mod common;
 
@@ -371,7 +372,7 @@ async fn header_snippets_and_custom_headers_reach_both_sides_and_withheld_hosts_
     // proxy_set_header X-Client-Host $host, as the upstream got it.
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["headers"]["x-client-host"][0], "app.example.com");
-    // The Ingress with auth-url was withheld: nothing serves its host.
+    // The Ingress with a rewrite snippet was withheld: nothing serves its host.
     assert_eq!(
         send(&gw, "legacy.example.com", "/", &[]).await.status(),
         404
@@ -450,4 +451,142 @@ async fn a_grpc_backend_is_called_over_tls_through_the_imported_policy() {
     // backend-protocol GRPC: h2c to the peer, its answer and trailers back.
     assert_eq!(r["code"], "OK", "{r}");
     assert_eq!(r["responses"], serde_json::json!(["echo:hi"]));
+}
+
+/// The `auth` fixture made runnable with `echo` as every Service and
+/// `sso` as oauth2-proxy; the report checked for `mapped` lines.
+async fn auth_gateway(
+    redis: &Redis,
+    echo: &Upstream,
+    sso: &common::forward_auth::ForwardAuth,
+    mapped: &[(&str, &str)],
+) -> Gateway {
+    let sso_addr = SocketAddr::from(([127, 0, 0, 1], sso.port));
+    let services = [
+        ("web.apps.svc.cluster.local:80", echo.addr),
+        ("oauth2-proxy.auth.svc.cluster.local:4180", sso_addr),
+    ];
+    let (policy, report, _) = import("auth");
+    for (ingress, annotation) in mapped {
+        let line = format!("apps/{ingress}: nginx.ingress.kubernetes.io/{annotation}: mapped (");
+        assert!(report.contains(&line), "{line}\n{report}");
+    }
+    Gateway::start(&serveable(&policy, &services, redis, None)).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn imported_auth_url_is_served_through_the_auth_service() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let sso = common::forward_auth::ForwardAuth::start(&[]);
+    sso.session("s3cr3t", "ada", "ada@example.com", "admins")
+        .await;
+    let mapped = [
+        ("dashboard", "auth-url"),
+        ("dashboard", "auth-response-headers"),
+        ("api", "auth-url"),
+    ];
+    let gw = auth_gateway(&redis, &echo, &sso, &mapped).await;
+    // A valid session: the upstream gets the service's user, not the
+    // client's forged copy.
+    let cookie = ("cookie", "_oauth2_proxy=s3cr3t");
+    let forged = ("x-auth-request-user", "mallory");
+    let r = send(&gw, "dashboard.example.com", "/reports", &[cookie, forged]).await;
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        body["headers"]["x-auth-request-user"],
+        serde_json::json!(["ada"])
+    );
+    assert_eq!(
+        body["headers"]["x-auth-request-email"],
+        serde_json::json!(["ada@example.com"])
+    );
+    // auth-always-set-cookie: a refreshed session's cookie reaches the
+    // client.
+    sso.session_refreshing("r3fresh", "bo", "bo@example.com", "staff")
+        .await;
+    let refreshing = ("cookie", "_oauth2_proxy=r3fresh");
+    let r = send(&gw, "dashboard.example.com", "/", &[refreshing]).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        header(&r, "set-cookie"),
+        "_oauth2_proxy=r3fresh; Path=/; HttpOnly"
+    );
+    // No session: the API (no auth-signin) answers the service's 401; the
+    // dashboard sends the browser to sign in on its own host.
+    let r = send(&gw, "api.example.com", "/v1/items", &[]).await;
+    assert_eq!(r.status(), 401);
+    assert_eq!(header(&r, "www-authenticate"), "Bearer realm=\"sso\"");
+    let r = send(&gw, "dashboard.example.com", "/reports?q=1", &[]).await;
+    assert_eq!(r.status(), 302);
+    assert_eq!(
+        header(&r, "location"),
+        "https://dashboard.example.com/oauth2/start?rd=http%3A%2F%2Fdashboard.example.com%2Freports%3Fq%3D1"
+    );
+    // The ConfigMap's global-auth-url guards an Ingress without its own;
+    // enable-global-auth: "false" leaves one open.
+    let r = send(&gw, "docs.example.com", "/", &[cookie]).await;
+    assert_eq!(r.status(), 200);
+    let r = send(
+        &gw,
+        "docs.example.com",
+        "/",
+        &[("authorization", "Bearer nope")],
+    )
+    .await;
+    assert_eq!(r.status(), 302);
+    assert_eq!(
+        header(&r, "location"),
+        "https://docs.example.com/oauth2/start?rd=http%3A%2F%2Fdocs.example.com%2F"
+    );
+    assert_eq!(send(&gw, "www.example.com", "/", &[]).await.status(), 200);
+    assert_eq!(echo.requests(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn imported_basic_auth_checks_the_secrets_htpasswd_entries() {
+    let (redis, echo) = (Redis::start().await, Upstream::start().await);
+    let sso = common::forward_auth::ForwardAuth::start(&[]);
+    let mapped = [
+        ("private", "auth-type"),
+        ("private", "auth-secret"),
+        ("private", "auth-realm"),
+        ("team", "auth-type"),
+        ("team", "auth-secret"),
+    ];
+    let gw = auth_gateway(&redis, &echo, &sso, &mapped).await;
+    // Basic auth from the Secret's htpasswd entries (`htpasswd -nbB`).
+    let basic = |user: &str, password: &str| {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Basic {b64}")
+    };
+    let right = basic("alice", "wonderland");
+    let r = send(
+        &gw,
+        "private.example.com",
+        "/",
+        &[("authorization", &right)],
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    for wrong in [basic("alice", "looking-glass"), basic("carol", "singer")] {
+        let r = send(
+            &gw,
+            "private.example.com",
+            "/",
+            &[("authorization", &wrong)],
+        )
+        .await;
+        assert_eq!(r.status(), 401, "{wrong}");
+        assert_eq!(
+            header(&r, "www-authenticate"),
+            "Basic realm=\"Authentication Required - private\", charset=\"UTF-8\""
+        );
+    }
+    // The auth-map Secret's user, on its own Ingress.
+    let carol = basic("carol", "singer");
+    let r = send(&gw, "team.example.com", "/", &[("authorization", &carol)]).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(echo.requests(), 2);
 }

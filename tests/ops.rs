@@ -59,6 +59,7 @@ fn every_feature_policy(
             r#"
 auth:
   keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}, {{jwks_url: "http://{}/jwks.json"}}]
+  methods: {{sso: {{external: {{url: "http://127.0.0.1:9/oauth2/auth"}}}}}}
 upstreams:
   api: {{targets: ["{}"]}}
 limits:
@@ -68,6 +69,7 @@ concurrency:
 routes:
   - {{name: uploads, match: {{path_prefix: /v1/attachments}}, upstream: api, concurrency: uploads, limits: []}}
   - {{name: api, match: {{path_prefix: /v1}}, upstream: api, limits: [api]}}
+  - {{name: sso, match: {{path_prefix: /sso}}, upstream: api, auth: sso, limits: []}}
 telemetry: {{otlp: {{endpoint: "{}"}}}}
 "#,
             jwks.addr,

@@ -5,8 +5,13 @@
 //! into a 401. It opens no key file: the policy builder loads `auth.keys`
 //! once per load and hands a `KeySet` over.
 
+pub mod api_keys;
+pub mod basic;
+pub mod external;
 pub mod failures;
 pub mod keys;
+pub mod methods;
+pub mod users;
 pub mod verified;
 
 use std::collections::{BTreeMap, HashSet};
@@ -316,7 +321,7 @@ impl Verifier {
     }
 }
 
-fn unix_now() -> u64 {
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

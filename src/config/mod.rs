@@ -7,6 +7,7 @@
 //! of the crate but the leaves (`tenant`, `host`, `redact`).
 
 pub mod error;
+pub mod methods;
 pub mod model;
 mod read;
 pub mod reading;
@@ -16,7 +17,8 @@ pub mod schema;
 pub mod yaml;
 
 pub use error::Problems;
+pub use methods::*;
 pub use model::*;
-pub use read::{edit_reserved, parse_rate, ACKNOWLEDGEABLE};
+pub use read::{edit_reserved, name_ok, parse_rate, ACKNOWLEDGEABLE};
 pub use reading::{Loaded, Reading};
 pub use route::*;

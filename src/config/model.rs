@@ -77,7 +77,43 @@ pub struct Config {
     pub acknowledge: BTreeSet<String>,
     pub access_log: AccessLog,
     pub telemetry: Telemetry,
+    /// Controller mode: the cluster's Ingresses are added to this policy.
+    pub kubernetes: Option<Kubernetes>,
 }
+
+/// `kubernetes`: serve the Ingresses of a cluster (controller mode). The
+/// rest of the file is the base their routes, pools and certificates are
+/// added to. A change needs a restart: the watches are set up at start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kubernetes {
+    /// What `IngressClass.spec.controller` names to be served by us.
+    pub controller: String,
+    /// Namespaces watched; empty: all.
+    pub namespaces: Vec<String>,
+    /// Also serve Ingresses that name no class (always when one of our
+    /// IngressClasses is the cluster's default).
+    pub watch_without_class: bool,
+    /// `namespace/name` of the Service whose load-balancer addresses are
+    /// published in `status.loadBalancer`.
+    pub publish_service: Option<String>,
+    /// Addresses published instead (IPs or host names).
+    pub publish_address: Vec<String>,
+    /// `namespace/name` of the controller-wide settings (ingress-nginx keys).
+    pub configmap: Option<String>,
+    /// Services are named `NAME.NAMESPACE.svc.DOMAIN` (ExternalName aside).
+    pub cluster_domain: String,
+    /// The prefix of the ingress-nginx annotations read.
+    pub annotation_prefix: String,
+    /// The Lease whose holder writes Ingress status.
+    pub lease_name: String,
+    pub lease_duration: Duration,
+    /// ingress-nginx pods that enforced the limit annotations, each on its
+    /// own: the fleet-wide limits are that many times an annotation's.
+    pub nginx_replicas: u64,
+}
+
+/// The controller name fairgate answers to unless told otherwise.
+pub const CONTROLLER_NAME: &str = "fairgate.dev/ingress-controller";
 
 /// `telemetry`: traces over OTLP. Off (no `otlp`) by default, and then
 /// nothing of it runs per request.
@@ -347,6 +383,8 @@ pub struct Auth {
     /// Longest a request waits for a JWKS refresh when its token names an
     /// unknown `kid`; the refresh goes on in the background.
     pub jwks_timeout: Duration,
+    /// `auth.methods`: what a route's `auth: NAME` names besides JWTs.
+    pub methods: BTreeMap<String, super::Method>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

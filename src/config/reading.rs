@@ -66,15 +66,36 @@ impl Config {
     /// Reads YAML text; relative file paths resolve against `base`.
     pub fn read_text(file: &str, text: &str, base: &Path) -> Reading {
         let mut problems = Problems::new(file);
-        let config = yaml::parse(text, &mut problems).and_then(|root| {
-            super::read::build(
-                &root,
-                base,
-                &mut Reader {
-                    problems: &mut problems,
-                },
-            )
-        });
+        match yaml::parse(text, &mut problems) {
+            Some(root) => Self::read_tree(problems, &root, text, base),
+            None => Reading {
+                config: None,
+                problems,
+                text: text.to_string(),
+            },
+        }
+    }
+
+    /// Reads a YAML tree parsed already (the controller's: the base file
+    /// with the cluster's objects merged in); `text` is what `GET
+    /// /v1/policy` shows of it.
+    pub fn read_node(file: &str, root: &marked_yaml::Node, text: &str, base: &Path) -> Reading {
+        Self::read_tree(Problems::new(file), root, text, base)
+    }
+
+    fn read_tree(
+        mut problems: Problems,
+        root: &marked_yaml::Node,
+        text: &str,
+        base: &Path,
+    ) -> Reading {
+        let config = super::read::build(
+            root,
+            base,
+            &mut Reader {
+                problems: &mut problems,
+            },
+        );
         Reading {
             config,
             problems,

@@ -13,6 +13,8 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut changed = server_changes(&old.server, &new.server);
     changed.extend(store_changes(&old.store, &new.store));
     changed.push(("admin.listen", old.admin != new.admin));
+    // The watches, the Lease and what they answer to are set up at start.
+    changed.push(("kubernetes", old.kubernetes != new.kubernetes));
     // The exporter and its sampler live as long as the process.
     changed.push((
         "telemetry (otlp, sampling, service_name)",
@@ -172,7 +174,9 @@ pub fn watch(files: &[PathBuf]) -> Result<Watch, WatchError> {
 }
 
 /// The files a policy reads: the config itself, then every certificate
-/// and key file it names (their renewal on disk is a reload too).
+/// and key file, htpasswd file and API keys file it names (a change on
+/// disk is a reload too: a revoked key stops working within the reload
+/// time).
 pub fn files(path: &Path, config: &Config) -> Vec<PathBuf> {
     let mut out = vec![path.to_path_buf()];
     if let Some(tls) = &config.server.tls {
@@ -184,6 +188,19 @@ pub fn files(path: &Path, config: &Config) -> Vec<PathBuf> {
                     .map(Path::to_path_buf),
             );
         }
+    }
+    let methods = config.auth.iter().flat_map(|a| a.methods.values());
+    for method in methods {
+        if let super::MethodKind::Basic(b) = &method.kind {
+            let users = b.users.as_ref().and_then(|u| u.value.path());
+            out.extend(users.map(Path::to_path_buf));
+        }
+        let source = match &method.kind {
+            super::MethodKind::Basic(b) => &b.htpasswd.value,
+            super::MethodKind::ApiKey(k) => &k.keys.value,
+            super::MethodKind::External(_) => continue,
+        };
+        out.extend(source.path().map(Path::to_path_buf));
     }
     out
 }

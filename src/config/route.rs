@@ -72,6 +72,10 @@ pub struct Route {
     pub methods: Vec<String>,
     pub upstream: String,
     pub auth: bool,
+    /// `auth: NAME`: a method of `auth.methods` instead of a bearer JWT.
+    pub method: Option<String>,
+    /// `identity:`, over the method's own map.
+    pub identity: Option<super::IdentityMap>,
     pub exempt: bool,
     /// Names of the limits to spend; `None` means `default_limits` apply.
     pub limits: Option<Vec<String>>,

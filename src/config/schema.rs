@@ -18,8 +18,22 @@ pub const TOP: &[&str] = &[
     "acknowledge",
     "log",
     "telemetry",
+    "kubernetes",
 ];
 pub const LOG: &[&str] = &["access"];
+pub const KUBERNETES: &[&str] = &[
+    "controller",
+    "namespaces",
+    "watch_without_class",
+    "publish_service",
+    "publish_address",
+    "configmap",
+    "cluster_domain",
+    "annotation_prefix",
+    "lease_name",
+    "lease_duration",
+    "nginx_replicas",
+];
 pub const TELEMETRY: &[&str] = &["otlp", "sampling", "service_name", "tenant_attribute"];
 pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout"];
 pub const TELEMETRY_SAMPLING: &[&str] = &["ratio"];
@@ -56,7 +70,7 @@ pub const SERVER_TLS: &[&str] = &[
     "client_ca",
     "client_auth",
 ];
-pub const SERVER_TLS_CERT: &[&str] = &["cert_file", "key_file", "hosts"];
+pub const SERVER_TLS_CERT: &[&str] = &["cert_file", "key_file", "cert_pem", "key_pem", "hosts"];
 pub const SERVER_HTTP2: &[&str] = &[
     "h2c",
     "max_concurrent_streams",
@@ -89,7 +103,28 @@ pub const AUTH: &[&str] = &[
     "claims",
     "default_plan",
     "jwks_timeout",
+    "methods",
 ];
+pub const AUTH_METHOD: &[&str] = &["external", "basic", "api_key", "identity"];
+pub const AUTH_EXTERNAL: &[&str] = &[
+    "url",
+    "method",
+    "timeout",
+    "request_headers",
+    "response_headers",
+    "strip_everywhere",
+    "challenge_headers",
+    "set_headers",
+    "signin",
+    "cache",
+    "breaker",
+];
+pub const AUTH_SIGNIN: &[&str] = &["url", "param", "hosts"];
+pub const AUTH_CACHE: &[&str] = &["cookie", "header", "ttl", "entries", "max_bytes"];
+pub const AUTH_BREAKER: &[&str] = &["failures", "open_for"];
+pub const AUTH_BASIC: &[&str] = &["htpasswd_file", "htpasswd", "realm", "users_file", "users"];
+pub const AUTH_API_KEY: &[&str] = &["header", "query", "keys_file", "keys"];
+pub const IDENTITY_MAP: &[&str] = &["tenant", "user", "plan"];
 pub const AUTH_CLAIMS: &[&str] = &["tenant", "user", "plan", "token"];
 pub const AUTH_KEY: &[&str] = &[
     "kid",
@@ -107,6 +142,7 @@ pub const UPSTREAM: &[&str] = &[
     "sni",
     "tls_verify",
     "ca_file",
+    "ca_pem",
     "protocol",
     "passive_health",
     "resolve_every",
@@ -129,6 +165,7 @@ pub const ROUTE: &[&str] = &[
     "host",
     "upstream",
     "auth",
+    "identity",
     "exempt",
     "limits",
     "concurrency",
@@ -195,6 +232,7 @@ pub fn paths() -> Vec<String> {
     under("log", LOG);
     under("log.access", LOG_ACCESS);
     under("telemetry", TELEMETRY);
+    under("kubernetes", KUBERNETES);
     under("telemetry.otlp", TELEMETRY_OTLP);
     under("telemetry.sampling", TELEMETRY_SAMPLING);
     under("store", STORE);
@@ -202,6 +240,15 @@ pub fn paths() -> Vec<String> {
     under("auth.claims", AUTH_CLAIMS);
     under("auth.failure_limit", BUCKET);
     under("auth.keys[]", AUTH_KEY);
+    under("auth.methods.<name>", AUTH_METHOD);
+    under("auth.methods.<name>.external", AUTH_EXTERNAL);
+    under("auth.methods.<name>.external.signin", AUTH_SIGNIN);
+    under("auth.methods.<name>.external.cache", AUTH_CACHE);
+    under("auth.methods.<name>.external.breaker", AUTH_BREAKER);
+    under("auth.methods.<name>.basic", AUTH_BASIC);
+    under("auth.methods.<name>.api_key", AUTH_API_KEY);
+    under("auth.methods.<name>.identity", IDENTITY_MAP);
+    under("routes[].identity", IDENTITY_MAP);
     under("upstreams.<name>", UPSTREAM);
     under("limits.<name>", LIMIT);
     under("limits.<name>.default", BUCKET);

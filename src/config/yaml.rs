@@ -95,33 +95,41 @@ pub fn position(node: &Node) -> (usize, usize) {
         .unwrap_or((1, 1))
 }
 
-/// Parses YAML text into a located tree, or reports `config.yaml_syntax`.
-pub fn parse(text: &str, problems: &mut Problems) -> Option<Node> {
+/// Parses YAML text into a located tree (a mapping at the top, no
+/// duplicate keys), or says where and why not (`(line, column)`);
+/// `duplicate` words a repeated key (a file of secrets may not echo it).
+pub fn load(
+    text: &str,
+    duplicate: impl Fn(&str) -> String,
+) -> Result<Node, ((usize, usize), String)> {
     let options = LoaderOptions::default()
         .error_on_duplicate_keys(true)
         .prevent_coercion(false)
         .toplevel_mapping();
-    match marked_yaml::parse_yaml_with_options(0, text, options) {
-        Ok(node) => Some(node),
-        Err(e) => {
-            use marked_yaml::LoadError::*;
-            let (marker, message) = match &e {
-                TopLevelMustBeMapping(m) => (Some(*m), "the top level must be a mapping".into()),
-                TopLevelMustBeSequence(m) => (Some(*m), "unexpected sequence".into()),
-                UnexpectedAnchor(m) => (Some(*m), "anchors are not supported".into()),
-                MappingKeyMustBeScalar(m) => (Some(*m), "mapping keys must be scalars".into()),
-                UnexpectedTag(m) => (Some(*m), "YAML tags are not supported".into()),
-                ScanError(m, s) => (Some(*m), s.info().to_string()),
-                DuplicateKey(inner) => (
-                    inner.key.span().start().copied(),
-                    format!("duplicate key \"{}\"", inner.key.as_str()),
-                ),
-            };
-            let at = marker.map(|m| (m.line(), m.column())).unwrap_or((1, 1));
-            problems.push(at, "config.yaml_syntax", message);
-            None
-        }
-    }
+    marked_yaml::parse_yaml_with_options(0, text, options).map_err(|e| {
+        use marked_yaml::LoadError::*;
+        let (marker, message) = match &e {
+            TopLevelMustBeMapping(m) => (Some(*m), "the top level must be a mapping".into()),
+            TopLevelMustBeSequence(m) => (Some(*m), "unexpected sequence".into()),
+            UnexpectedAnchor(m) => (Some(*m), "anchors are not supported".into()),
+            MappingKeyMustBeScalar(m) => (Some(*m), "mapping keys must be scalars".into()),
+            UnexpectedTag(m) => (Some(*m), "YAML tags are not supported".into()),
+            ScanError(m, s) => (Some(*m), s.info().to_string()),
+            DuplicateKey(inner) => (
+                inner.key.span().start().copied(),
+                duplicate(inner.key.as_str()),
+            ),
+        };
+        let at = marker.map(|m| (m.line(), m.column())).unwrap_or((1, 1));
+        (at, message)
+    })
+}
+
+/// Parses YAML text into a located tree, or reports `config.yaml_syntax`.
+pub fn parse(text: &str, problems: &mut Problems) -> Option<Node> {
+    load(text, |key| format!("duplicate key \"{key}\""))
+        .map_err(|(at, message)| problems.push(at, "config.yaml_syntax", message))
+        .ok()
 }
 
 /// The known fields of one mapping.

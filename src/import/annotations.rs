@@ -18,13 +18,31 @@ use super::out::{EditKey, Redirect, RouteKey, Side};
 use super::plan::Plan;
 use super::units::{cidrs, go_bool, nginx_size};
 use super::Verdict;
-use super::{cors, headers, limits, nginx, proxy_ssl, retries, streaming, timeouts};
+use super::{auth, cors, headers, limits, nginx, proxy_ssl, retries, streaming, timeouts};
 
 /// Every annotation the import maps or approximates (without the prefix);
 /// any other is reported `not supported`. docs/migrating-from-ingress-nginx.md
 /// has a row for each (a test holds them together).
 pub const KNOWN: &[&str] = &[
     "app-root",
+    "auth-always-set-cookie",
+    "auth-cache-duration",
+    "auth-cache-key",
+    "auth-keepalive",
+    "auth-keepalive-requests",
+    "auth-keepalive-share-vars",
+    "auth-keepalive-timeout",
+    "auth-method",
+    "auth-realm",
+    "auth-request-redirect",
+    "auth-response-headers",
+    "auth-secret",
+    "auth-secret-type",
+    "auth-signin",
+    "auth-signin-redirect-param",
+    "auth-snippet",
+    "auth-type",
+    "auth-url",
     "backend-protocol",
     "canary",
     "canary-by-cookie",
@@ -44,6 +62,7 @@ pub const KNOWN: &[&str] = &[
     "custom-headers",
     "denylist-source-range",
     "enable-cors",
+    "enable-global-auth",
     "force-ssl-redirect",
     "limit-burst-multiplier",
     "limit-connections",
@@ -118,6 +137,7 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     timeouts::read(draft, &ann, &mut plan, &mut lines);
     let protocol = protocol_of(draft, ing);
     proxy_ssl::read(draft, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
+    auth::read(draft, ing, &ann, &mut plan, &mut lines);
     for (key, value) in &ann {
         if lines.iter().any(|(k, _)| k == key) {
             continue;
@@ -133,6 +153,17 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     let prefix = draft.options.annotation_prefix.clone();
     for (key, verdict) in lines {
         draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
+    }
+    let method = plan.keys.auth.clone();
+    let base_methods = draft.options.base_methods.as_ref();
+    for (item, verdict) in super::fairgate::read(ing, &mut plan, base_methods) {
+        draft.line(&ing.id(), &item, verdict);
+    }
+    if plan.method.is_some() && plan.keys.auth != method {
+        // fairgate.dev/auth would replace the Ingress's own authentication.
+        plan.withheld.get_or_insert_with(|| {
+            "fairgate.dev/auth and ingress-nginx's authentication both say how its routes authenticate".into()
+        });
     }
     plan
 }
@@ -270,8 +301,8 @@ fn unsupported(key: &str) -> Verdict {
                 .into(),
         ),
         "server-snippet" => Verdict::Unsupported("a server-block snippet is nginx configuration; it is never translated".into()),
-        k if k.starts_with("auth-") => Verdict::Unsupported(
-            "external or basic authentication: fairgate authenticates bearer JWTs itself (auth:); keep the auth service behind it".into(),
+        k if k.starts_with("auth-tls") => Verdict::Unsupported(
+            "client certificate authentication: fairgate does not ask clients for certificates on imported routes".into(),
         ),
         _ => Verdict::Unsupported("no fairgate equivalent".into()),
     }

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::draft::Draft;
+use super::endpoints;
 use super::manifests::{text, Object};
 use super::names;
 use super::out::{Pool, PoolTls, Wire};
@@ -38,6 +39,7 @@ impl Protocol {
         matches!(self, Protocol::Https | Protocol::Grpcs).then(|| PoolTls {
             verify: verify.on,
             ca_file: verify.ca_file.clone(),
+            ca_pem: verify.ca_pem.clone(),
             sni: verify.sni.clone(),
         })
     }
@@ -60,6 +62,8 @@ pub struct Verify {
     /// `ca_file`: the Secret's `ca.crt` where it is mounted; None is the
     /// system's roots.
     pub ca_file: Option<String>,
+    /// `ca_pem`: the Secret's `ca.crt` itself (controller mode).
+    pub ca_pem: Option<String>,
     /// `sni`: the name sent and checked; None is the target's host.
     pub sni: Option<String>,
 }
@@ -107,12 +111,25 @@ pub fn upstream(
         names::policy_name(&format!("{}_{service}", ing.namespace)),
         protocol.suffix()
     );
-    let target = format!(
-        "{service}.{}.svc.{}:{port}",
-        ing.namespace, draft.options.cluster_domain
-    );
+    let targets = match draft.options.cluster {
+        true => match endpoints::targets(draft, &ing.namespace, &service, &port) {
+            Ok(targets) => targets,
+            Err(why) => {
+                draft.line(
+                    &id,
+                    "backend",
+                    Verdict::Unsupported(format!("{why}: the path is not served")),
+                );
+                return None;
+            }
+        },
+        false => vec![format!(
+            "{service}.{}.svc.{}:{port}",
+            ing.namespace, draft.options.cluster_domain
+        )],
+    };
     let node = Pool {
-        targets: vec![target],
+        targets,
         tls: protocol.tls(verify),
         protocol: protocol.wire(),
         connect_timeout: connect_timeout(draft),

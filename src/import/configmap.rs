@@ -3,8 +3,11 @@
 //! a rule over every Ingress that does not carry over, what withholds
 //! them all; every key gets a report line.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 
+use super::auth;
 use super::draft::{Draft, Globals, Hsts};
 use super::emit::Key;
 use super::manifests::{text, Object};
@@ -45,9 +48,27 @@ pub fn read(draft: &mut Draft<'_>) {
     let Some(Value::Object(data)) = cm.value.get("data") else {
         return;
     };
-    for (key, value) in data {
-        let value = text(value, &[]).unwrap_or_default();
-        let verdict = setting(draft, key, &value);
+    let strings: BTreeMap<String, String> = data
+        .iter()
+        .map(|(k, v)| (k.clone(), text(v, &[]).unwrap_or_default()))
+        .collect();
+    let mut said = Vec::new();
+    if strings.keys().any(|k| k.starts_with("global-auth-")) {
+        let (method, lines) = auth::global(&strings);
+        if lines
+            .iter()
+            .any(|(_, v)| matches!(v, Verdict::Unsupported(_)))
+        {
+            draft.withheld = Some("the ConfigMap's global-auth-* did not carry over".into());
+        }
+        draft.globals.global_auth = method;
+        said = lines;
+    }
+    for (key, value) in &strings {
+        let verdict = match said.iter().position(|(k, _)| k == key) {
+            Some(at) => said.remove(at).1,
+            None => setting(draft, key, value),
+        };
         draft.line(&subject, key, verdict);
     }
 }
@@ -100,9 +121,9 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
                     .into(),
             )
         }
-        "whitelist-source-range" | "denylist-source-range" | "global-auth-url" | "block-cidrs"
+        "whitelist-source-range" | "denylist-source-range" | "block-cidrs"
         | "block-user-agents" | "block-referers" => access(draft, key, value),
-        k if k.ends_with("-snippet") => access(draft, key, value),
+        k if k.ends_with("-snippet") || k.starts_with("global-auth-") => access(draft, key, value),
         "use-proxy-protocol" if value == "true" => Verdict::Unsupported(
             "set server.proxy_protocol: true and list the load balancer in server.trusted_proxies \
              (the only peers whose PROXY header is believed); the manifests do not say its addresses"

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::manifests::Object;
-use super::out::{Concurrency, Limit, Pool, ServerSetting};
+use super::out::{AuthMethod, Concurrency, ExternalAuth, Limit, Pool, ServerSetting};
 use super::routes::Route;
 use super::{Line, Options, Verdict};
 
@@ -26,6 +26,9 @@ pub struct Globals {
     pub next_upstream: Option<String>,
     pub next_upstream_tries: Option<String>,
     pub hsts: Hsts,
+    /// `global-auth-url` and its companions, when they carried over: the
+    /// external method of every Ingress without its own.
+    pub global_auth: Option<ExternalAuth>,
 }
 
 impl Default for Globals {
@@ -40,6 +43,7 @@ impl Default for Globals {
             next_upstream: None,
             next_upstream_tries: None,
             hsts: Hsts::default(),
+            global_auth: None,
         }
     }
 }
@@ -91,6 +95,8 @@ pub struct Draft<'a> {
     pub upstreams: BTreeMap<String, Pool>,
     pub limits: Vec<(String, Limit)>,
     pub concurrency: Vec<(String, Concurrency)>,
+    /// `auth.methods` of the Ingresses imported.
+    pub methods: Vec<(String, AuthMethod)>,
     /// TLS Secrets (namespace/name) → the hosts they serve.
     pub certs: BTreeMap<String, Vec<String>>,
     pub tls_hosts: BTreeSet<String>,
@@ -115,6 +121,7 @@ impl<'a> Draft<'a> {
             upstreams: BTreeMap::new(),
             limits: Vec::new(),
             concurrency: Vec::new(),
+            methods: Vec::new(),
             certs: BTreeMap::new(),
             tls_hosts: BTreeSet::new(),
             routes: Vec::new(),

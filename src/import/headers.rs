@@ -38,6 +38,16 @@ pub fn custom_headers(
     reference: &str,
     plan: &mut Plan,
 ) -> Verdict {
+    if let Some((ns, _)) = reference
+        .split_once('/')
+        .filter(|(ns, _)| *ns != ing.namespace)
+    {
+        return Verdict::Unsupported(format!(
+            "a ConfigMap of namespace {ns}, not the Ingress's {}: ingress-nginx refuses it by default \
+             (allow-cross-namespace-resources: false), and so does fairgate",
+            ing.namespace
+        ));
+    }
     let Some(Value::Object(data)) = draft.configmap_data(&ing.namespace, reference) else {
         return Verdict::Unsupported(format!("ConfigMap {reference} is not among the inputs"));
     };

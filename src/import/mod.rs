@@ -8,7 +8,7 @@
 //! `draft::Draft` (what is built so far): `configmap` and `controller`
 //! first, `tls` sections, then each main Ingress's `annotations::plan`
 //! (its families: `limits`, `cors`, `retries`, `timeouts`, `proxy_ssl`,
-//! `headers`, `nginx` snippets, `streaming`), its `backend` pools and its
+//! `auth` methods, `headers`, `nginx` snippets, `streaming`), its `backend` pools and its
 //! `paths` as `routes`, then `canary` Ingresses. What they build is the
 //! typed policy of `out` (every key named once, checked against
 //! config/schema.rs), which `emit` writes as YAML. `plan`, `routes`,
@@ -17,6 +17,7 @@
 //! that uses it.
 
 mod annotations;
+mod auth;
 mod backend;
 mod canary;
 mod configmap;
@@ -24,6 +25,8 @@ mod controller;
 mod cors;
 mod draft;
 mod emit;
+mod endpoints;
+mod fairgate;
 mod headers;
 mod limits;
 mod manifests;
@@ -47,6 +50,7 @@ use std::path::PathBuf;
 pub use annotations::KNOWN;
 pub use emit::Node;
 pub use manifests::Object;
+pub use tls::secret_pem;
 
 /// The options of `fairgate import ingress-nginx`.
 #[derive(clap::Args, Debug, Clone)]
@@ -97,6 +101,17 @@ pub struct Options {
     /// The controller's annotation prefix.
     #[arg(long, default_value = "nginx.ingress.kubernetes.io")]
     pub annotation_prefix: String,
+    /// Controller mode (`fairgate serve` with `kubernetes:`): pools are
+    /// the ready addresses of the Services' EndpointSlices and certificates
+    /// the Secrets' PEM, both among the objects.
+    #[arg(skip)]
+    pub cluster: bool,
+    /// In controller mode, the base policy's `auth.methods`: the only
+    /// names `fairgate.dev/auth` may give (never a method another
+    /// Ingress's annotations made, which would let one namespace put its
+    /// hosts behind another's users).
+    #[arg(skip)]
+    pub base_methods: Option<std::collections::BTreeSet<String>>,
 }
 
 /// What became of one annotation or setting.
@@ -211,4 +226,9 @@ fn write(path: Option<&PathBuf>, text: &str, stderr: bool) -> Result<(), Error> 
             .write_all(text.as_bytes())
             .map_err(Error::Stream),
     }
+}
+
+/// The name the routes of Ingress `namespace/name` start with (then `-N`).
+pub fn route_prefix(namespace: &str, name: &str) -> String {
+    names::policy_name(&format!("{namespace}_{name}"))
 }

@@ -45,6 +45,7 @@ keys! {
         Admin = "admin",
         Store = "store",
         DefaultLimits = "default_limits",
+        Auth = "auth",
         Upstreams = "upstreams",
         Limits = "limits",
         Concurrency = "concurrency",
@@ -74,6 +75,8 @@ keys! {
     CertKey at ["server.tls.certificates[]"] {
         CertFile = "cert_file",
         KeyFile = "key_file",
+        CertPem = "cert_pem",
+        KeyPem = "key_pem",
         Hosts = "hosts",
     }
 }
@@ -97,6 +100,7 @@ keys! {
         Tls = "tls",
         TlsVerify = "tls_verify",
         CaFile = "ca_file",
+        CaPem = "ca_pem",
         Sni = "sni",
         Protocol = "protocol",
         ConnectTimeout = "connect_timeout",
@@ -223,6 +227,61 @@ keys! {
     }
 }
 
+keys! {
+    AuthKey at ["auth"] {
+        Methods = "methods",
+    }
+}
+
+keys! {
+    MethodKey at ["auth.methods.<name>"] {
+        External = "external",
+        Basic = "basic",
+        Identity = "identity",
+    }
+}
+
+keys! {
+    ExternalKey at ["auth.methods.<name>.external"] {
+        Url = "url",
+        Method = "method",
+        ResponseHeaders = "response_headers",
+        StripEverywhere = "strip_everywhere",
+        SetHeaders = "set_headers",
+        Signin = "signin",
+        Cache = "cache",
+    }
+}
+
+keys! {
+    SigninKey at ["auth.methods.<name>.external.signin"] {
+        Url = "url",
+        Param = "param",
+        Hosts = "hosts",
+    }
+}
+
+keys! {
+    AnswerCacheKey at ["auth.methods.<name>.external.cache"] {
+        Cookie = "cookie",
+        Header = "header",
+        Ttl = "ttl",
+    }
+}
+
+keys! {
+    BasicKey at ["auth.methods.<name>.basic"] {
+        Htpasswd = "htpasswd",
+        Realm = "realm",
+    }
+}
+
+keys! {
+    IdentityKey at ["auth.methods.<name>.identity"] {
+        User = "user",
+    }
+}
+
 // A header match's `regex` is read by config/read/actions.rs from its own
 // list, not schema.rs: the one key here the schema test cannot see.
 #[derive(Debug, Clone, Copy)]
@@ -242,6 +301,8 @@ pub struct Policy<'a> {
     pub upstreams: &'a BTreeMap<String, Pool>,
     pub limits: &'a [(String, Limit)],
     pub concurrency: &'a [(String, Concurrency)],
+    /// `auth.methods`: what ingress-nginx's `auth-*` annotations became.
+    pub methods: &'a [(String, AuthMethod)],
     pub routes: Vec<Node>,
     /// `acknowledge: [server.tls_host_uncovered]`.
     pub tls_host_uncovered: bool,
@@ -259,6 +320,12 @@ impl Policy<'_> {
         store.put(StoreKey::Url, self.redis_url);
         f.put(TopKey::Store, store.node());
         f.put(TopKey::DefaultLimits, "none");
+        if !self.methods.is_empty() {
+            let mut auth = Fields::default();
+            let methods = self.methods.iter().map(|(k, v)| (k, v));
+            auth.put(AuthKey::Methods, named(methods, AuthMethod::node));
+            f.put(TopKey::Auth, auth.node());
+        }
         f.put(TopKey::Upstreams, named(self.upstreams, Pool::node));
         if !self.limits.is_empty() {
             f.put(
@@ -344,8 +411,7 @@ impl ServerTls {
 
 /// One of `server.tls.certificates`.
 pub struct Certificate {
-    pub cert_file: String,
-    pub key_file: String,
+    pub cert: CertSource,
     /// Written when not empty.
     pub hosts: Vec<String>,
 }
@@ -353,13 +419,28 @@ pub struct Certificate {
 impl Certificate {
     fn node(&self) -> Node {
         let mut f = Fields::default();
-        f.put(CertKey::CertFile, self.cert_file.as_str());
-        f.put(CertKey::KeyFile, self.key_file.as_str());
+        match &self.cert {
+            CertSource::Files { cert, key } => {
+                f.put(CertKey::CertFile, cert.as_str());
+                f.put(CertKey::KeyFile, key.as_str());
+            }
+            CertSource::Pem { cert, key } => {
+                f.put(CertKey::CertPem, cert.as_str());
+                f.put(CertKey::KeyPem, key.as_str());
+            }
+        }
         if !self.hosts.is_empty() {
             f.put(CertKey::Hosts, self.hosts.clone());
         }
         f.node()
     }
+}
+
+/// Where a served certificate comes from: the files a Secret is mounted
+/// as (the import), or the Secret's PEM itself (the controller).
+pub enum CertSource {
+    Files { cert: String, key: String },
+    Pem { cert: String, key: String },
 }
 
 /// An upstream pool.
@@ -376,6 +457,7 @@ pub struct Pool {
 pub struct PoolTls {
     pub verify: bool,
     pub ca_file: Option<String>,
+    pub ca_pem: Option<String>,
     pub sni: Option<String>,
 }
 
@@ -394,6 +476,7 @@ impl Pool {
             f.put(PoolKey::Tls, true);
             f.put(PoolKey::TlsVerify, tls.verify);
             f.maybe(PoolKey::CaFile, tls.ca_file.clone());
+            f.maybe(PoolKey::CaPem, tls.ca_pem.clone());
             f.maybe(PoolKey::Sni, tls.sni.clone());
         }
         let wire = self.protocol.map(|w| match w {
@@ -466,8 +549,10 @@ impl Concurrency {
     }
 }
 
+mod method;
 mod route;
 
+pub use method::*;
 pub use route::*;
 
 #[cfg(test)]
@@ -510,6 +595,13 @@ mod tests {
             texts(RetryKey::ALL, RetryKey::AT),
             texts(CorsKey::ALL, CorsKey::AT),
             texts(CanaryKey::ALL, CanaryKey::AT),
+            texts(AuthKey::ALL, AuthKey::AT),
+            texts(MethodKey::ALL, MethodKey::AT),
+            texts(ExternalKey::ALL, ExternalKey::AT),
+            texts(SigninKey::ALL, SigninKey::AT),
+            texts(AnswerCacheKey::ALL, AnswerCacheKey::AT),
+            texts(BasicKey::ALL, BasicKey::AT),
+            texts(IdentityKey::ALL, IdentityKey::AT),
         ];
         let read = schema::paths();
         let unknown: Vec<&String> = written

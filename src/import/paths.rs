@@ -152,7 +152,7 @@ pub fn route(
     } else {
         keys.upstream = Some(upstream);
     }
-    keys.auth = Some(Auth::Off);
+    keys.auth.get_or_insert(Auth::Off);
     let tls = host.as_deref().is_some_and(|h| draft.covered(h));
     if let Some(value) = draft.globals.hsts.value().filter(|_| tls) {
         if keys.redirect.is_none() {

@@ -3,7 +3,7 @@
 //! built. Types only.
 
 use super::backend::{Protocol, Verify};
-use super::out::RouteKeys;
+use super::out::{AuthMethod, RouteKeys};
 
 /// What an Ingress's annotations make of each of its routes.
 #[derive(Debug, Default)]
@@ -19,6 +19,9 @@ pub struct Plan {
     pub force_ssl_redirect: bool,
     /// ImplementationSpecific paths read as prefixes, reported once.
     pub loose_prefix_reported: bool,
+    /// The `auth.methods` entry its routes name (`auth-url`, `auth-type`),
+    /// added to the policy only when the Ingress is imported.
+    pub method: Option<(String, AuthMethod)>,
     /// Why the Ingress's paths are not imported at all: an access rule the
     /// import cannot carry over would leave them open.
     pub withheld: Option<String>,

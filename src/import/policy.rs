@@ -14,7 +14,7 @@ use super::draft::Draft;
 use super::emit;
 use super::manifests::Object;
 use super::names;
-use super::out::{Certificate, Policy, Server, ServerTls};
+use super::out::{CertSource, Certificate, Policy, Server, ServerTls};
 use super::paths;
 use super::routes::{order, route_node};
 use super::tls;
@@ -47,6 +47,9 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
         canary::fold(&mut draft, ing);
     }
     draft.routes.sort_by_key(order);
+    // By name: the same whichever order the Ingresses came in (a file's,
+    // or the controller's).
+    draft.methods.sort_by(|a, b| a.0.cmp(&b.0));
     Imported {
         policy: policy_text(&draft),
         report: draft.report,
@@ -101,6 +104,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
         );
         return;
     }
+    draft.methods.extend(plan.method.take());
     paths::regex_lines(draft, ing);
     for (i, (host, path, kind, backend)) in paths::of(ing).into_iter().enumerate() {
         let Some(upstream) = backend::upstream(draft, ing, &backend, plan.protocol, &plan.verify)
@@ -126,13 +130,21 @@ fn policy_text(draft: &Draft<'_>) -> String {
         certificates: draft
             .certs
             .iter()
-            .map(|(id, hosts)| {
-                let dir = format!("{}/{id}", options.tls_dir);
-                Certificate {
-                    cert_file: format!("{dir}/tls.crt"),
-                    key_file: format!("{dir}/tls.key"),
+            .filter_map(|(id, hosts)| {
+                let cert = match options.cluster {
+                    true => tls::secret_cert(draft.objects, id)?,
+                    false => {
+                        let dir = format!("{}/{id}", options.tls_dir);
+                        CertSource::Files {
+                            cert: format!("{dir}/tls.crt"),
+                            key: format!("{dir}/tls.key"),
+                        }
+                    }
+                };
+                Some(Certificate {
+                    cert,
                     hosts: hosts.clone(),
-                }
+                })
             })
             .collect(),
     });
@@ -152,6 +164,7 @@ fn policy_text(draft: &Draft<'_>) -> String {
         upstreams: &draft.upstreams,
         limits: &draft.limits,
         concurrency: &draft.concurrency,
+        methods: &draft.methods,
         routes: draft.routes.iter().map(route_node).collect(),
         tls_host_uncovered: uncovered,
     };

@@ -90,6 +90,9 @@ fn secret(
         let why = format!("a Secret of namespace {ns}, not the Ingress's {namespace}: ingress-nginx refuses it by default");
         return Verdict::Unsupported(why);
     }
+    if draft.options.cluster {
+        return cluster_ca(draft, &ns, &name, verify, plan);
+    }
     let ca = format!("{}/{ns}/{name}/ca.crt", draft.options.tls_dir);
     let client = "its tls.crt and tls.key, which ingress-nginx presented to the backend as a client \
                   certificate, are not: fairgate presents none, so a backend that requires one refuses the gateway";
@@ -103,6 +106,25 @@ fn secret(
     Verdict::Approximated(format!(
         "ca_file {ca}: the Secret's ca.crt must be mounted there, as the TLS certificates are; {client}"
     ))
+}
+
+/// Controller mode: the Secret's `ca.crt` itself, as `ca_pem`.
+fn cluster_ca(draft: &Draft<'_>, ns: &str, name: &str, verify: bool, plan: &mut Plan) -> Verdict {
+    let secret = draft
+        .objects
+        .iter()
+        .find(|o| o.kind == "Secret" && o.namespace == ns && o.name == name);
+    let Some(ca) = secret.and_then(|s| super::tls::secret_field(s, "ca.crt")) else {
+        return Verdict::Unsupported(format!("Secret {ns}/{name} is missing or has no ca.crt"));
+    };
+    let client = "its tls.crt and tls.key are not presented to the backend";
+    if !verify {
+        return Verdict::Approximated(format!(
+            "without proxy-ssl-verify nothing is checked; {client}"
+        ));
+    }
+    plan.verify.ca_pem = Some(ca);
+    Verdict::Approximated(format!("ca.crt of Secret {ns}/{name}; {client}"))
 }
 
 fn verify_line(value: &str, secret: bool, plan: &Plan) -> Verdict {

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::draft::Draft;
 use super::manifests::{text, Object};
+use super::out::CertSource;
 use super::Verdict;
 
 /// TLS sections: certificate files where the Secret is mounted.
@@ -24,6 +25,13 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
             continue;
         };
         let id = format!("{}/{secret}", ing.namespace);
+        if draft.options.cluster && secret_cert(draft.objects, &id).is_none() {
+            let why = format!(
+                "Secret {id} is missing or holds no usable tls.crt and tls.key: its hosts get the default certificate"
+            );
+            draft.line(&ing.id(), "tls", Verdict::Unsupported(why));
+            continue;
+        }
         let mut fresh = Vec::new();
         for h in hosts {
             let h = h.to_ascii_lowercase();
@@ -32,10 +40,44 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
             }
         }
         draft.certs.entry(id.clone()).or_default().extend(fresh);
-        let why = format!(
-            "certificate {}/{id}/tls.crt and tls.key",
-            draft.options.tls_dir
-        );
+        let why = match draft.options.cluster {
+            true => format!("certificate of Secret {id}"),
+            false => format!(
+                "certificate {}/{id}/tls.crt and tls.key",
+                draft.options.tls_dir
+            ),
+        };
         draft.line(&ing.id(), "tls", Verdict::Mapped(why));
     }
+}
+
+/// The certificate of the `kubernetes.io/tls` Secret `namespace/name`
+/// among the objects, as PEM for the policy.
+pub fn secret_cert(objects: &[Object], id: &str) -> Option<CertSource> {
+    let (ns, name) = id.split_once('/')?;
+    let secret = objects
+        .iter()
+        .find(|o| o.kind == "Secret" && o.namespace == ns && o.name == name)?;
+    let (cert, key) = secret_pem(secret)?;
+    Some(CertSource::Pem { cert, key })
+}
+
+/// A TLS Secret's `tls.crt` and `tls.key` as text.
+pub fn secret_pem(secret: &Object) -> Option<(String, String)> {
+    Some((
+        secret_field(secret, "tls.crt")?,
+        secret_field(secret, "tls.key")?,
+    ))
+}
+
+/// One key of a Secret as text: `data` base64-encoded, as the API gives
+/// it (or `stringData`, as a manifest may hold it).
+pub fn secret_field(secret: &Object, key: &str) -> Option<String> {
+    use base64::Engine;
+    if let Some(s) = text(&secret.value, &["stringData", key]) {
+        return Some(s);
+    }
+    let b64 = text(&secret.value, &["data", key])?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    String::from_utf8(bytes).ok()
 }

@@ -287,17 +287,10 @@ fn canary_picks(c: &crate::config::Canary, session: &Session, ctx: &Ctx) -> bool
         .header
         .as_ref()
         .and_then(|h| headers.get(h)?.to_str().ok().and_then(says));
-    let by_cookie = c.cookie.as_ref().and_then(|name| {
-        let cookies = headers.get_all(http::header::COOKIE);
-        let pairs = cookies
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'));
-        pairs
-            .filter_map(|p| p.trim().split_once('='))
-            .find(|(k, _)| k == name)
-            .and_then(|(_, v)| says(v))
-    });
+    let by_cookie = c
+        .cookie
+        .as_ref()
+        .and_then(|name| says(&crate::auth::external::cookie(headers, name)?));
     if let Some(decided) = by_header.or(by_cookie) {
         return decided;
     }

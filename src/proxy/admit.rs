@@ -4,7 +4,6 @@
 //! `Deny`; `respond.rs` alone turns it into a response.
 
 use std::borrow::Cow;
-use std::net::{IpAddr, Ipv4Addr};
 
 use pingora::proxy::Session;
 
@@ -64,7 +63,14 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
             return Err(Deny::BodyTooLarge { max });
         }
     }
-    if route.auth {
+    if let Some(name) = &route.method {
+        let method = policy
+            .methods
+            .get(name)
+            .ok_or(Deny::Internal("the route's auth method is not loaded"))?
+            .clone();
+        super::authn::by_method(shared, session, ctx, &method, &host).await?;
+    } else if route.auth {
         let verifier = policy
             .verifier
             .as_ref()
@@ -175,24 +181,9 @@ async fn authenticate(
     token: Option<&str>,
     ctx: &Ctx,
 ) -> Result<Identity, Deny> {
-    let config = &ctx.policy.config;
-    let bucket = config
-        .auth
-        .as_ref()
-        .map(|a| a.failure_limit)
-        .ok_or(Deny::Internal("no auth section"))?;
-    let addr = limit::address_key(
-        ctx.client_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-        config.server.ipv6_prefix,
-    );
-    let failures = &shared.auth_failures;
-    if let Err(wait_ms) = failures.check(addr, &bucket) {
-        METRICS.auth_throttled.inc();
-        return Err(Deny::AuthThrottled { wait_ms });
-    }
+    super::authn::not_throttled(shared, ctx)?;
     verifier.verify_fresh(token).await.map_err(|e| {
-        failures.record(addr, &bucket);
-        METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
+        super::authn::failed(shared, ctx, e.reason());
         Deny::Unauthorized(e)
     })
 }

@@ -24,6 +24,12 @@ pub struct Ctx {
     /// Status of a response the gateway made itself.
     pub refused: Option<u16>,
     pub identity: Option<crate::auth::Identity>,
+    /// Headers of an external auth answer for the upstream request, and
+    /// the names they replace (every client copy removed first).
+    pub auth_headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub auth_replaced: Vec<http::HeaderName>,
+    /// Headers of an external auth answer for the client's response.
+    pub auth_set: Vec<(http::HeaderName, http::HeaderValue)>,
     /// The concurrency slot this request holds, if its route has a policy.
     pub lease: Option<crate::limit::lease::Lease>,
     /// Quota headers to add to the response.
@@ -57,6 +63,9 @@ impl Ctx {
             request_body_bytes: 0,
             refused: None,
             identity: None,
+            auth_headers: Vec::new(),
+            auth_replaced: Vec::new(),
+            auth_set: Vec::new(),
             quota: Vec::new(),
             lease: None,
             decision: Verdict::None,

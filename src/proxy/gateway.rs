@@ -153,6 +153,7 @@ impl ProxyHttp for Gateway {
             response.append_header(name, value)?;
         }
         response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
+        super::authn::set_on_response(ctx, response)?;
         for (name, value) in &ctx.quota {
             if quota::is_quota_list(name) && response.headers.contains_key(name) {
                 let theirs = response.headers.get_all(name).iter().map(|v| v.as_bytes());

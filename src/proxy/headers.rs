@@ -196,9 +196,16 @@ fn dropped(name: &str, ctx: &Ctx) -> bool {
     let dashed = dashed.as_ref();
     let ids = &ctx.policy.config.identity_headers;
     let identity = underscored && ids.all().iter().any(|h| h.as_str() == dashed);
+    // What an external auth service answers with is the gateway's to write.
+    let answered = ctx
+        .policy
+        .methods
+        .answer_headers
+        .iter()
+        .any(|h| h.as_str() == dashed);
     let proxy = !ctx.peer_trusted
         && (dashed.starts_with("x-forwarded-") || PROXY_HEADERS.contains(&dashed));
-    identity || proxy || METHOD_OVERRIDES.contains(&dashed)
+    identity || answered || proxy || METHOD_OVERRIDES.contains(&dashed)
 }
 
 /// The subject of the client's verified TLS certificate, if it sent one.
@@ -219,6 +226,14 @@ pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> p
     let ids = &ctx.policy.config.identity_headers;
     for name in ids.all() {
         upstream.remove_header(name);
+    }
+    // An external answer's headers first: the identity headers below
+    // replace any the service answered with.
+    for name in &ctx.auth_replaced {
+        upstream.remove_header(name);
+    }
+    for (name, value) in &ctx.auth_headers {
+        upstream.append_header(name.clone(), value.clone())?;
     }
     if let Some(subject) = client_subject(session) {
         if let Ok(value) = http::HeaderValue::from_str(&subject.0) {

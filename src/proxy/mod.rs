@@ -4,7 +4,8 @@
 //!   and h2c/rapid-reset reading (`h2`);
 //! - `gateway`: the Pingora phases, each short and delegating;
 //! - `admit`: whether a request may go upstream (hygiene, target, route,
-//!   body size, auth, buckets, slot), with `headers` (which headers are
+//!   body size, auth, buckets, slot), with `authn` (authentication by a
+//!   method of `auth.methods`), `headers` (which headers are
 //!   believed, removed, written), `target` (the request target read once and
 //!   the URI the upstream gets), `cors` and `actions` (a route's address
 //!   rules, redirects, rewrites and header edits);
@@ -17,6 +18,7 @@ pub mod access_log;
 pub mod actions;
 pub mod admit;
 pub mod attempt;
+pub mod authn;
 pub mod cors;
 pub mod ctx;
 pub mod edge;

@@ -36,6 +36,20 @@ pub enum Deny {
         max: u64,
     },
     Unauthorized(AuthError),
+    /// Basic credentials missing or wrong (`auth: NAME` of a basic method).
+    BasicUnauthorized {
+        realm: String,
+    },
+    /// An API key missing, unknown or expired.
+    KeyUnauthorized(crate::auth::api_keys::ApiKeyError),
+    /// The external auth service answered 401 or 403: its status, with
+    /// the headers it passes to the client.
+    AuthRefused {
+        status: u16,
+        headers: Vec<(HeaderName, String)>,
+    },
+    /// The external auth service gave no usable answer: fail closed.
+    AuthUnavailable,
     /// The client address failed authentication too often.
     AuthThrottled {
         wait_ms: u64,
@@ -108,6 +122,10 @@ impl Deny {
             Deny::NoRoute | Deny::Unkeyable(Unkeyable::NotListed) => Refusal::not_found(),
             Deny::BodyTooLarge { max } => Refusal::body_too_large(max),
             Deny::Unauthorized(e) => Refusal::unauthorized(e),
+            auth @ (Deny::BasicUnauthorized { .. }
+            | Deny::KeyUnauthorized(_)
+            | Deny::AuthRefused { .. }
+            | Deny::AuthUnavailable) => Refusal::auth_method(auth),
             Deny::Unkeyable(Unkeyable::MissingClaim) => {
                 Refusal::unauthorized(AuthError::MissingClaim)
             }
@@ -188,6 +206,51 @@ impl Refusal {
                 "the request head did not arrive in time",
             )
             .close(),
+            other => other.refusal(),
+        }
+    }
+
+    /// The answers of `auth.methods` (basic, API key, external).
+    fn auth_method(deny: Deny) -> Self {
+        match deny {
+            Deny::BasicUnauthorized { realm } => Refusal::new(
+                401,
+                "unauthorized",
+                "Unauthorized",
+                "no valid user name and password",
+            )
+            .header(
+                http::header::WWW_AUTHENTICATE,
+                format!("Basic realm=\"{realm}\", charset=\"UTF-8\""),
+            ),
+            Deny::KeyUnauthorized(e) => {
+                Refusal::new(401, "unauthorized", "Unauthorized", e.description())
+                    .header(http::header::WWW_AUTHENTICATE, "ApiKey")
+            }
+            Deny::AuthRefused { status, headers } => {
+                let (slug, title, detail) = match status {
+                    401 => (
+                        "unauthorized",
+                        "Unauthorized",
+                        "the auth service did not authenticate this request",
+                    ),
+                    _ => (
+                        "forbidden",
+                        "Forbidden",
+                        "the auth service refused this request",
+                    ),
+                };
+                let mut r = Refusal::new(status, slug, title, detail);
+                r.headers = headers;
+                r
+            }
+            Deny::AuthUnavailable => Refusal::new(
+                503,
+                "auth-unavailable",
+                "Service unavailable",
+                "the auth service did not answer; retry shortly",
+            )
+            .header(http::header::RETRY_AFTER, "1"),
             other => other.refusal(),
         }
     }

@@ -137,6 +137,24 @@ fn answer_denies() -> Vec<(Deny, (u16, &'static str, bool))> {
             (431, "header-too-large", true),
         ),
         (Deny::HeadTimeout, (408, "header-timeout", true)),
+        (
+            Deny::BasicUnauthorized {
+                realm: "staff".into(),
+            },
+            (401, "unauthorized", false),
+        ),
+        (
+            Deny::KeyUnauthorized(crate::auth::api_keys::ApiKeyError::Expired),
+            (401, "unauthorized", false),
+        ),
+        (
+            Deny::AuthRefused {
+                status: 403,
+                headers: vec![],
+            },
+            (403, "forbidden", false),
+        ),
+        (Deny::AuthUnavailable, (503, "auth-unavailable", false)),
     ]
 }
 
@@ -164,6 +182,10 @@ fn variant(deny: &Deny) -> usize {
         Deny::TooManyConnections => 18,
         Deny::HeadTooLarge { .. } => 19,
         Deny::HeadTimeout => 20,
+        Deny::BasicUnauthorized { .. } => 21,
+        Deny::KeyUnauthorized(_) => 22,
+        Deny::AuthRefused { .. } => 23,
+        Deny::AuthUnavailable => 24,
     }
 }
 
@@ -171,7 +193,7 @@ fn variant(deny: &Deny) -> usize {
 fn every_deny_has_its_status() {
     let table = every_deny();
     let seen: std::collections::BTreeSet<usize> = table.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(seen, (0..=20).collect(), "a Deny without a row");
+    assert_eq!(seen, (0..=24).collect(), "a Deny without a row");
     for (deny, want) in table {
         assert_eq!(status(deny.clone()), want, "{deny:?}");
     }

@@ -17,11 +17,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub mod check;
+pub mod cluster;
 mod dns;
 pub mod edge_attack;
+pub mod forward_auth;
 mod gateway;
 mod http;
 pub mod ingress_import;
+pub mod kube_api;
 mod otlp;
 mod policy;
 mod redis;

@@ -76,11 +76,17 @@ pub struct EchoProcess {
 
 impl EchoProcess {
     pub fn start() -> EchoProcess {
+        Self::start_on([127, 0, 0, 1])
+    }
+
+    /// On a loopback address of its own (a pod's IP).
+    pub fn start_on(ip: [u8; 4]) -> EchoProcess {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairgate"));
-        cmd.args(["echo", "--listen", "127.0.0.1:0"]);
+        let listen = format!("{}:0", std::net::Ipv4Addr::from(ip));
+        cmd.args(["echo", "--listen", &listen]);
         let peer = Peer::spawn(&mut cmd, "the fairgate binary");
         EchoProcess {
-            addr: SocketAddr::from(([127, 0, 0, 1], peer.listening_port())),
+            addr: SocketAddr::from((ip, peer.listening_port())),
             _peer: peer,
         }
     }
@@ -309,4 +315,26 @@ pub async fn unavailable() -> (std::net::SocketAddr, Arc<std::sync::atomic::Atom
         }
     });
     (addr, count)
+}
+
+/// A WebSocket echo server on loopback: its address.
+pub async fn websocket_echo() -> SocketAddr {
+    use futures_util::{SinkExt, StreamExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(msg)) = ws.next().await {
+                    if msg.is_text() && ws.send(msg).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
 }

@@ -21,7 +21,8 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
         .get("leeway")
         .and_then(|at| r.duration(&at))
         .unwrap_or(Duration::from_secs(30));
-    let keys = keys(r, at, &f, base);
+    let methods = methods(r, f.get("methods"), base);
+    let keys = keys(r, at, &f, base, f.get("methods").is_some());
     let claims = claims(r, &f);
     let default_plan = f
         .get("default_plan")
@@ -50,6 +51,7 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
         claims,
         default_plan,
         jwks_timeout,
+        methods,
     })
 }
 
@@ -59,6 +61,7 @@ fn keys(
     at: &At<'_>,
     f: &yaml::Fields<'_>,
     base: &Path,
+    methods: bool,
 ) -> Vec<Located<KeySource>> {
     let mut keys = Vec::new();
     if let Some(at) = f.get("keys") {
@@ -75,7 +78,9 @@ fn keys(
     let listed = f
         .get("keys")
         .is_some_and(|k| k.node.as_sequence().is_some_and(|s| !s.is_empty()));
-    if !listed {
+    // Without JWT keys, routes authenticate by the methods only.
+    let methods_only = methods && f.get("keys").is_none();
+    if !listed && !methods_only {
         r.error(
             at,
             "auth.key_missing",

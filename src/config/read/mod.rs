@@ -15,6 +15,7 @@ use http::header::HeaderName;
 use ipnet::IpNet;
 use marked_yaml::Node;
 
+use super::methods::IdentityMap;
 use super::model::*;
 use super::route::*;
 use super::schema;
@@ -22,7 +23,9 @@ use super::yaml::{self, join, At, Reader};
 
 mod actions;
 mod auth;
+mod kubernetes;
 mod limits;
+mod methods;
 mod routes;
 mod server;
 mod store;
@@ -30,7 +33,9 @@ mod upstreams;
 
 use actions::*;
 use auth::*;
+use kubernetes::*;
 use limits::*;
+use methods::*;
 use routes::*;
 use server::*;
 use store::*;
@@ -93,9 +98,15 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
             })
             .unwrap_or_default()
     };
+    let methods = top
+        .get("auth")
+        .and_then(|at| at.node.as_mapping()?.get_mapping("methods"))
+        .map(|m| m.keys().map(|k| k.as_str().to_string()).collect())
+        .unwrap_or_default();
     let declared = Declared {
         limits: declared("limits"),
         concurrency: declared("concurrency"),
+        methods,
     };
     let tenants = tenants(r, top.get("tenants"), &declared);
     let quota_headers = quota_headers(r, top.get("quota_headers"));
@@ -103,6 +114,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     let acknowledge = acknowledge(r, top.get("acknowledge"));
     let access_log = access_log(r, top.get("log"));
     let telemetry = telemetry(r, top.get("telemetry"));
+    let kubernetes = top.get("kubernetes").and_then(|at| kubernetes(r, &at));
     let mut config = Config {
         server,
         admin,
@@ -119,6 +131,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
         acknowledge,
         access_log,
         telemetry,
+        kubernetes,
     };
     config.routes = routes(r, top.get("routes"), &config, &declared);
     client_cert_needs_ca(r, &config, top.get("limits"));
@@ -458,7 +471,9 @@ pub(super) fn file_path(
     Some(path)
 }
 
-pub(super) fn name_ok(name: &str) -> bool {
+/// A name of the policy (a limit, a concurrency policy, an auth method):
+/// `A-Z a-z 0-9 _ -`, 1 to 64 bytes.
+pub fn name_ok(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name

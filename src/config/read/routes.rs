@@ -6,6 +6,8 @@ use super::*;
 pub(super) struct Declared {
     pub(super) limits: BTreeSet<String>,
     pub(super) concurrency: BTreeSet<String>,
+    /// `auth.methods`, valid or not (a broken one is reported once).
+    pub(super) methods: BTreeSet<String>,
 }
 
 pub(super) fn routes(
@@ -16,8 +18,11 @@ pub(super) fn routes(
 ) -> Vec<Route> {
     let mut out: Vec<Route> = Vec::new();
     let Some(at) = at else {
-        r.problems
-            .push((1, 1), "config.missing_field", "routes: required");
+        // In controller mode the cluster's Ingresses are the routes.
+        if config.kubernetes.is_none() {
+            r.problems
+                .push((1, 1), "config.missing_field", "routes: required");
+        }
         return out;
     };
     for (i, node) in r.sequence(&at).into_iter().enumerate() {
@@ -47,7 +52,10 @@ pub(super) fn route(
     let actions = actions(r, &f, &path, config);
     let upstream = route_upstream(r, at, &f, config, &actions)?;
     // A redirect answers before authentication: it needs none.
-    let auth = f.get("redirect").is_none() && route_auth(r, at, &f, config);
+    let (auth, method, identity) = match f.get("redirect") {
+        None => route_auth(r, at, &f, config, declared),
+        Some(_) => (false, None, None),
+    };
     let exempt = f.get("exempt").and_then(|e| r.bool(&e)).unwrap_or(false);
     let flag = |r: &mut Reader<'_>, key: &str, default: bool| {
         f.get(key).and_then(|a| r.bool(&a)).unwrap_or(default)
@@ -89,6 +97,8 @@ pub(super) fn route(
         methods,
         upstream,
         auth,
+        method,
+        identity,
         exempt,
         limits,
         concurrency,
@@ -231,26 +241,52 @@ fn route_match(
     (host, path, methods, when)
 }
 
-fn route_auth(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, config: &Config) -> bool {
-    let auth = match f.get("auth") {
+/// `auth:`: none, required (a bearer JWT, the default) or a method of
+/// `auth.methods`; with the route's `identity:` over the method's own.
+fn route_auth(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    f: &yaml::Fields<'_>,
+    config: &Config,
+    declared: &Declared,
+) -> (bool, Option<String>, Option<IdentityMap>) {
+    let methods = config.auth.as_ref().map(|a| &a.methods);
+    let (auth, method) = match f.get("auth") {
         Some(a) => match r.string(&a).as_deref() {
-            Some("none") => false,
-            Some("required") => true,
+            Some("none") => (false, None),
+            Some("required") => (true, None),
+            Some(name) if declared.methods.contains(name) => (true, Some(name.to_string())),
             _ => {
-                r.error_value(&a, "routes.auth_invalid", "must be none or required");
-                false
+                r.error_value(
+                    &a,
+                    "routes.auth_invalid",
+                    "must be none, required (a bearer JWT) or a name under auth.methods",
+                );
+                (false, None)
             }
         },
-        None => true,
+        None => (true, None),
     };
-    if auth && config.auth.is_none() {
+    let jwt = config.auth.as_ref().is_some_and(|a| !a.keys.is_empty());
+    if auth && method.is_none() && !jwt {
         r.error(
             at,
             "routes.auth_unconfigured",
-            "this route authenticates (the default) but there is no `auth` section; add one or set `auth: none`",
+            "this route authenticates with a bearer JWT (the default) but there is no `auth` section with keys; add one, name a method of auth.methods or set `auth: none`",
         );
     }
-    auth
+    let identity = f.get("identity").and_then(|i| {
+        let kind = &methods?.get(method.as_deref()?)?.kind;
+        Some(identity_map(r, &i, kind))
+    });
+    if let (Some(i), None, None) = (f.get("identity"), &identity, &method) {
+        r.error(
+            &i,
+            "auth.identity_invalid",
+            "identity: applies to routes with `auth: NAME` of auth.methods",
+        );
+    }
+    (auth, method, identity)
 }
 
 fn route_limits(

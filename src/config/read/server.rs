@@ -129,12 +129,11 @@ fn certificates(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Vec<Located<Cer
         let Some(c) = r.mapping(&item, schema::SERVER_TLS_CERT) else {
             continue;
         };
-        let cert = file_path(r, &c, "cert_file", base);
-        let key = file_path(r, &c, "key_file", base);
+        let cert = pem_source(r, &c, "cert", base);
+        let key = pem_source(r, &c, "key", base);
         let hosts = c.get("hosts").map(|h| r.strings(&h)).unwrap_or_default();
         if let (Some(cert), Some(key)) = (cert, key) {
             let hosts = hosts.iter().map(|h| crate::host::normal_name(h)).collect();
-            let (cert, key) = (PemSource::File(cert), PemSource::File(key));
             out.push(Located {
                 value: Certificate { cert, key, hosts },
                 place: item.place(),
@@ -331,5 +330,35 @@ fn edge_bounds(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, server: &m
             Some(_) => r.error_value(&at, "server.ipv6_prefix_invalid", "must be 48 to 128"),
             None => {}
         }
+    }
+}
+
+/// A certificate's `cert` or `key`: `{what}_file` (a path), or `{what}_pem`
+/// (the PEM text itself, as the Kubernetes controller hands over a
+/// Secret's), exactly one of them.
+fn pem_source(
+    r: &mut Reader<'_>,
+    c: &yaml::Fields<'_>,
+    what: &str,
+    base: &Path,
+) -> Option<PemSource> {
+    let (file, pem) = (format!("{what}_file"), format!("{what}_pem"));
+    match (c.get(&file), c.get(&pem)) {
+        (Some(_), Some(at)) => {
+            r.error(
+                &at,
+                "server.tls_invalid",
+                format!("give {file} or {pem}, not both"),
+            );
+            None
+        }
+        (None, Some(at)) => {
+            let text = r.string(&at)?;
+            Some(PemSource::Pem {
+                name: at.path.clone(),
+                bytes: text.into_bytes().into(),
+            })
+        }
+        (_, None) => file_path(r, c, &file, base).map(PemSource::File),
     }
 }

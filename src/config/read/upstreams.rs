@@ -39,16 +39,7 @@ pub(super) fn upstreams(
         let tls = flag(r, "tls", false);
         let tls_verify = flag(r, "tls_verify", true);
         let protocol = protocol(r, &f, tls);
-        let ca_file = f.get("ca_file").and_then(|ca_at| {
-            let path = file_path(r, &f, "ca_file", base)?;
-            if !tls {
-                r.error(&ca_at, "upstreams.tls_invalid", "ca_file needs tls: true");
-            }
-            Some(Located {
-                value: PemSource::File(path),
-                place: ca_at.place_value(),
-            })
-        });
+        let ca_file = ca(r, &f, tls, base);
         let dur = |r: &mut Reader<'_>, key: &str, default: u64| {
             f.get(key)
                 .and_then(|at| r.positive_duration(&at))
@@ -163,4 +154,45 @@ pub(super) fn target_ok(text: &str) -> bool {
         Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
         None => false,
     }
+}
+
+/// `ca_file` (a path) or `ca_pem` (the PEM itself, as the controller hands
+/// over a Secret's `ca.crt`): the roots a TLS pool's targets are checked
+/// against.
+fn ca(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    tls: bool,
+    base: &Path,
+) -> Option<Located<PemSource>> {
+    let (file, pem) = (f.get("ca_file"), f.get("ca_pem"));
+    let at = file.clone().or(pem.clone())?;
+    if !tls {
+        let key = if file.is_some() { "ca_file" } else { "ca_pem" };
+        r.error(
+            &at,
+            "upstreams.tls_invalid",
+            format!("{key} needs tls: true"),
+        );
+    }
+    let value = match (file, pem) {
+        (Some(_), Some(p)) => {
+            r.error(
+                &p,
+                "upstreams.tls_invalid",
+                "give ca_file or ca_pem, not both",
+            );
+            return None;
+        }
+        (Some(_), None) => PemSource::File(file_path(r, f, "ca_file", base)?),
+        (None, Some(p)) => PemSource::Pem {
+            name: p.path.clone(),
+            bytes: r.string(&p)?.into_bytes().into(),
+        },
+        (None, None) => return None,
+    };
+    Some(Located {
+        value,
+        place: at.place_value(),
+    })
 }

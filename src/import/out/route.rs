@@ -55,10 +55,15 @@ pub struct RouteKeys {
 }
 
 /// A route's `auth`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Auth {
     /// `none`: ingress-nginx's routes authenticate nobody.
     Off,
+    /// `required`: the base policy's auth (`fairgate.dev/auth: required`).
+    Required,
+    /// A method of `auth.methods`: the Ingress's own `auth-url` or
+    /// `auth-type`.
+    Method(String),
 }
 
 /// `redirect`.
@@ -218,7 +223,14 @@ pub fn route_node(
 impl RouteKeys {
     fn write(&self, f: &mut Fields) {
         f.maybe(RouteKey::Upstream, self.upstream.clone());
-        f.maybe(RouteKey::Auth, self.auth.map(|Auth::Off| "none"));
+        f.maybe(
+            RouteKey::Auth,
+            self.auth.as_ref().map(|a| match a {
+                Auth::Off => "none".to_string(),
+                Auth::Required => "required".to_string(),
+                Auth::Method(name) => name.clone(),
+            }),
+        );
         f.maybe(RouteKey::Redirect, self.redirect.as_ref().map(redirect));
         if self.https_redirect {
             f.put(RouteKey::HttpsRedirect, true);

@@ -1,0 +1,533 @@
+//! External (forward) authentication: before anything is spent, a
+//! subrequest to an auth service (oauth2-proxy's `/oauth2/auth`, Authelia,
+//! a company SSO service) with the request's method, URI and chosen
+//! headers, never its body. A 2xx lets the request on with the answer's
+//! headers; a 401/403 is the client's answer; anything else, or no answer
+//! within the timeout, fails closed. A breaker keeps a dead service to one
+//! call per interval; 2xx answers may be cached by a session value.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::{AnswerCache, CacheKey, External};
+use crate::metrics::METRICS;
+
+/// What the service answered, as far as the gateway uses it.
+#[derive(Debug)]
+pub enum Outcome {
+    /// 2xx: the answer's headers the policy names (copied upstream, read
+    /// for identity, passed to the client).
+    Allowed(Arc<Answer>),
+    /// 401 or 403, with the headers passed to the client.
+    Refused {
+        status: u16,
+        headers: Vec<(HeaderName, String)>,
+    },
+    /// No usable answer: the client gets 503 (fail closed).
+    Unavailable(Failure),
+}
+
+/// The headers of a 2xx answer the policy names.
+#[derive(Debug, Default)]
+pub struct Answer {
+    /// `response_headers` and the identity map's headers.
+    pub headers: HeaderMap,
+    /// `set_headers`: for the client's response (not kept in the cache).
+    pub set: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Answer {
+    fn bytes(&self) -> usize {
+        self.headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 32)
+            .sum()
+    }
+}
+
+/// Why there was no usable answer; a bounded metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The breaker is open: the service failed and is not called now.
+    Open,
+    TimedOut,
+    Unreachable,
+    /// An answer other than 2xx, 401 or 403.
+    BadStatus,
+}
+
+impl Failure {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Failure::Open => "breaker_open",
+            Failure::TimedOut => "timed_out",
+            Failure::Unreachable => "unreachable",
+            Failure::BadStatus => "bad_status",
+        }
+    }
+}
+
+/// What the subrequest says about the original request.
+pub struct Original<'a> {
+    /// What else an answer holds for besides the session: the route and
+    /// host (an auth service may decide per host or path, as ingress-nginx
+    /// caches per location).
+    pub scope: &'a str,
+    /// The route's exact host, which `$host` in the URL names (a route
+    /// without one cannot call such a URL: the address would come from
+    /// the client).
+    pub route_host: Option<&'a str>,
+    pub method: &'a str,
+    /// Path and query as routed.
+    pub uri: &'a str,
+    pub scheme: &'a str,
+    pub host: &'a str,
+    pub client_ip: String,
+    pub request_id: &'a str,
+    pub headers: &'a HeaderMap,
+}
+
+/// One `external` method: its settings, breaker and answer cache.
+pub struct ExternalAuth {
+    name: String,
+    config: External,
+    /// Header names kept from a 2xx answer.
+    kept: Vec<HeaderName>,
+    /// Shared with the same method of the policies before and after.
+    state: Arc<State>,
+}
+
+/// What outlives a reload of an unchanged method: a controller rebuilds
+/// the policy at every EndpointSlice change, and neither the breaker (a
+/// dead service would cost a timeout per rebuild) nor the cache should
+/// start over then.
+struct State {
+    breaker: Mutex<Breaker>,
+    cache: Option<moka::sync::Cache<[u8; 32], Arc<Answer>>>,
+}
+
+/// The state of method `name` with these settings: the live one when a
+/// policy in force has it, else a new one.
+fn state(name: &str, config: &External, kept: &[HeaderName]) -> Arc<State> {
+    use std::collections::HashMap;
+    use std::hash::{Hash, Hasher};
+    type States = Mutex<HashMap<(String, u64), std::sync::Weak<State>>>;
+    static STATES: OnceLock<States> = OnceLock::new();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    format!("{config:?}{kept:?}").hash(&mut h);
+    let key = (name.to_string(), h.finish());
+    let states = STATES.get_or_init(Default::default);
+    let mut states = states.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(live) = states.get(&key).and_then(std::sync::Weak::upgrade) {
+        return live;
+    }
+    states.retain(|_, s| s.strong_count() > 0);
+    let fresh = Arc::new(State {
+        breaker: Mutex::new(Breaker::default()),
+        cache: config.cache.as_ref().map(answer_cache),
+    });
+    states.insert(key, Arc::downgrade(&fresh));
+    fresh
+}
+
+impl ExternalAuth {
+    /// `read` are the answer headers the identity map reads besides
+    /// `response_headers`.
+    pub fn new(name: &str, config: &External, read: Vec<HeaderName>) -> Self {
+        let mut kept = config.response_headers.clone();
+        kept.extend(read);
+        kept.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        kept.dedup();
+        // The method's breaker series exists (0) from its first policy on,
+        // so an alert on it has something to read; a live state keeps its value.
+        let _ = METRICS.external_auth_open.with_label_values(&[name]);
+        ExternalAuth {
+            name: name.to_string(),
+            state: state(name, config, &kept),
+            config: config.clone(),
+            kept,
+        }
+    }
+
+    pub fn config(&self) -> &External {
+        &self.config
+    }
+
+    /// The answer headers kept: `response_headers` and those the identity
+    /// maps (the method's and its routes') read.
+    pub fn kept_headers(&self) -> &[HeaderName] {
+        &self.kept
+    }
+
+    /// Asks the service about `original`, or the cache, or (while the
+    /// breaker is open) nobody.
+    pub async fn check(&self, original: &Original<'_>) -> Outcome {
+        let key = self.cache_key(original);
+        if let (Some(cache), Some(key)) = (&self.state.cache, &key) {
+            if let Some(answer) = cache.get(key) {
+                METRICS
+                    .external_auth
+                    .with_label_values(&[&self.name, "cached"])
+                    .inc();
+                return Outcome::Allowed(answer);
+            }
+        }
+        if !self
+            .breaker_lock()
+            .admit(Instant::now(), self.config.timeout)
+        {
+            METRICS
+                .external_auth
+                .with_label_values(&[&self.name, "breaker_open"])
+                .inc();
+            return Outcome::Unavailable(Failure::Open);
+        }
+        let outcome = self.call(original).await;
+        let label = match &outcome {
+            Outcome::Allowed(_) => "allowed",
+            Outcome::Refused { .. } => "refused",
+            Outcome::Unavailable(f) => f.reason(),
+        };
+        METRICS
+            .external_auth
+            .with_label_values(&[&self.name, label])
+            .inc();
+        match &outcome {
+            Outcome::Unavailable(f) => {
+                self.breaker_lock()
+                    .failed(Instant::now(), &self.name, *f, &self.config)
+            }
+            _ => self.breaker_lock().answered(&self.name),
+        }
+        if let (Outcome::Allowed(answer), Some(cache), Some(key)) =
+            (&outcome, &self.state.cache, key)
+        {
+            cache.insert(
+                key,
+                Arc::new(Answer {
+                    headers: answer.headers.clone(),
+                    set: Vec::new(),
+                }),
+            );
+        }
+        outcome
+    }
+
+    fn breaker_lock(&self) -> std::sync::MutexGuard<'_, Breaker> {
+        self.state.breaker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When answers are cached and the request carries a session value:
+    /// the digest of everything the service would decide by — the route
+    /// and host, method, URI, client address and the exact bytes of every
+    /// header passed to it. An answer is reused only for the same
+    /// subrequest, never for another method, path or session spelling.
+    fn cache_key(&self, o: &Original<'_>) -> Option<[u8; 32]> {
+        let cache = self.config.cache.as_ref()?;
+        let session = match &cache.key {
+            CacheKey::Header(h) => o.headers.get(h).map(|v| v.as_bytes().to_vec()),
+            CacheKey::Cookie(name) => cookie(o.headers, name).map(String::into_bytes),
+        };
+        if session.is_none_or(|s| s.is_empty()) {
+            return None;
+        }
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        for part in [o.scope, o.scheme, o.method, o.uri, &o.client_ip] {
+            context.update(part.as_bytes());
+            context.update(&[0]);
+        }
+        for name in &self.config.request_headers {
+            for value in o.headers.get_all(name) {
+                context.update(name.as_str().as_bytes());
+                context.update(b":");
+                context.update(value.as_bytes());
+                context.update(&[0]);
+            }
+        }
+        context.finish().as_ref().try_into().ok()
+    }
+
+    async fn call(&self, original: &Original<'_>) -> Outcome {
+        let Some(client) = client() else {
+            return Outcome::Unavailable(Failure::Unreachable);
+        };
+        let url = match (self.config.url.contains("$host"), original.route_host) {
+            (false, _) => self.config.url.clone(),
+            (true, Some(host)) => self.config.url.replace("$host", host),
+            (true, None) => return Outcome::Unavailable(Failure::Unreachable),
+        };
+        let request = client
+            .request(self.config.method.clone(), &url)
+            .headers(self.subrequest_headers(original))
+            .timeout(self.config.timeout);
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => return Outcome::Unavailable(Failure::TimedOut),
+            Err(_) => return Outcome::Unavailable(Failure::Unreachable),
+        };
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        // The body is not used; reading a short one (within the request's
+        // timeout) keeps the connection for the next subrequest, a long one
+        // (an SSO's sign-in page) is left with its connection.
+        let mut response = response;
+        let mut read = 0;
+        while let Ok(Some(chunk)) = response.chunk().await {
+            read += chunk.len();
+            if read > MAX_BODY_READ {
+                break;
+            }
+        }
+        match status {
+            200..=299 => Outcome::Allowed(Arc::new(self.kept(&headers))),
+            401 | 403 => Outcome::Refused {
+                status,
+                headers: pass(&headers, &self.config.challenge_headers),
+            },
+            _ => Outcome::Unavailable(Failure::BadStatus),
+        }
+    }
+
+    fn kept(&self, headers: &HeaderMap) -> Answer {
+        let mut kept = HeaderMap::new();
+        for name in &self.kept {
+            for value in headers.get_all(name) {
+                kept.append(name.clone(), value.clone());
+            }
+        }
+        let set = self
+            .config
+            .set_headers
+            .iter()
+            .flat_map(|n| {
+                headers
+                    .get_all(n)
+                    .iter()
+                    .map(move |v| (n.clone(), v.clone()))
+            })
+            .collect();
+        Answer { headers: kept, set }
+    }
+
+    /// The subrequest's headers: the chosen client headers and what auth
+    /// services read to know the original request (ingress-nginx's and
+    /// Traefik's names both).
+    fn subrequest_headers(&self, o: &Original<'_>) -> HeaderMap {
+        let mut out = HeaderMap::new();
+        for name in &self.config.request_headers {
+            for value in o.headers.get_all(name) {
+                out.append(name.clone(), value.clone());
+            }
+        }
+        let url = format!("{}://{}{}", o.scheme, o.host, o.uri);
+        let facts: [(&str, &str); 11] = [
+            ("x-original-uri", o.uri),
+            ("x-original-url", &url),
+            ("x-original-method", o.method),
+            ("x-auth-request-redirect", o.uri),
+            ("x-forwarded-method", o.method),
+            ("x-forwarded-proto", o.scheme),
+            ("x-forwarded-host", o.host),
+            ("x-forwarded-uri", o.uri),
+            ("x-forwarded-for", &o.client_ip),
+            ("x-real-ip", &o.client_ip),
+            ("x-request-id", o.request_id),
+        ];
+        for (name, value) in facts {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                out.insert(HeaderName::from_static(name), value);
+            }
+        }
+        out
+    }
+}
+
+/// The answer headers passed on, as strings (a value that is not one is
+/// dropped).
+fn pass(headers: &HeaderMap, names: &[HeaderName]) -> Vec<(HeaderName, String)> {
+    names
+        .iter()
+        .flat_map(|n| {
+            headers
+                .get_all(n)
+                .iter()
+                .filter_map(move |v| v.to_str().ok().map(|v| (n.clone(), v.to_string())))
+        })
+        .collect()
+}
+
+/// The value of cookie `name` in the request's Cookie headers.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// Each entry weighs at least `max_bytes / entries`, so the cache holds
+/// at most `entries` answers and at most `max_bytes` of them.
+fn answer_cache(c: &AnswerCache) -> moka::sync::Cache<[u8; 32], Arc<Answer>> {
+    let floor = (c.max_bytes / c.entries.max(1)).max(1);
+    moka::sync::Cache::builder()
+        .max_capacity(c.max_bytes)
+        .time_to_live(c.ttl)
+        .weigher(move |_, answer: &Arc<Answer>| {
+            let weight = (answer.bytes() as u64 + 32).max(floor);
+            u32::try_from(weight).unwrap_or(u32::MAX)
+        })
+        .build()
+}
+
+/// The most of an answer's body read (and dropped).
+const MAX_BODY_READ: usize = 64 << 10;
+
+/// The one client of every external method: pooled connections, no
+/// redirects followed, no proxy from the environment. None when it cannot
+/// be built: every check is then unavailable (never a client that would
+/// follow a redirect to a page answering 200).
+fn client() -> Option<&'static reqwest::Client> {
+    static CLIENT: OnceLock<Option<reqwest::Client>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .pool_idle_timeout(Duration::from_secs(60))
+                .build()
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Closed: every request calls. After `failures` failures in a row, open
+/// for `open_for`: no calls; then one call probes while the others still
+/// fail at once (a probe whose client hung up is replaced after twice the
+/// timeout). One log line per change.
+#[derive(Default)]
+struct Breaker {
+    failures: u32,
+    open_until: Option<Instant>,
+    probing: Option<Instant>,
+}
+
+impl Breaker {
+    fn admit(&mut self, now: Instant, timeout: Duration) -> bool {
+        let probe_due = self.probing.is_none_or(|p| now >= p + 2 * timeout);
+        match self.open_until {
+            None => true,
+            Some(until) if now >= until && probe_due => {
+                self.probing = Some(now);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// The service answered (2xx, 401, 403): it is up.
+    fn answered(&mut self, name: &str) {
+        if self.open_until.is_some() {
+            METRICS.external_auth_open.with_label_values(&[name]).set(0);
+            tracing::info!(method = name, "auth.external.recovered");
+        }
+        *self = Breaker::default();
+    }
+
+    fn failed(&mut self, now: Instant, name: &str, why: Failure, config: &External) {
+        self.failures = self.failures.saturating_add(1);
+        let was_open = self.open_until.is_some();
+        if was_open || self.failures >= config.breaker.failures {
+            self.open_until = Some(now + config.breaker.open_for);
+            self.probing = None;
+            METRICS.external_auth_open.with_label_values(&[name]).set(1);
+        }
+        if !was_open && self.open_until.is_some() {
+            let open_for_ms = config.breaker.open_for.as_millis() as u64;
+            tracing::warn!(
+                method = name,
+                reason = why.reason(),
+                open_for_ms,
+                "auth.external.unavailable"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(failures: u32) -> External {
+        External {
+            url: "http://127.0.0.1:9/auth".into(),
+            method: http::Method::GET,
+            timeout: Duration::from_millis(100),
+            request_headers: vec![],
+            response_headers: vec![],
+            strip_everywhere: true,
+            challenge_headers: vec![],
+            set_headers: vec![],
+            signin: None,
+            cache: None,
+            breaker: crate::config::Breaker {
+                failures,
+                open_for: Duration::from_secs(5),
+            },
+        }
+    }
+
+    const T: Duration = Duration::from_millis(100);
+
+    #[test]
+    fn a_probe_whose_client_left_is_replaced_after_twice_the_timeout() {
+        let c = config(1);
+        let mut b = Breaker::default();
+        let t = Instant::now();
+        b.failed(t, "m", Failure::TimedOut, &c);
+        let due = t + Duration::from_secs(5);
+        assert!(b.admit(due, T), "the probe");
+        // Its request was dropped: neither answered nor failed.
+        assert!(!b.admit(due + T, T));
+        assert!(b.admit(due + 2 * T, T), "another probe");
+    }
+
+    #[test]
+    fn the_breaker_opens_after_failures_in_a_row_and_probes_once_an_interval() {
+        let c = config(2);
+        let mut b = Breaker::default();
+        let t = Instant::now();
+        assert!(b.admit(t, T));
+        b.failed(t, "m", Failure::TimedOut, &c);
+        assert!(b.admit(t, T), "one failure is not enough");
+        b.failed(t, "m", Failure::TimedOut, &c);
+        assert!(!b.admit(t + Duration::from_secs(4), T), "open");
+        let later = t + Duration::from_secs(5);
+        assert!(b.admit(later, T), "one probe after the interval");
+        assert!(!b.admit(later, T), "only one");
+        b.failed(later, "m", Failure::Unreachable, &c);
+        assert!(!b.admit(later + Duration::from_secs(4), T), "open again");
+        assert!(b.admit(later + Duration::from_secs(5), T));
+        b.answered("m");
+        assert!(
+            b.admit(later + Duration::from_secs(5), T)
+                && b.admit(later + Duration::from_secs(5), T)
+        );
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.append(
+            http::header::COOKIE,
+            HeaderValue::from_static("a=1; _oauth2_proxy=s1; b=2"),
+        );
+        assert_eq!(cookie(&h, "_oauth2_proxy").as_deref(), Some("s1"));
+        assert_eq!(cookie(&h, "oauth2_proxy"), None);
+        assert_eq!(cookie(&h, "c"), None);
+    }
+}

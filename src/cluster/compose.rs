@@ -1,0 +1,442 @@
+//! One policy from the base file and the cluster's objects: the Ingresses
+//! of our classes, with the Services, EndpointSlices, Secrets and the
+//! ConfigMap they rely on, go through the same translation as `fairgate
+//! import ingress-nginx` (in its cluster mode: endpoints and Secret PEM
+//! instead of DNS names and mounted files), are merged into the base
+//! (`merge`) and read and loaded as a file is (`build::checked`). What the
+//! reader refuses is traced to the Ingress it came from, which is withheld
+//! alone, and the rest built again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::merge;
+use super::watch::Kind;
+use crate::build::Checked;
+use crate::config::{Config, Kubernetes, Problems};
+use crate::import::{self, Object, Verdict};
+
+/// What a build says about one Ingress, for its Events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// `namespace/name` of the Ingress.
+    pub ingress: String,
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A policy built from the base file and the cluster.
+pub struct Composed {
+    pub checked: Checked,
+    /// The Ingresses served (ours, not withheld).
+    pub served: Vec<Object>,
+    pub notes: Vec<Note>,
+}
+
+/// Builds policies; remembers each Secret's last usable version, which is
+/// served while a broken one is in the cluster.
+pub struct Composer {
+    pub settings: Kubernetes,
+    pub base: PathBuf,
+    good_secrets: HashMap<String, Object>,
+}
+
+/// At most this many rounds of withholding what the reader refused.
+const ROUNDS: usize = 8;
+/// At most this many builds spent finding Ingresses by bisection (about
+/// ten per culprit among 1,000 Ingresses).
+const SEARCH_BUILDS: usize = 64;
+
+impl Composer {
+    pub fn new(settings: Kubernetes, base: PathBuf) -> Composer {
+        Composer {
+            settings,
+            base,
+            good_secrets: HashMap::new(),
+        }
+    }
+
+    /// The policy for `objects`, or why not even the base builds.
+    pub fn compose(&mut self, objects: &[Object]) -> Result<Composed, Problems> {
+        let shown = self.base.display().to_string();
+        let text = std::fs::read_to_string(&self.base).map_err(|e| {
+            let mut p = Problems::new(shown.clone());
+            p.push(
+                (1, 1),
+                "config.unreadable",
+                format!("cannot read file: {e}"),
+            );
+            p
+        })?;
+        let dir = self.base.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let base = Config::read_text(&shown, &text, &dir).finish()?;
+        let base_methods = base
+            .config
+            .auth
+            .map(|a| a.methods.into_keys().collect())
+            .unwrap_or_default();
+        let ours = self.ours(objects);
+        let mut notes = Vec::new();
+        let inputs = self.inputs(objects, &ours, &mut notes);
+        let mut withheld = BTreeMap::new();
+        let mut budget = SEARCH_BUILDS;
+        let build = Build {
+            text: &text,
+            dir: &dir,
+            inputs: &inputs,
+            base_methods,
+        };
+        for _ in 0..ROUNDS {
+            let served: Vec<&Object> = ours
+                .iter()
+                .filter(|o| !withheld.contains_key(&o.id()))
+                .collect();
+            let blamed = match self.attempt(&build, &served) {
+                Attempt::Built(checked, report) => {
+                    notes.extend(report_notes(&report, &withheld));
+                    if checked.config.server.tls.is_none() {
+                        notes.extend(served.iter().filter(|o| tls_secrets(o).next().is_some()).map(
+                            |o| Note {
+                                ingress: o.id(),
+                                warning: true,
+                                reason: "NoTLSListener",
+                                message: "tls: the gateway has no TLS listener (server.tls in its base \
+                                          policy): served over plain HTTP only"
+                                    .into(),
+                            },
+                        ));
+                    }
+                    return Ok(Composed {
+                        checked: *checked,
+                        served: served.into_iter().cloned().collect(),
+                        notes,
+                    });
+                }
+                Attempt::Refused(blame) => blame,
+                Attempt::Untraced(problems) => {
+                    self.culprit(&build, &served, &mut budget).ok_or(problems)?
+                }
+            };
+            withheld.extend(blamed);
+        }
+        let mut p = Problems::new(shown);
+        p.push(
+            (1, 1),
+            "kubernetes.unbuildable",
+            "the cluster's Ingresses do not build; the last policy stays",
+        );
+        Err(p)
+    }
+
+    /// The Ingress whose arrival breaks the build, for a problem the
+    /// reader's places do not trace (a certificate, text that does not
+    /// parse, a canary's route): the shortest failing prefix of `served`
+    /// (mains before canaries, so a canary is blamed, not its main), found
+    /// by bisection, ends with it. None when even the base alone fails or
+    /// the search has spent its builds.
+    fn culprit(
+        &self,
+        build: &Build<'_>,
+        served: &[&Object],
+        budget: &mut usize,
+    ) -> Option<BTreeMap<String, String>> {
+        let (mut good, mut bad) = (0, served.len());
+        let mut why = None;
+        while bad - good > 1 {
+            *budget = budget.checked_sub(1)?;
+            let mid = (good + bad) / 2;
+            match self.attempt(build, &served[..mid]) {
+                Attempt::Built(..) => good = mid,
+                Attempt::Refused(blame) => return Some(blame),
+                Attempt::Untraced(problems) => {
+                    why = problems
+                        .errors()
+                        .next()
+                        .map(|p| format!("{}: {}", p.code, p.message));
+                    bad = mid;
+                }
+            }
+        }
+        let culprit = served.get(good)?;
+        let why = why.unwrap_or_else(|| "the policy does not build with it".into());
+        Some(BTreeMap::from([(culprit.id(), why)]))
+    }
+
+    /// One build of the base and the `served` Ingresses: the checked
+    /// policy, which Ingresses the reader's problems came from, or the
+    /// problems when they cannot be traced.
+    fn attempt(&self, build: &Build<'_>, served: &[&Object]) -> Attempt {
+        let (text, dir) = (build.text, build.dir);
+        let mut objects: Vec<Object> = build.inputs.to_vec();
+        objects.extend(served.iter().map(|o| unclassed(o)));
+        let imported = import::convert(&objects, &self.options(&build.base_methods));
+        let base_lines = text.lines().count() + 1;
+        let padded = format!("{}{}", "\n".repeat(base_lines), imported.policy);
+        let shown = self.base.display().to_string();
+        let mut problems = Problems::new(shown.clone());
+        let (Some(mut root), Some(cluster)) = (
+            crate::config::yaml::parse(text, &mut problems),
+            crate::config::yaml::parse(&padded, &mut problems),
+        ) else {
+            return Attempt::Untraced(problems);
+        };
+        let clashes = merge::merge(&mut root, &cluster);
+        if !clashes.is_empty() {
+            let owners = super::blame::clashing(&padded, &clashes, served);
+            if !owners.is_empty() {
+                return Attempt::Refused(owners);
+            }
+        }
+        // `GET /v1/policy` shows both: the file, and the cluster's part.
+        let source = format!("{text}\n---\n{}", imported.policy);
+        let reading = Config::read_node(&shown, &root, &source, dir);
+        match crate::build::checked(reading) {
+            Ok(checked) => Attempt::Built(Box::new(checked), imported.report),
+            Err(problems) => {
+                let owners = super::blame::owners(&padded, base_lines, &problems, served);
+                match owners.is_empty() {
+                    true => Attempt::Untraced(problems),
+                    false => Attempt::Refused(owners),
+                }
+            }
+        }
+    }
+
+    fn options(&self, base_methods: &BTreeSet<String>) -> import::Options {
+        let s = &self.settings;
+        import::Options {
+            inputs: Vec::new(),
+            output: None,
+            report: None,
+            replicas: Some(s.nginx_replicas),
+            shadow: false,
+            tls_dir: String::new(),
+            redis_url: String::new(),
+            listen: String::new(),
+            tls_listen: String::new(),
+            admin_listen: String::new(),
+            cluster_domain: s.cluster_domain.clone(),
+            ingress_class: String::new(),
+            configmap: s.configmap.clone(),
+            annotation_prefix: s.annotation_prefix.clone(),
+            cluster: true,
+            base_methods: Some(base_methods.clone()),
+        }
+    }
+
+    /// What our Ingresses name besides Services: Secrets (TLS sections,
+    /// `proxy-ssl-secret`, `auth-secret`) and ConfigMaps (`custom-headers`), each
+    /// `namespace/name`. Only these are watched.
+    pub fn referenced(&self, objects: &[Object]) -> BTreeSet<(Kind, String)> {
+        let prefix = &self.settings.annotation_prefix;
+        let mut out = BTreeSet::new();
+        for ing in self.ours(objects) {
+            out.extend(tls_secrets(&ing).map(|id| (Kind::Secret, id)));
+            // Only in the Ingress's own namespace: a reference elsewhere is
+            // refused by the translation, and never watched.
+            let named = |key: &str| {
+                let value = ing.text(&["metadata", "annotations", &format!("{prefix}/{key}")])?;
+                let id = match value.split_once('/') {
+                    Some((ns, _)) if ns != ing.namespace => return None,
+                    Some(_) => value,
+                    None => format!("{}/{value}", ing.namespace),
+                };
+                Some(id)
+            };
+            out.extend(named("proxy-ssl-secret").map(|id| (Kind::Secret, id)));
+            out.extend(named("auth-secret").map(|id| (Kind::Secret, id)));
+            out.extend(named("custom-headers").map(|id| (Kind::ConfigMap, id)));
+        }
+        out
+    }
+
+    /// The Ingresses of this controller: of a class whose IngressClass
+    /// names it (by `spec.ingressClassName`, or the legacy annotation
+    /// matched against the same names), or of none when told to serve
+    /// those or when one of our classes is the cluster's default.
+    pub fn ours(&self, objects: &[Object]) -> Vec<Object> {
+        let classes: Vec<&Object> = objects
+            .iter()
+            .filter(|o| o.kind == "IngressClass")
+            .filter(|o| {
+                o.text(&["spec", "controller"]).as_deref() == Some(&self.settings.controller)
+            })
+            .collect();
+        let names: BTreeSet<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+        let default = classes.iter().any(|c| {
+            c.text(&[
+                "metadata",
+                "annotations",
+                "ingressclass.kubernetes.io/is-default-class",
+            ])
+            .as_deref()
+                == Some("true")
+        });
+        let unclassed = self.settings.watch_without_class || default;
+        let mut ours: Vec<Object> = objects
+            .iter()
+            .filter(|o| o.kind == "Ingress")
+            .filter(|o| match class_of(o) {
+                Some(c) => names.contains(c.as_str()),
+                None => unclassed,
+            })
+            .cloned()
+            .collect();
+        // Mains before canaries, each in name order: a canary is folded
+        // into a main, and is what the search for a culprit blames.
+        let canary = format!("{}/canary", self.settings.annotation_prefix);
+        ours.sort_by_cached_key(|o| {
+            let is = o.text(&["metadata", "annotations", &canary]).as_deref() == Some("true");
+            (is, o.id())
+        });
+        ours
+    }
+
+    /// What the Ingresses rely on: Services, EndpointSlices, the
+    /// controller's ConfigMap, and the usable version of each Secret.
+    fn inputs(
+        &mut self,
+        objects: &[Object],
+        ours: &[Object],
+        notes: &mut Vec<Note>,
+    ) -> Vec<Object> {
+        let mut out: Vec<Object> = objects
+            .iter()
+            .filter(|o| matches!(o.kind.as_str(), "Service" | "EndpointSlice" | "ConfigMap"))
+            .cloned()
+            .collect();
+        let served: BTreeSet<String> = ours.iter().flat_map(tls_secrets).collect();
+        for secret in objects.iter().filter(|o| o.kind == "Secret") {
+            let id = secret.id();
+            // Only a served certificate is checked here: a backend's CA
+            // (`proxy-ssl-secret`) is checked where the pool's roots load.
+            let problem = served
+                .contains(&id)
+                .then(|| secret_problem(secret))
+                .flatten();
+            match problem {
+                None => {
+                    self.good_secrets.insert(id, secret.clone());
+                    out.push(secret.clone());
+                }
+                Some(why) => {
+                    let kept = self.good_secrets.get(&id).cloned();
+                    let what = match kept.is_some() {
+                        true => "the previous certificate is served",
+                        false => "its hosts get the default certificate",
+                    };
+                    for ing in ours.iter().filter(|i| names_secret(i, &id)) {
+                        notes.push(Note {
+                            ingress: ing.id(),
+                            warning: true,
+                            reason: "InvalidSecret",
+                            message: format!("Secret {id}: {why}; {what}"),
+                        });
+                    }
+                    out.extend(kept);
+                }
+            }
+        }
+        self.good_secrets
+            .retain(|id, _| objects.iter().any(|o| o.kind == "Secret" && o.id() == *id));
+        out
+    }
+}
+
+enum Attempt {
+    Built(Box<Checked>, Vec<import::Line>),
+    Refused(BTreeMap<String, String>),
+    /// Problems not traced to an Ingress.
+    Untraced(Problems),
+}
+
+/// What every build of one composition shares: the base file's text and
+/// directory, and the objects the Ingresses rely on.
+struct Build<'a> {
+    text: &'a str,
+    dir: &'a Path,
+    inputs: &'a [Object],
+    /// The base's `auth.methods` names.
+    base_methods: BTreeSet<String>,
+}
+
+/// The class an Ingress names: `spec.ingressClassName`, else the legacy
+/// `kubernetes.io/ingress.class` annotation.
+pub fn class_of(ing: &Object) -> Option<String> {
+    ing.text(&["spec", "ingressClassName"])
+        .or_else(|| ing.text(&["metadata", "annotations", "kubernetes.io/ingress.class"]))
+}
+
+/// The Ingress without its class, which the importer would compare with
+/// its own: the class was matched here already.
+fn unclassed(ing: &Object) -> Object {
+    let mut ing = ing.clone();
+    if let Some(Value::Object(spec)) = ing.value.get_mut("spec") {
+        spec.remove("ingressClassName");
+    }
+    if let Some(Value::Object(a)) = ing.value.pointer_mut("/metadata/annotations") {
+        a.remove("kubernetes.io/ingress.class");
+    }
+    ing
+}
+
+/// Why a Secret's certificate cannot be served, checked as a file's is.
+fn secret_problem(secret: &Object) -> Option<String> {
+    let Some((cert, key)) = import::secret_pem(secret) else {
+        return Some("no tls.crt and tls.key".into());
+    };
+    let name = format!("Secret {}", secret.id());
+    let pem = |text: String| crate::tls::Pem::from_memory(&name, text.as_bytes());
+    let checked = pem(cert).and_then(|c| Ok((c, pem(key)?)));
+    match checked {
+        Ok((cert, key)) => crate::tls::pair(cert, key).err().map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+fn names_secret(ing: &Object, id: &str) -> bool {
+    tls_secrets(ing).any(|s| s == id)
+}
+
+fn tls_secrets(ing: &Object) -> impl Iterator<Item = String> + '_ {
+    let sections = match ing.value.pointer("/spec/tls") {
+        Some(Value::Array(s)) => s.as_slice(),
+        _ => &[],
+    };
+    sections
+        .iter()
+        .filter_map(|s| s.get("secretName").and_then(Value::as_str))
+        .map(|name| format!("{}/{name}", ing.namespace))
+}
+
+/// Events for the report's lines that are not plainly mapped, and for
+/// each Ingress withheld.
+fn report_notes(report: &[import::Line], withheld: &BTreeMap<String, String>) -> Vec<Note> {
+    let mut notes: Vec<Note> = report
+        .iter()
+        .filter_map(|line| {
+            let (warning, reason, why) = match &line.verdict {
+                Verdict::Mapped(_) => return None,
+                Verdict::Unsupported(why) if line.item == "paths" => (true, "Withheld", why),
+                Verdict::Approximated(why) => (false, "Approximated", why),
+                Verdict::Unsupported(why) => (true, "NotSupported", why),
+            };
+            Some(Note {
+                ingress: line.subject.clone(),
+                warning,
+                reason,
+                message: format!("{}: {why}", line.item),
+            })
+        })
+        .collect();
+    notes.extend(withheld.iter().map(|(id, why)| Note {
+        ingress: id.clone(),
+        warning: true,
+        reason: "Withheld",
+        message: format!("not served: {why}"),
+    }));
+    notes
+}

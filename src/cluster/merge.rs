@@ -1,0 +1,130 @@
+//! The base policy file with the cluster's part merged in, as one YAML
+//! tree for the config reader: the cluster's pools, limits, concurrency
+//! policies and authentication methods added to the base's mappings, the server-wide settings of the
+//! controller ConfigMap where the base has none, its routes after the base's
+//! (first match wins: an Ingress, which anyone allowed to create one in
+//! any namespace may write, never takes a host or path from the operator's
+//! own routes), its certificates after the base's (whose first stays the
+//! default). Every
+//! node keeps its place: the base's in the file, the cluster's in the
+//! imported text, whose lines are numbered after the file's so a problem
+//! tells which side it is in.
+
+use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode, MarkedSequenceNode};
+use marked_yaml::{Node, Span};
+
+/// Merges `cluster` (the import's policy tree) into `base`: the names of
+/// pools, limits, concurrency policies and auth methods the base has
+/// already, which are left as the base's. Certificates are added only where the base has a
+/// TLS listener.
+pub fn merge(base: &mut Node, cluster: &Node) -> Vec<String> {
+    let mut clashes = Vec::new();
+    let (Some(base), Some(cluster)) = (base.as_mapping_mut(), cluster.as_mapping()) else {
+        return clashes;
+    };
+    for section in ["upstreams", "limits", "concurrency"] {
+        let Some(theirs) = cluster.get_mapping(section) else {
+            continue;
+        };
+        // A base section that is not a mapping was refused with the base.
+        let Some(ours) = mapping_at(base, section) else {
+            continue;
+        };
+        for (name, node) in theirs.iter() {
+            match ours.contains_key(name.as_str()) {
+                true => clashes.push(name.as_str().to_string()),
+                false => {
+                    ours.insert(name.clone(), node.clone());
+                }
+            }
+        }
+    }
+    methods(base, cluster, &mut clashes);
+    let routes = cluster.get_sequence("routes");
+    if let Some((theirs, ours)) = routes.zip(sequence_at(base, "routes")) {
+        ours.extend(theirs.iter().cloned());
+    }
+    server_settings(base, cluster);
+    let certs = cluster
+        .get_mapping("server")
+        .and_then(|s| s.get_mapping("tls"))
+        .and_then(|t| t.get_sequence("certificates"));
+    let base_tls = base
+        .get_mut("server")
+        .and_then(Node::as_mapping_mut)
+        .and_then(|s| s.get_mut("tls"))
+        .and_then(Node::as_mapping_mut);
+    if let Some((certs, ours)) = certs.zip(base_tls.and_then(|t| sequence_at(t, "certificates"))) {
+        ours.extend(certs.iter().cloned());
+    }
+    clashes
+}
+
+/// The Ingresses' `auth.methods` (their `auth-url`, `auth-type`) added
+/// to the base's, made when the base has none; a name the base has is
+/// a clash, as for pools.
+fn methods(base: &mut MarkedMappingNode, cluster: &MarkedMappingNode, clashes: &mut Vec<String>) {
+    let Some(theirs) = cluster
+        .get_mapping("auth")
+        .and_then(|a| a.get_mapping("methods"))
+    else {
+        return;
+    };
+    let Some(ours) = mapping_at(base, "auth").and_then(|a| mapping_at(a, "methods")) else {
+        return;
+    };
+    for (name, node) in theirs.iter() {
+        match ours.contains_key(name.as_str()) {
+            true => clashes.push(name.as_str().to_string()),
+            false => {
+                ours.insert(name.clone(), node.clone());
+            }
+        }
+    }
+}
+
+/// The controller ConfigMap's server-wide settings the import makes (the
+/// address allow and deny lists, underscores in header names), each where
+/// the base does not set its own: the base's value wins.
+fn server_settings(base: &mut MarkedMappingNode, cluster: &MarkedMappingNode) {
+    const KEYS: [&str; 3] = ["allow_cidrs", "deny_cidrs", "allow_underscores_in_headers"];
+    let Some(theirs) = cluster.get_mapping("server") else {
+        return;
+    };
+    let Some(ours) = mapping_at(base, "server") else {
+        return;
+    };
+    for key in KEYS {
+        if let (Some(value), false) = (theirs.get_node(key), ours.contains_key(key)) {
+            ours.insert(MarkedScalarNode::from(key), value.clone());
+        }
+    }
+}
+
+/// The mapping under `key`, made empty when absent or null; None when
+/// the base's value is something else (the reader refuses that base).
+fn mapping_at<'a>(map: &'a mut MarkedMappingNode, key: &str) -> Option<&'a mut MarkedMappingNode> {
+    if map.get(key).is_none_or(is_empty) {
+        let empty = MarkedMappingNode::new_empty(Span::new_blank());
+        map.insert(MarkedScalarNode::from(key), Node::from(empty));
+    }
+    map.get_mut(key).and_then(Node::as_mapping_mut)
+}
+
+/// The list under `key`, as `mapping_at`.
+fn sequence_at<'a>(
+    map: &'a mut MarkedMappingNode,
+    key: &str,
+) -> Option<&'a mut MarkedSequenceNode> {
+    if map.get(key).is_none_or(is_empty) {
+        let empty = MarkedSequenceNode::new_empty(Span::new_blank());
+        map.insert(MarkedScalarNode::from(key), Node::from(empty));
+    }
+    map.get_mut(key).and_then(Node::as_sequence_mut)
+}
+
+/// A null or empty scalar (`routes:` with nothing after it).
+fn is_empty(node: &Node) -> bool {
+    node.as_scalar()
+        .is_some_and(|s| matches!(s.as_str(), "" | "~" | "null"))
+}

@@ -1,0 +1,303 @@
+//! Controller mode (`kubernetes:` in the policy file): the Ingresses of a
+//! cluster served on top of the base policy, as ingress-nginx serves them.
+//! `watch` keeps the objects (IngressClasses, Ingresses, Services,
+//! EndpointSlices, the controller ConfigMap, and only the Secrets our
+//! Ingresses name); on every change, after a short quiet spell (a burst of
+//! changes is one build), `compose` builds a policy through the import's
+//! translation and the file's reader and loader, and `state::put_in_force`
+//! swaps it in as a reload would. A lost API server leaves the last policy
+//! in force. `events` tells each Ingress what was approximated, not
+//! supported or withheld; `status` (one replica, the Lease holder) writes
+//! `status.loadBalancer`.
+
+mod blame;
+pub mod compose;
+mod events;
+mod merge;
+mod status;
+mod watch;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::config::Kubernetes;
+use crate::metrics::METRICS;
+use crate::state::Shared;
+use compose::Composer;
+use watch::{Cache, Kind, Watch};
+
+pub use compose::class_of;
+
+/// A change is built after this long without another ...
+const QUIET: Duration = Duration::from_millis(200);
+/// ... or this long after the first, whichever comes first.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The running controller, as the supervisor sees it.
+pub struct Controller {
+    /// Set when the base file changed: the next build reads it again.
+    pub base_changed: Notify,
+}
+
+/// Where this replica runs: the downward API's `POD_NAME` and
+/// `POD_NAMESPACE` (the Lease and Events are written there).
+#[derive(Debug, Clone)]
+pub struct Pod {
+    pub name: String,
+    pub namespace: String,
+}
+
+impl Pod {
+    pub fn from_env() -> Pod {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "fairgate".into());
+        Pod {
+            name: std::env::var("POD_NAME").unwrap_or(host),
+            namespace: std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "default".into()),
+        }
+    }
+}
+
+/// Starts the controller on the current runtime: the client from the usual
+/// places (in-cluster service account, else `KUBECONFIG`), the watches,
+/// the builder, the Lease and the status writer.
+pub async fn start(shared: Arc<Shared>, base: PathBuf, settings: Kubernetes) -> Arc<Controller> {
+    shared.synced.store(false, Ordering::Release);
+    let controller = Arc::new(Controller {
+        base_changed: Notify::new(),
+    });
+    let task = controller.clone();
+    tokio::spawn(async move {
+        let client = loop {
+            match client().await {
+                Ok(c) => break c,
+                Err(e) => {
+                    tracing::error!(error = %e, "kubernetes.client_unavailable");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            }
+        };
+        run(shared, base, settings, client, task).await;
+    });
+    controller
+}
+
+/// The API client: the pod's service account when in a cluster, else the
+/// kubeconfig (`KUBECONFIG`, or `~/.kube/config`).
+async fn client() -> Result<kube::Client, kube::Error> {
+    let config = match kube::Config::incluster() {
+        Ok(config) => config,
+        Err(_) => kube::Config::infer()
+            .await
+            .map_err(kube::Error::InferConfig)?,
+    };
+    kube::Client::try_from(config)
+}
+
+/// The watches that must have listed once before the first build.
+fn static_watches(settings: &Kubernetes) -> Vec<Watch> {
+    let mut out = vec![Watch::new(Kind::IngressClass, None, None)];
+    let namespaces: Vec<Option<&str>> = match settings.namespaces.is_empty() {
+        true => vec![None],
+        false => settings
+            .namespaces
+            .iter()
+            .map(|n| Some(n.as_str()))
+            .collect(),
+    };
+    for ns in namespaces {
+        for kind in [Kind::Ingress, Kind::Service, Kind::EndpointSlice] {
+            out.push(Watch::new(kind, ns, None));
+        }
+    }
+    if let Some((ns, name)) = settings.configmap.as_ref().and_then(|c| c.split_once('/')) {
+        out.push(Watch::new(
+            Kind::ConfigMap,
+            Some(ns),
+            Some(format!("metadata.name={name}")),
+        ));
+    }
+    out
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    base: PathBuf,
+    settings: Kubernetes,
+    client: kube::Client,
+    controller: Arc<Controller>,
+) {
+    let cache = Arc::new(Cache::default());
+    let pod = Pod::from_env();
+    let watches = static_watches(&settings);
+    let names: Vec<String> = watches.iter().map(|w| w.name.clone()).collect();
+    for w in watches {
+        tokio::spawn(w.run(client.clone(), cache.clone()));
+    }
+    let mut named = NamedWatches::default();
+    let recorder = events::Recorder::new(client.clone(), pod.clone());
+    let publisher = status::Publisher::start(client.clone(), pod, settings.clone());
+    let mut composer = Some(Composer::new(settings, base.clone()));
+    loop {
+        quiet_spell(&cache, &controller).await;
+        if !cache.synced(names.iter().map(String::as_str)) {
+            continue;
+        }
+        let objects = cache.objects();
+        let referenced = composer.as_ref().map(|c| c.referenced(&objects));
+        if named.update(&referenced.unwrap_or_default(), &client, &cache) {
+            // The new watches' first lists come before the build.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !cache.synced(named.names()) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let objects = Arc::new(cache.objects());
+        let started = Instant::now();
+        // A build is seconds of CPU at worst (a culprit searched among
+        // thousands of Ingresses): off the runtime the watches run on. A
+        // bug that panics costs that build, not the controller.
+        let Some(mut c) = composer.take() else {
+            return;
+        };
+        let those = objects.clone();
+        let Ok((c, result)) = tokio::task::spawn_blocking(move || {
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.compose(&those)));
+            (c, result)
+        })
+        .await
+        else {
+            return;
+        };
+        composer = Some(c);
+        let Ok(result) = result else {
+            METRICS.kube_builds.with_label_values(&["error"]).inc();
+            tracing::error!("kubernetes.build_panicked");
+            continue;
+        };
+        match result {
+            Ok(composed) => {
+                let served = composed.served.clone();
+                let notes = composed.notes.clone();
+                let withheld: BTreeSet<&str> = notes
+                    .iter()
+                    .filter(|n| n.reason == "Withheld")
+                    .map(|n| n.ingress.as_str())
+                    .collect();
+                METRICS.kube_rejected.set(withheld.len() as i64);
+                let applied = crate::state::put_in_force(&shared, composed.checked, &base).await;
+                built(&shared, applied, started, served.len());
+                recorder.record(&objects, notes);
+                publisher.publish(served);
+            }
+            Err(problems) => {
+                METRICS.kube_builds.with_label_values(&["error"]).inc();
+                for line in problems.render_errors() {
+                    tracing::error!(problem = %line, "kubernetes.build_failed");
+                }
+            }
+        }
+    }
+}
+
+/// Waits for a change, then for the burst it starts to end.
+async fn quiet_spell(cache: &Cache, controller: &Controller) {
+    tokio::select! {
+        _ = cache.changed.notified() => {}
+        _ = controller.base_changed.notified() => {}
+    }
+    let first = Instant::now();
+    loop {
+        let left = MAX_WAIT.saturating_sub(first.elapsed());
+        if left.is_zero() {
+            return;
+        }
+        tokio::select! {
+            _ = cache.changed.notified() => {}
+            _ = controller.base_changed.notified() => {}
+            _ = tokio::time::sleep(QUIET.min(left)) => return,
+        }
+    }
+}
+
+/// Counts and logs a build put in force (or refused by the reload rules).
+fn built(
+    shared: &Shared,
+    applied: Result<u64, crate::config::Problems>,
+    started: Instant,
+    ingresses: usize,
+) {
+    match applied {
+        Ok(generation) => {
+            METRICS.kube_builds.with_label_values(&["ok"]).inc();
+            METRICS.config_generation.set(generation as i64);
+            METRICS.kube_last_sync.set(crate::metrics::unix_now());
+            shared.synced.store(true, Ordering::Release);
+            let ms = started.elapsed().as_millis() as u64;
+            tracing::info!(generation, ingresses, ms, "kubernetes.applied");
+        }
+        Err(problems) => {
+            METRICS.kube_builds.with_label_values(&["error"]).inc();
+            for line in problems.render_errors() {
+                tracing::error!(problem = %line, "kubernetes.build_failed");
+            }
+        }
+    }
+}
+
+/// One watch per Secret or ConfigMap a served Ingress names, and no other.
+#[derive(Default)]
+struct NamedWatches {
+    running: HashMap<(Kind, String), (String, JoinHandle<()>)>,
+}
+
+impl NamedWatches {
+    /// Starts the watches of newly named objects and ends those of objects
+    /// no longer named; whether any was started.
+    fn update(
+        &mut self,
+        named: &BTreeSet<(Kind, String)>,
+        client: &kube::Client,
+        cache: &Arc<Cache>,
+    ) -> bool {
+        let gone: Vec<(Kind, String)> = self
+            .running
+            .keys()
+            .filter(|key| !named.contains(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some((watch, task)) = self.running.remove(&key) {
+                task.abort();
+                cache.forget(&watch);
+            }
+        }
+        let new: Vec<&(Kind, String)> = named
+            .iter()
+            .filter(|key| !self.running.contains_key(*key))
+            .collect();
+        for (kind, id) in &new {
+            let Some((ns, name)) = id.split_once('/') else {
+                continue;
+            };
+            let selector = format!("metadata.name={name}");
+            let mut w = Watch::new(*kind, Some(ns), Some(selector));
+            // Apart from the controller ConfigMap's own watch, even if named.
+            w.name.push_str("#named");
+            let watch = w.name.clone();
+            let task = tokio::spawn(w.run(client.clone(), cache.clone()));
+            self.running.insert((*kind, id.clone()), (watch, task));
+        }
+        !new.is_empty()
+    }
+
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.running.values().map(|(w, _)| w.as_str())
+    }
+}

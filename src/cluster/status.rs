@@ -1,0 +1,231 @@
+//! `status.loadBalancer` of the Ingresses served, written by one replica
+//! at a time: the holder of a `coordination.k8s.io/v1` Lease in the pod's
+//! namespace. Every replica serves; each tries to take the Lease every
+//! third of its duration, and takes it only when its holder has not
+//! renewed it for a whole duration, so a replica that dies is replaced
+//! within one duration (plus one try). Writes go through the status
+//! subresource, only where the addresses differ, and only on Ingresses of
+//! our classes (never another controller's).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::Pod;
+use crate::config::Kubernetes;
+use crate::import::Object;
+use crate::metrics::METRICS;
+
+/// Hands the served Ingresses to the status task.
+pub struct Publisher {
+    served: watch::Sender<Arc<Vec<Object>>>,
+}
+
+impl Publisher {
+    pub fn start(client: kube::Client, pod: Pod, settings: Kubernetes) -> Publisher {
+        let (tx, rx) = watch::channel(Arc::new(Vec::new()));
+        tokio::spawn(lead(client, pod, settings, rx));
+        Publisher { served: tx }
+    }
+
+    pub fn publish(&self, served: Vec<Object>) {
+        self.served.send_replace(Arc::new(served));
+    }
+}
+
+/// The Lease loop: while held, every served Ingress's status is made right.
+async fn lead(
+    client: kube::Client,
+    pod: Pod,
+    settings: Kubernetes,
+    mut served: watch::Receiver<Arc<Vec<Object>>>,
+) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &pod.namespace);
+    let every = (settings.lease_duration / 3).max(Duration::from_millis(200));
+    let mut leader = false;
+    // What this holder wrote, by Ingress: its own writes build nothing, so
+    // the objects it is handed may not show them yet.
+    let mut written = HashMap::new();
+    loop {
+        let (now_leader, expires) = try_hold(&leases, &pod, &settings).await;
+        if now_leader != leader {
+            tracing::info!(leader = now_leader, pod = %pod.name, "kubernetes.lease");
+            METRICS.kube_leader.set(now_leader as i64);
+            leader = now_leader;
+            written.clear();
+        }
+        if leader {
+            let ingresses = served.borrow_and_update().clone();
+            write_status(&client, &settings, &ingresses, &mut written).await;
+        }
+        // A standby tries again just after the holder's Lease would lapse,
+        // so a dead holder is replaced within one Lease duration of its
+        // last renewal.
+        let wait = match expires {
+            Some(left) => (left + Duration::from_millis(50)).min(every),
+            None => every,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = served.changed(), if leader => {}
+        }
+    }
+}
+
+/// Takes or renews the Lease: whether this replica holds it now, and when
+/// another holds it, how long until it lapses unrenewed.
+async fn try_hold(
+    leases: &Api<Lease>,
+    pod: &Pod,
+    settings: &Kubernetes,
+) -> (bool, Option<Duration>) {
+    let now = MicroTime(Timestamp::now());
+    let seconds = settings.lease_duration.as_secs().max(1) as i32;
+    let current = match leases.get_opt(&settings.lease_name).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "kubernetes.lease_unavailable");
+            return (false, None);
+        }
+    };
+    let Some(mut lease) = current else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(settings.lease_name.clone()),
+                namespace: Some(pod.namespace.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(pod.name.clone()),
+                lease_duration_seconds: Some(seconds),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        return (
+            leases.create(&PostParams::default(), &lease).await.is_ok(),
+            None,
+        );
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    let mine = spec.holder_identity.as_deref() == Some(pod.name.as_str());
+    if !mine {
+        let renewed = spec.renew_time.as_ref().map(|t| t.0);
+        let lasts =
+            Duration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).max(1) as u64);
+        let age = renewed.map(|t| {
+            let age = Timestamp::now().duration_since(t);
+            Duration::from_secs_f64(
+                (age.as_secs() as f64 + age.subsec_nanos() as f64 / 1e9).max(0.0),
+            )
+        });
+        if let Some(left) = age
+            .and_then(|age| lasts.checked_sub(age))
+            .filter(|l| !l.is_zero())
+        {
+            return (false, Some(left));
+        }
+        spec.holder_identity = Some(pod.name.clone());
+        spec.acquire_time = Some(now.clone());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    }
+    spec.renew_time = Some(now);
+    spec.lease_duration_seconds = Some(seconds);
+    // The resourceVersion read makes this a compare-and-swap: of two
+    // replicas taking an expired Lease, one gets 409 Conflict.
+    let held = leases
+        .replace(&settings.lease_name, &PostParams::default(), &lease)
+        .await
+        .is_ok();
+    (held, None)
+}
+
+/// Writes `status.loadBalancer.ingress` where it differs from ours.
+async fn write_status(
+    client: &kube::Client,
+    settings: &Kubernetes,
+    served: &[Object],
+    written: &mut HashMap<String, Value>,
+) {
+    let Some(addresses) = addresses(client, settings).await else {
+        return;
+    };
+    let want = Value::Array(addresses);
+    let id = |ing: &Object| {
+        format!(
+            "{}/{}",
+            ing.id(),
+            ing.text(&["metadata", "uid"]).unwrap_or_default()
+        )
+    };
+    let ids: std::collections::HashSet<String> = served.iter().map(id).collect();
+    written.retain(|k, _| ids.contains(k));
+    for ing in served {
+        let have = ing
+            .value
+            .pointer("/status/loadBalancer/ingress")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let id = id(ing);
+        if have == want || written.get(&id) == Some(&want) {
+            continue;
+        }
+        let api: Api<Ingress> = Api::namespaced(client.clone(), &ing.namespace);
+        let patch = json!({"status": {"loadBalancer": {"ingress": want}}});
+        match api
+            .patch_status(&ing.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                written.insert(id, want.clone());
+            }
+            Err(e) => tracing::warn!(ingress = %ing.id(), error = %e, "kubernetes.status_failed"),
+        }
+    }
+}
+
+/// What is published: `publish_address`, or the published Service's
+/// load-balancer addresses (else its external IPs, else its cluster IP).
+async fn addresses(client: &kube::Client, settings: &Kubernetes) -> Option<Vec<Value>> {
+    let entry = |a: &str| match a.parse::<std::net::IpAddr>() {
+        Ok(_) => json!({"ip": a}),
+        Err(_) => json!({"hostname": a}),
+    };
+    if !settings.publish_address.is_empty() {
+        return Some(settings.publish_address.iter().map(|a| entry(a)).collect());
+    }
+    let (ns, name) = settings.publish_service.as_ref()?.split_once('/')?;
+    let svc = Api::<Service>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .ok()?;
+    let lb = svc
+        .status
+        .and_then(|s| s.load_balancer)
+        .and_then(|l| l.ingress)
+        .unwrap_or_default();
+    if !lb.is_empty() {
+        return Some(
+            lb.into_iter()
+                .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
+                .collect(),
+        );
+    }
+    let spec = svc.spec?;
+    let ips = spec
+        .external_ips
+        .filter(|v| !v.is_empty())
+        .or_else(|| spec.cluster_ip.map(|ip| vec![ip]))?;
+    Some(ips.iter().map(|a| entry(a)).collect())
+}

@@ -1,0 +1,265 @@
+//! The cluster's objects as the watches last saw them: one kube-runtime
+//! watcher per kind (and namespace watched), each relisting on its own
+//! after `410 Gone` or a lost connection, with a backoff bounded at 2 s
+//! so a returning API server is listed again within seconds. Objects are
+//! kept as JSON (`DynamicObject`): one the typed API would refuse is kept
+//! too, and the translation withholds it alone. A relist replaces a kind's
+//! objects at once, when it is complete, never leaving half a list.
+//! Secrets are watched one by one, only those a served Ingress names
+//! (`SecretWatches`), so no unrelated Secret is ever held.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::utils::Backoff;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::import::Object;
+use crate::metrics::METRICS;
+
+/// The kinds watched: what the importer reads, by its kind name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    IngressClass,
+    Ingress,
+    Service,
+    EndpointSlice,
+    ConfigMap,
+    Secret,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::IngressClass => "IngressClass",
+            Kind::Ingress => "Ingress",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
+        }
+    }
+
+    pub fn resource(self) -> ApiResource {
+        use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+        use k8s_openapi::api::discovery::v1::EndpointSlice;
+        use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+        match self {
+            Kind::IngressClass => ApiResource::erase::<IngressClass>(&()),
+            Kind::Ingress => ApiResource::erase::<Ingress>(&()),
+            Kind::Service => ApiResource::erase::<Service>(&()),
+            Kind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
+            Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
+            Kind::Secret => ApiResource::erase::<Secret>(&()),
+        }
+    }
+}
+
+/// One watch's objects and whether its first list is complete.
+#[derive(Default)]
+struct Held {
+    objects: BTreeMap<(String, String), Object>,
+    /// Objects of a relist under way, put in force when it completes.
+    relist: Option<BTreeMap<(String, String), Object>>,
+    synced: bool,
+}
+
+/// Every watch's objects; `changed` wakes the builder.
+#[derive(Default)]
+pub struct Cache {
+    held: Mutex<HashMap<String, Held>>,
+    pub changed: Notify,
+}
+
+impl Cache {
+    /// Every object held, of every watch.
+    pub fn objects(&self) -> Vec<Object> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.values()
+            .flat_map(|h| h.objects.values().cloned())
+            .collect()
+    }
+
+    /// Whether these watches have each completed a first list.
+    pub fn synced<'a>(&self, mut watches: impl Iterator<Item = &'a str>) -> bool {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        watches.all(|w| held.get(w).is_some_and(|h| h.synced))
+    }
+
+    /// Forgets a watch's objects (a Secret no Ingress names any more).
+    pub fn forget(&self, watch: &str) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.remove(watch);
+    }
+
+    fn apply(&self, watch: &str, event: Event<DynamicObject>, kind: Kind) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let h = held.entry(watch.to_string()).or_default();
+        let changed = match event {
+            Event::Apply(o) => object(o, kind).is_some_and(|o| {
+                let old = h.objects.insert(key(&o), o.clone());
+                old.is_none_or(|old| !same_but_status(&old, &o))
+            }),
+            Event::Delete(o) => {
+                object(o, kind).is_some_and(|o| h.objects.remove(&key(&o)).is_some())
+            }
+            Event::Init => {
+                h.relist = Some(BTreeMap::new());
+                false
+            }
+            Event::InitApply(o) => {
+                if let (Some(o), Some(list)) = (object(o, kind), h.relist.as_mut()) {
+                    list.insert(key(&o), o);
+                }
+                false
+            }
+            Event::InitDone => {
+                h.objects = h.relist.take().unwrap_or_default();
+                h.synced = true;
+                true
+            }
+        };
+        let count = held
+            .iter()
+            .filter(|(w, _)| w.starts_with(kind.name()))
+            .map(|(_, h)| h.objects.len())
+            .sum::<usize>();
+        METRICS
+            .kube_objects
+            .with_label_values(&[kind.name()])
+            .set(count as i64);
+        drop(held);
+        if changed {
+            self.changed.notify_one();
+        }
+    }
+}
+
+/// Whether two versions of an Ingress differ in their status alone (and
+/// the resource version and managed fields that come with any write): the
+/// controller's own status writes build nothing.
+fn same_but_status(a: &Object, b: &Object) -> bool {
+    let strip = |o: &Object| {
+        let mut v = o.value.clone();
+        if let Value::Object(map) = &mut v {
+            map.remove("status");
+            if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+                meta.remove("resourceVersion");
+                meta.remove("managedFields");
+            }
+        }
+        v
+    };
+    a.kind == "Ingress" && strip(a) == strip(b)
+}
+
+fn key(o: &Object) -> (String, String) {
+    (o.namespace.clone(), o.name.clone())
+}
+
+/// A watched object as the importer reads it: JSON with its kind.
+fn object(o: DynamicObject, kind: Kind) -> Option<Object> {
+    let name = o.metadata.name.clone()?;
+    let namespace = o.metadata.namespace.clone().unwrap_or_default();
+    let mut value = serde_json::to_value(&o).ok()?;
+    if let Value::Object(map) = &mut value {
+        map.insert("kind".into(), Value::String(kind.name().into()));
+    }
+    Some(Object {
+        kind: kind.name().to_string(),
+        namespace,
+        name,
+        value,
+    })
+}
+
+/// Retries a lost watch after 250 ms, doubling to at most 2 s; reset once
+/// a watch works again.
+#[derive(Debug, Clone)]
+pub struct Retry(Duration);
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry(Duration::from_millis(250))
+    }
+}
+
+impl Iterator for Retry {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_secs(2));
+        Some(now)
+    }
+}
+
+impl Backoff for Retry {
+    fn reset(&mut self) {
+        self.0 = Duration::from_millis(250);
+    }
+}
+
+/// What one watch looks at.
+pub struct Watch {
+    /// Its name in the cache: kind, then namespace and selector.
+    pub name: String,
+    pub kind: Kind,
+    pub namespace: Option<String>,
+    pub field_selector: Option<String>,
+}
+
+impl Watch {
+    pub fn new(kind: Kind, namespace: Option<&str>, field_selector: Option<String>) -> Watch {
+        let name = format!(
+            "{}/{}/{}",
+            kind.name(),
+            namespace.unwrap_or(""),
+            field_selector.as_deref().unwrap_or("")
+        );
+        Watch {
+            name,
+            kind,
+            namespace: namespace.map(String::from),
+            field_selector,
+        }
+    }
+
+    /// Runs the watch until the task is aborted: every event into `cache`.
+    pub async fn run(self, client: kube::Client, cache: Arc<Cache>) {
+        let resource = self.kind.resource();
+        let api: Api<DynamicObject> = match &self.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        let mut config = watcher::Config::default().timeout(290);
+        if let Some(selector) = &self.field_selector {
+            config = config.fields(selector);
+        }
+        let mut events = watcher(api, config).backoff(Retry::default()).boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => cache.apply(&self.name, event, self.kind),
+                Err(e) => {
+                    METRICS
+                        .kube_watch_errors
+                        .with_label_values(&[self.kind.name()])
+                        .inc();
+                    tracing::warn!(kind = self.kind.name(), error = %e, "kubernetes.watch_error");
+                }
+            }
+        }
+    }
+}
+
+fn watcher(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+) -> impl futures_util::Stream<Item = Result<Event<DynamicObject>, watcher::Error>> + Send {
+    watcher::watcher(api, config)
+}

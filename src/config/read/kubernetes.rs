@@ -1,0 +1,108 @@
+//! Reads `kubernetes`: controller mode, what it answers to and watches.
+
+use super::*;
+
+pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> {
+    let f = r.mapping(at, schema::KUBERNETES)?;
+    let text = |r: &mut Reader<'_>, key: &str| f.get(key).and_then(|at| r.string(&at));
+    let controller = text(r, "controller").unwrap_or_else(|| CONTROLLER_NAME.into());
+    if let Some(at) = f.get("controller") {
+        if !controller_name_ok(&controller) {
+            r.error_value(
+                &at,
+                "kubernetes.invalid",
+                "expected a domain-prefixed path, e.g. fairgate.dev/ingress-controller",
+            );
+        }
+    }
+    let namespaces = f
+        .get("namespaces")
+        .map(|a| r.strings(&a))
+        .unwrap_or_default();
+    for (i, ns) in namespaces.iter().enumerate() {
+        if !label_ok(ns) {
+            let at = f.get("namespaces").expect("read above");
+            let node = &at.node.as_sequence().expect("a list")[i];
+            r.error_value(
+                &at.item(i, node),
+                "kubernetes.invalid",
+                "not a namespace name",
+            );
+        }
+    }
+    let reference = |r: &mut Reader<'_>, key: &str| {
+        let at = f.get(key)?;
+        let text = r.string(&at)?;
+        match text.split_once('/') {
+            Some((ns, name)) if label_ok(ns) && subdomain_ok(name) => Some(text),
+            _ => {
+                r.error_value(&at, "kubernetes.invalid", "expected NAMESPACE/NAME");
+                None
+            }
+        }
+    };
+    let publish_service = reference(r, "publish_service");
+    let configmap = reference(r, "configmap");
+    let publish_address = f
+        .get("publish_address")
+        .map(|a| r.strings(&a))
+        .unwrap_or_default();
+    if let (Some(at), Some(_)) = (f.get("publish_address"), &publish_service) {
+        r.error(
+            &at,
+            "kubernetes.invalid",
+            "give publish_service or publish_address, not both",
+        );
+    }
+    let lease_name = text(r, "lease_name").unwrap_or_else(|| "fairgate-leader".into());
+    let lease_duration = f
+        .get("lease_duration")
+        .and_then(|at| r.positive_duration(&at))
+        .unwrap_or(Duration::from_secs(15));
+    Some(Kubernetes {
+        controller,
+        namespaces,
+        watch_without_class: f
+            .get("watch_without_class")
+            .and_then(|at| r.bool(&at))
+            .unwrap_or(false),
+        publish_service,
+        publish_address,
+        configmap,
+        cluster_domain: text(r, "cluster_domain").unwrap_or_else(|| "cluster.local".into()),
+        annotation_prefix: text(r, "annotation_prefix")
+            .unwrap_or_else(|| "nginx.ingress.kubernetes.io".into()),
+        lease_name,
+        lease_duration,
+        nginx_replicas: f
+            .get("nginx_replicas")
+            .and_then(|at| r.count(&at, "kubernetes.invalid"))
+            .map_or(1, |n| n.get()),
+    })
+}
+
+/// `IngressClass.spec.controller`: a domain-prefixed path of at most 250
+/// characters, as the API server validates it.
+fn controller_name_ok(name: &str) -> bool {
+    match name.split_once('/') {
+        Some((domain, path)) => {
+            name.len() <= 250 && subdomain_ok(domain) && !path.is_empty() && !path.contains(' ')
+        }
+        None => false,
+    }
+}
+
+/// An RFC 1123 label: a namespace's name.
+fn label_ok(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// An RFC 1123 subdomain: most objects' names.
+fn subdomain_ok(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(label_ok)
+}

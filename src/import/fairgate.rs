@@ -1,0 +1,85 @@
+//! fairgate's own annotations (`fairgate.dev/…`): an Ingress names the
+//! base policy's limits, concurrency policy and auth mode (`none`,
+//! `required` or a method of the base's `auth.methods`) for its routes.
+//! The names are checked where the policy is read, as the file's keys are
+//! (a name the base policy lacks withholds the Ingress, not the others);
+//! an annotation of ours we do not know withholds it here.
+
+use super::annotations;
+use super::manifests::Object;
+use super::out::Auth;
+use super::plan::Plan;
+use super::Verdict;
+
+/// The prefix of fairgate's own annotations.
+pub const PREFIX: &str = "fairgate.dev";
+
+/// Every annotation of ours (without the prefix).
+pub const KEYS: &[&str] = &["auth", "concurrency", "limits"];
+
+/// Reads fairgate's annotations into `plan`; one report line each.
+pub fn read(
+    ing: &Object,
+    plan: &mut Plan,
+    base_methods: Option<&std::collections::BTreeSet<String>>,
+) -> Vec<(String, Verdict)> {
+    let mut lines = Vec::new();
+    for (key, value) in annotations::of(ing, PREFIX) {
+        let verdict = match key.as_str() {
+            "limits" => {
+                let names: Vec<String> = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect();
+                plan.keys.limits.extend(names);
+                Verdict::Mapped("limits: the base policy's limits of these names".into())
+            }
+            "concurrency" => {
+                plan.keys.concurrency = Some(value.trim().to_string());
+                Verdict::Mapped("concurrency: the base policy's policy of this name".into())
+            }
+            "auth" => match value.trim() {
+                "none" => {
+                    plan.keys.auth = Some(Auth::Off);
+                    Verdict::Mapped("auth: none".into())
+                }
+                "required" => {
+                    plan.keys.auth = Some(Auth::Required);
+                    Verdict::Mapped("auth: required (the base policy's auth)".into())
+                }
+                // A method of the base policy's `auth.methods` (API keys
+                // from a mounted Secret, an SSO whose identity map names
+                // the tenant); the reader checks that the base has it.
+                name if base_methods.is_some_and(|m| !m.contains(name)) => refuse(
+                    plan,
+                    format!("auth {name:?}: the base policy's auth.methods has no method of this name"),
+                ),
+                name if method_name_ok(name) => {
+                    plan.keys.auth = Some(Auth::Method(name.to_string()));
+                    Verdict::Mapped(format!("auth: {name} (the base policy's auth.methods.{name})"))
+                }
+                other => refuse(
+                    plan,
+                    format!("auth {other:?}: must be none, required or a name of the base policy's auth.methods"),
+                ),
+            },
+            other => refuse(
+                plan,
+                format!("unknown annotation {PREFIX}/{other}: expected one of {KEYS:?}"),
+            ),
+        };
+        lines.push((format!("{PREFIX}/{key}"), verdict));
+    }
+    lines
+}
+
+fn method_name_ok(name: &str) -> bool {
+    crate::config::name_ok(name)
+}
+
+fn refuse(plan: &mut Plan, why: String) -> Verdict {
+    plan.withheld.get_or_insert_with(|| why.clone());
+    Verdict::Unsupported(why)
+}

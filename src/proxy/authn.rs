@@ -1,0 +1,301 @@
+//! Admission's authentication by a method of `auth.methods` (a route's
+//! `auth: NAME`): an external service's answer, basic credentials or an
+//! API key, each turned into the request's identity by the identity map.
+//! Basic and API-key failures spend the address's failure bucket as bad
+//! tokens do.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use pingora::proxy::Session;
+
+use super::ctx::Ctx;
+use super::respond::Deny;
+use crate::auth::api_keys::take_query_param;
+use crate::auth::external::{Original, Outcome};
+use crate::auth::methods::{identity, Authenticator, Kind, Native};
+use crate::limit;
+use crate::metrics::METRICS;
+use crate::state::Shared;
+
+/// Authenticates the request by `method`; sets its identity (none when
+/// the method names no tenant) and what the upstream and client get.
+pub async fn by_method(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &mut Ctx,
+    method: &Arc<Authenticator>,
+    host: &str,
+) -> Result<(), Deny> {
+    let route = ctx.route().ok_or(Deny::NoRoute)?;
+    let map = match &route.identity {
+        Some(over) => method.identity.overlaid(over),
+        None => method.identity.clone(),
+    };
+    let (native, answer) = match &method.kind {
+        Kind::External(external) => {
+            let answer = external_answer(session, ctx, external, host).await?;
+            (Native::default(), Some(answer))
+        }
+        Kind::Basic { auth, users } => {
+            let user = basic_user(shared, session, ctx, auth).await?;
+            let record = users.as_ref().and_then(|u| u.get(&user));
+            let native = Native {
+                tenant: record.map(|r| r.tenant.clone()),
+                plan: record.and_then(|r| r.plan.clone()),
+                user: Some(user),
+            };
+            (native, None)
+        }
+        Kind::ApiKey { config, keys } => {
+            let native = api_key(shared, session, ctx, config, keys)?;
+            (native, None)
+        }
+    };
+    let policy = ctx.policy.clone();
+    let config = &policy.config;
+    let auth = config
+        .auth
+        .as_ref()
+        .ok_or(Deny::Internal("no auth section"))?;
+    let headers = answer.as_ref().map(|a| &a.headers);
+    ctx.identity = identity(&map, native, headers, auth, &config.tenants).map_err(|e| {
+        METRICS.auth_failures.with_label_values(&[e.reason()]).inc();
+        Deny::Unauthorized(e)
+    })?;
+    if let (Kind::External(external), Some(answer)) = (&method.kind, answer) {
+        ctx.auth_replaced = external.config().response_headers.clone();
+        for name in &external.config().response_headers {
+            for value in answer.headers.get_all(name) {
+                ctx.auth_headers.push((name.clone(), value.clone()));
+            }
+        }
+        ctx.auth_set.extend(answer.set.iter().cloned());
+    }
+    Ok(())
+}
+
+/// The external service's 2xx answer, or the client's answer: its 401 or
+/// 403 (or a sign-in redirect), or 503 when it gave none.
+async fn external_answer(
+    session: &Session,
+    ctx: &Ctx,
+    external: &crate::auth::external::ExternalAuth,
+    host: &str,
+) -> Result<Arc<crate::auth::external::Answer>, Deny> {
+    let req = session.req_header();
+    let uri = req
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+    let scheme = if tls { "https" } else { "http" };
+    // The host as the client named it, port included (hygiene checked it).
+    let authority = req
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri.authority().map(|a| a.as_str()))
+        .unwrap_or(host)
+        .to_string();
+    let scope = format!("{}\0{authority}", ctx.route_label());
+    let route_host = match ctx.route().and_then(|r| r.host.as_ref()) {
+        Some(crate::config::HostMatch::Exact(h)) => Some(h.as_str()),
+        _ => None,
+    };
+    let original = Original {
+        scope: &scope,
+        route_host,
+        method: req.method.as_str(),
+        uri: &uri,
+        scheme,
+        host: &authority,
+        client_ip: ctx.client_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        request_id: &ctx.request_id,
+        headers: &req.headers,
+    };
+    match external.check(&original).await {
+        Outcome::Allowed(answer) => Ok(answer),
+        Outcome::Refused { status, headers } => {
+            let signin = external.config().signin.as_ref();
+            match signin.filter(|s| status == 401 && s.allows(host)) {
+                Some(s) => {
+                    let back = format!("{scheme}://{authority}{uri}");
+                    let url = s.url.replace("$host", &authority);
+                    let sep = if url.contains('?') { '&' } else { '?' };
+                    let location = format!("{url}{sep}{}={}", s.param, encode(&back));
+                    Err(Deny::Redirect {
+                        code: 302,
+                        location,
+                    })
+                }
+                None => Err(Deny::AuthRefused { status, headers }),
+            }
+        }
+        Outcome::Unavailable(_) => Err(Deny::AuthUnavailable),
+    }
+}
+
+/// Percent-encodes a URL as a query value.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3 / 2);
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The address's failure bucket, and the address it is kept for.
+fn failure_bucket(ctx: &Ctx) -> Result<(IpAddr, crate::config::Bucket), Deny> {
+    let config = &ctx.policy.config;
+    let bucket = config
+        .auth
+        .as_ref()
+        .map(|a| a.failure_limit)
+        .ok_or(Deny::Internal("no auth section"))?;
+    let addr = limit::address_key(
+        ctx.client_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        config.server.ipv6_prefix,
+    );
+    Ok((addr, bucket))
+}
+
+/// Refuses an address whose failure bucket is empty, before any check
+/// (of a token, a password or a key).
+pub(super) fn not_throttled(shared: &Shared, ctx: &Ctx) -> Result<(), Deny> {
+    let (addr, bucket) = failure_bucket(ctx)?;
+    if let Err(wait_ms) = shared.auth_failures.check(addr, &bucket) {
+        METRICS.auth_throttled.inc();
+        return Err(Deny::AuthThrottled { wait_ms });
+    }
+    Ok(())
+}
+
+/// Spends from the address's failure bucket and counts the reason.
+pub(super) fn failed(shared: &Shared, ctx: &Ctx, reason: &str) {
+    if let Ok((addr, bucket)) = failure_bucket(ctx) {
+        shared.auth_failures.record(addr, &bucket);
+    }
+    METRICS.auth_failures.with_label_values(&[reason]).inc();
+}
+
+/// The user of valid basic credentials: known from before, or verified
+/// on a blocking thread (bcrypt is slow by design).
+async fn basic_user(
+    shared: &Shared,
+    session: &Session,
+    ctx: &Ctx,
+    basic: &Arc<crate::auth::basic::BasicAuth>,
+) -> Result<String, Deny> {
+    let header = session
+        .req_header()
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .map(|v| v.as_bytes().to_vec());
+    if let Some(user) = basic.known(header.as_deref()) {
+        return Ok(user);
+    }
+    not_throttled(shared, ctx)?;
+    // At most two checks a CPU at once: many concurrent wrong passwords
+    // (an HTTP/2 connection's streams) wait here instead of holding every
+    // blocking thread with bcrypt before the failure bucket runs dry.
+    let permit = bcrypt_permits()
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| Deny::Internal("the basic-auth check failed"))?;
+    // The failures of those it waited behind count.
+    not_throttled(shared, ctx)?;
+    let checker = basic.clone();
+    // The permit goes with the check: a client that hangs up does not
+    // free it while bcrypt still runs.
+    let verified = tokio::task::spawn_blocking(move || {
+        let verified = checker.verify(header.as_deref());
+        drop(permit);
+        verified
+    })
+    .await
+    .map_err(|_| Deny::Internal("the basic-auth check failed"))?;
+    verified.map_err(|e| {
+        failed(shared, ctx, e.reason());
+        Deny::BasicUnauthorized {
+            realm: basic.realm().to_string(),
+        }
+    })
+}
+
+fn bcrypt_permits() -> &'static Arc<tokio::sync::Semaphore> {
+    static PERMITS: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
+    PERMITS.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Arc::new(tokio::sync::Semaphore::new(2 * cpus))
+    })
+}
+
+/// The record of the request's API key. A key sent in the query is
+/// removed from it first, valid or not, so neither the upstream nor a
+/// log line ever sees it.
+fn api_key(
+    shared: &Shared,
+    session: &mut Session,
+    ctx: &Ctx,
+    config: &crate::config::ApiKey,
+    keys: &crate::auth::api_keys::ApiKeys,
+) -> Result<Native, Deny> {
+    let from_query = match (&config.query, session.req_header().uri.query()) {
+        (Some(name), Some(query)) => {
+            let (key, rest) = take_query_param(query, name);
+            if key.is_some() {
+                let path = session.req_header().uri.path().to_string();
+                let uri = match rest.is_empty() {
+                    true => path,
+                    false => format!("{path}?{rest}"),
+                };
+                let uri = uri
+                    .parse::<http::Uri>()
+                    .map_err(|_| Deny::Internal("the query without its key"))?;
+                session.req_header_mut().set_uri(uri);
+            }
+            key
+        }
+        _ => None,
+    };
+    let headers = &session.req_header().headers;
+    let from_header = config
+        .header
+        .as_ref()
+        .and_then(|h| headers.get(h))
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    not_throttled(shared, ctx)?;
+    let now = crate::auth::unix_now() as i64;
+    let key = from_header.or(from_query);
+    let checked = match &key {
+        Some(key) => keys.check(key, now),
+        None => Err(crate::auth::api_keys::ApiKeyError::Missing),
+    };
+    let record = checked.map_err(|e| {
+        failed(shared, ctx, e.reason());
+        Deny::KeyUnauthorized(e)
+    })?;
+    Ok(Native {
+        tenant: Some(record.tenant.clone()),
+        user: record.user.clone(),
+        plan: record.plan.clone(),
+    })
+}
+
+/// The headers an external answer gives the client's response.
+pub fn set_on_response(
+    ctx: &Ctx,
+    response: &mut pingora::http::ResponseHeader,
+) -> pingora::Result<()> {
+    for (name, value) in &ctx.auth_set {
+        response.append_header(name.clone(), value.clone())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! One translation, two doors: every case of the import corpus
+//! (`tests/ingress-nginx/`) created in the API stand-in with `kubectl
+//! create -f`, served by a controller-mode gateway, gives the policy that
+//! `fairgate import ingress-nginx` writes from the same file: the same
+//! routes, key for key, the same pools but for their targets (endpoint
+//! addresses in the cluster, Service DNS names from the import) and the
+//! same certificates but for where their PEM comes from.
+//!
+//! `legacy` is not fed through the cluster door: it is made of
+//! `extensions/v1beta1` Ingresses, which no API server has served since
+//! Kubernetes 1.22.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use common::cluster::*;
+use common::kube_api::KubeApi;
+use common::*;
+use serde_json::{json, Value};
+use yaml_rust2::{Yaml, YamlLoader};
+
+const TOKEN: &str = "doors-admin-token-0123456789abcdef";
+
+/// Every Service an Ingress backend names, with the ports it names.
+fn backends(api: &KubeApi) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for ing in api.list("networking.k8s.io/v1/ingresses", "") {
+        let ns = ing["metadata"]["namespace"].as_str().unwrap().to_string();
+        let text = ing["spec"].to_string();
+        let spec: Value = serde_json::from_str(&text).unwrap();
+        collect_backends(&spec, &ns, &mut out);
+    }
+    out
+}
+
+fn collect_backends(v: &Value, ns: &str, out: &mut BTreeSet<(String, String, String)>) {
+    match v {
+        Value::Object(map) => {
+            if let Some(svc) = map.get("service") {
+                let port = &svc["port"];
+                let port = port["number"]
+                    .as_u64()
+                    .map(|n| n.to_string())
+                    .or_else(|| port["name"].as_str().map(String::from))
+                    .unwrap_or_else(|| "80".into());
+                let name = svc["name"].as_str().unwrap_or_default().to_string();
+                out.insert((ns.to_string(), name, port));
+            }
+            map.values().for_each(|x| collect_backends(x, ns, out));
+        }
+        Value::Array(items) => items.iter().for_each(|x| collect_backends(x, ns, out)),
+        _ => {}
+    }
+}
+
+/// What a cluster has besides the manifests: our class named `nginx`, a
+/// Service for each backend without one, a ready endpoint behind each,
+/// and the TLS Secrets the Ingresses name.
+fn complete_cluster(api: &KubeApi, pki: &Pki) {
+    api.apply(ingress_class("nginx", CONTROLLER, false));
+    for (ns, name, port) in backends(api) {
+        let number: u16 = port.parse().unwrap_or(80);
+        let svc = match api.get("v1/services", &ns, &name) {
+            Some(svc) => svc,
+            None => api.apply(json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"ports": [{"port": number}]}
+            })),
+        };
+        let ports: Vec<Value> = svc["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| json!({"name": p["name"].as_str().unwrap_or(""), "port": 8000 + p["port"].as_u64().unwrap()}))
+            .collect();
+        api.apply(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{name}-x"), "namespace": ns,
+                         "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4", "ports": ports,
+            "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]
+        }));
+    }
+    for ing in api.list("networking.k8s.io/v1/ingresses", "") {
+        let ns = ing["metadata"]["namespace"].as_str().unwrap();
+        let annotation =
+            &ing["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-ssl-secret"];
+        if let Some(reference) = annotation.as_str() {
+            let (ns, name) = reference.split_once('/').unwrap_or((ns, reference));
+            use base64::Engine;
+            let ca = std::fs::read(pki.ca()).unwrap();
+            let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+            api.apply(json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": ns},
+                "data": {"ca.crt": ca}
+            }));
+        }
+        for section in ing["spec"]["tls"].as_array().into_iter().flatten() {
+            let Some(secret) = section["secretName"].as_str() else {
+                continue;
+            };
+            let hosts: Vec<&str> = section["hosts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let (cert, key) = pki.leaf(secret, secret, &hosts, "02");
+            let (cert, key) = (std::fs::read(cert).unwrap(), std::fs::read(key).unwrap());
+            api.apply(tls_secret(ns, secret, &cert, &key));
+        }
+    }
+}
+
+/// The policy's tree with what differs by door taken out: the listeners,
+/// admin and store (the base's in the cluster), pool targets, and where
+/// certificates come from.
+fn comparable(doc: &Yaml) -> Yaml {
+    let mut doc = doc.clone();
+    let Yaml::Hash(top) = &mut doc else {
+        panic!("not a mapping: {doc:?}")
+    };
+    for key in ["admin", "store"] {
+        top.remove(&Yaml::String(key.into()));
+    }
+    if let Some(Yaml::Hash(pools)) = top.get_mut(&Yaml::String("upstreams".into())) {
+        for (_, pool) in pools.iter_mut() {
+            if let Yaml::Hash(p) = pool {
+                p.remove(&Yaml::String("targets".into()));
+                // Checked against a CA either way: a file or the Secret's PEM.
+                for key in ["ca_file", "ca_pem"] {
+                    if p.remove(&Yaml::String(key.into())).is_some() {
+                        p.insert(Yaml::String("ca".into()), Yaml::Boolean(true));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(Yaml::Hash(server)) = top.get_mut(&Yaml::String("server".into())) {
+        server.remove(&Yaml::String("listen".into()));
+        if let Some(Yaml::Hash(tls)) = server.get_mut(&Yaml::String("tls".into())) {
+            tls.remove(&Yaml::String("listen".into()));
+            if let Some(Yaml::Array(certs)) = tls.get_mut(&Yaml::String("certificates".into())) {
+                for c in certs.iter_mut() {
+                    if let Yaml::Hash(c) = c {
+                        c.retain(|k, _| k.as_str() == Some("hosts"));
+                    }
+                }
+            }
+        }
+    }
+    doc
+}
+
+fn base(dir: &Path, pki: &Pki, configmap: Option<&str>) -> String {
+    let (cert, key) = pki.leaf("default", "default", &["default.example"], "01");
+    let configmap = configmap.map_or(String::new(), |c| format!("  configmap: {c}\n"));
+    let _ = dir;
+    format!(
+        "server:\n  listen: [\"$LISTEN\"]\n  tls:\n    listen: \"{tls}\"\n    certificates:\n      - {{cert_file: {}, key_file: {}}}\n\
+         admin: {{listen: \"$ADMIN\", token_env: FAIRGATE_TEST_ADMIN}}\n\
+         store: {{kind: memory}}\n\
+         default_limits: none\n\
+         kubernetes:\n  watch_without_class: true\n  publish_address: [\"203.0.113.7\"]\n{configmap}",
+        cert.display(),
+        key.display(),
+        tls = free_addr(),
+    )
+}
+
+/// The cluster's part of the policy the gateway serves (`GET /v1/policy`'s
+/// second document).
+async fn served_policy(admin: SocketAddr) -> Yaml {
+    let body: Value = client()
+        .get(format!("http://{admin}/v1/policy"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = body["policy"].as_str().unwrap();
+    let docs = YamlLoader::load_from_str(text).unwrap();
+    assert_eq!(docs.len(), 2, "{text}");
+    docs[1].clone()
+}
+
+async fn case(name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "doors");
+    let api = KubeApi::start();
+    let kc = api.kubeconfig(dir.path());
+    let manifest = format!("tests/ingress-nginx/{name}/ingress.yaml");
+    kubectl(&kc, &["create", "-f", &manifest], None).expect("kubectl create -f the case");
+    complete_cluster(&api, &pki);
+    // The controller's, found by the names the import looks for.
+    let controllers = [
+        "ingress-nginx-controller",
+        "nginx-configuration",
+        "nginx-ingress-controller",
+    ];
+    let configmaps = api.list("v1/configmaps", "");
+    let found = configmaps
+        .iter()
+        .find(|c| controllers.contains(&c["metadata"]["name"].as_str().unwrap()));
+    let configmap = found.map(|c| {
+        format!(
+            "{}/{}",
+            c["metadata"]["namespace"].as_str().unwrap(),
+            c["metadata"]["name"].as_str().unwrap()
+        )
+    });
+    let options = GatewayOptions {
+        env: vec![
+            ("KUBECONFIG".into(), kc.display().to_string()),
+            ("FAIRGATE_TEST_ADMIN".into(), TOKEN.into()),
+        ],
+        ..Default::default()
+    };
+    let gw = Gateway::start_with(&base(dir.path(), &pki, configmap.as_deref()), options).await;
+    let cluster = comparable(&served_policy(gw.admin).await);
+
+    let (text, _, _) = ingress_import::import_with(&["--replicas", "1", &manifest]);
+    let redacted = fairgate::admin_api::redact(&text);
+    let imported = comparable(&YamlLoader::load_from_str(&redacted).unwrap()[0]);
+    assert_eq!(
+        cluster,
+        imported,
+        "case {name}: the doors differ\n{}",
+        gw.logs()
+    );
+}
+
+macro_rules! doors {
+    ($($test:ident => $case:literal),* $(,)?) => {$(
+        #[tokio::test]
+        async fn $test() {
+            case($case).await;
+        }
+    )*};
+}
+
+doors! {
+    auth_through_both_doors => "auth",
+    canary_through_both_doors => "canary",
+    cors_through_both_doors => "cors",
+    defaults_through_both_doors => "defaults",
+    grpc_through_both_doors => "grpc",
+    rate_limit_through_both_doors => "rate-limit",
+    regex_host_through_both_doors => "regex-host",
+    rewrite_through_both_doors => "rewrite",
+    snippets_through_both_doors => "snippets",
+    tls_through_both_doors => "tls",
+    upstream_tls_through_both_doors => "upstream-tls",
+}
