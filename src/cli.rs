@@ -56,6 +56,9 @@ pub enum Command {
         #[arg(long, default_value = "1h", value_parser = parse_ttl)]
         ttl: std::time::Duration,
     },
+    /// Print the CustomResourceDefinition of fairgate's RoutePolicy (the
+    /// Gateway API's ExtensionRef filter), as the deploy kit ships it.
+    Crd,
 }
 
 #[derive(Subcommand)]
@@ -119,6 +122,10 @@ pub fn main(cli: Cli) -> i32 {
             plan,
             ttl,
         } => token(&config, &tenant, user.as_deref(), plan.as_deref(), ttl),
+        Command::Crd => {
+            print!("{}", crate::cluster::gateway::policy::crd_yaml());
+            0
+        }
     }
 }
 

@@ -3,7 +3,9 @@
 //! streams request bodies without keeping them, and on request sleeps
 //! (`?sleep_ms=N`), streams a large body (`?bytes=N`) or picks a status
 //! (`?status=N`). `/__echo/stats` reports requests in flight and the most
-//! seen at once.
+//! seen at once. As the Gateway API conformance suite's echo backend does,
+//! it names the pod and namespace it runs as (`POD_NAME`, `NAMESPACE`) and
+//! the `Host` it was sent.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -89,6 +91,11 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Bo
     let _flight = Flight::new(&stats);
     let q = query(&req);
     let method = req.method().to_string();
+    let host = req
+        .headers()
+        .get(hyper::header::HOST)
+        .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+        .unwrap_or_default();
     let path = req.uri().path().to_string();
     let raw_query = req.uri().query().unwrap_or("").to_string();
     let mut headers = BTreeMap::<String, Vec<String>>::new();
@@ -122,12 +129,24 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Bo
     }
     let body = json!({
         "method": method,
+        "host": host,
+        "pod": whoami().0,
+        "namespace": whoami().1,
         "path": path,
         "query": raw_query,
         "headers": headers,
         "body_bytes": body_bytes,
     });
     Ok(json_response(status, body.to_string()))
+}
+
+/// `POD_NAME` and `NAMESPACE`, read once.
+fn whoami() -> &'static (String, String) {
+    static WHO: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    WHO.get_or_init(|| {
+        let var = |k: &str| std::env::var(k).unwrap_or_default();
+        (var("POD_NAME"), var("NAMESPACE"))
+    })
 }
 
 fn json_response(status: u16, body: String) -> Response<Body> {

@@ -127,10 +127,13 @@ bad_configs! {
         "config/bad/limits.client_cert_without_ca.yaml:8:3: limits.scope_invalid: limits.per_service: scope client_cert needs server.tls.client_ca (no client sends a certificate unless asked)",
     ],
     routes_template_invalid: "config/bad/routes.template_invalid.yaml" => [
-        r#"config/bad/routes.template_invalid.yaml:9:112: routes.template_invalid: routes[0].request_headers.set.X-User "{user}": no variable {user} here; known: path, query, host, client_ip, request_id, route, uid, tenant"#,
+        r#"config/bad/routes.template_invalid.yaml:9:112: routes.template_invalid: routes[0].request_headers.set.X-User "{user}": no variable {user} here; known: path, query, host, hostname, client_ip, request_id, route, uid, tenant"#,
     ],
     routes_redirect_invalid: "config/bad/routes.redirect_invalid.yaml" => [
         r#"config/bad/routes.redirect_invalid.yaml:9:79: routes.redirect_invalid: routes[0].app_root "dashboard/": a path other than /, starting with /"#,
+    ],
+    routes_direct_response_invalid: "config/bad/routes.direct_response_invalid.yaml" => [
+        "config/bad/routes.direct_response_invalid.yaml:10:108: routes.direct_response_invalid: routes[0].direct_response.weight: a weight is a share beside upstreams: give upstreams too",
     ],
     routes_rewrite_invalid: "config/bad/routes.rewrite_invalid.yaml" => [
         r#"config/bad/routes.rewrite_invalid.yaml:9:90: routes.rewrite_invalid: routes[0].rewrite.path "v2{rest}": a path starts with /"#,

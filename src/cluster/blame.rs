@@ -67,8 +67,11 @@ pub fn clashing(padded: &str, names: &[String], served: &[&Object]) -> BTreeMap<
     out
 }
 
-fn owns_route(ing: &Object, route: &str) -> bool {
-    let prefix = import::route_prefix(&ing.namespace, &ing.name);
+fn owns_route(o: &Object, route: &str) -> bool {
+    let prefix = match o.kind.as_str() {
+        "Ingress" => import::route_prefix(&o.namespace, &o.name),
+        _ => super::gateway::route_prefix(o),
+    };
     route
         .strip_prefix(&prefix)
         .and_then(|rest| rest.strip_prefix('-'))

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::gateway::{self, StatusWrite};
 use super::merge;
 use super::watch::Kind;
 use crate::build::Checked;
@@ -31,9 +32,11 @@ pub struct Note {
 /// A policy built from the base file and the cluster.
 pub struct Composed {
     pub checked: Checked,
-    /// The Ingresses served (ours, not withheld).
+    /// The Ingresses and Gateway API routes served (ours, not withheld).
     pub served: Vec<Object>,
     pub notes: Vec<Note>,
+    /// The Gateway API objects' status as it should be.
+    pub statuses: Vec<StatusWrite>,
 }
 
 /// Builds policies; remembers each Secret's last usable version, which is
@@ -73,21 +76,20 @@ impl Composer {
         })?;
         let dir = self.base.parent().unwrap_or(Path::new(".")).to_path_buf();
         let base = Config::read_text(&shown, &text, &dir).finish()?;
-        let base_methods = base
-            .config
-            .auth
-            .map(|a| a.methods.into_keys().collect())
-            .unwrap_or_default();
-        let ours = self.ours(objects);
+        let base_names = gateway::BaseNames::of(&base.config);
+        let base_methods = base_names.methods.clone();
+        let mut ours = self.ours(objects);
+        ours.extend(gateway::routes(objects, &self.settings));
         let mut notes = Vec::new();
         let inputs = self.inputs(objects, &ours, &mut notes);
-        let mut withheld = BTreeMap::new();
+        let mut withheld: BTreeMap<String, String> = BTreeMap::new();
         let mut budget = SEARCH_BUILDS;
         let build = Build {
             text: &text,
             dir: &dir,
             inputs: &inputs,
             base_methods,
+            base_names,
         };
         for _ in 0..ROUNDS {
             let served: Vec<&Object> = ours
@@ -95,7 +97,11 @@ impl Composer {
                 .filter(|o| !withheld.contains_key(&o.id()))
                 .collect();
             let blamed = match self.attempt(&build, &served) {
-                Attempt::Built(checked, report) => {
+                Attempt::Built(checked, report, mut statuses) => {
+                    statuses.extend(ours.iter().filter_map(|o| {
+                        let why = withheld.get(&o.id())?;
+                        Some(gateway::withheld_parents(o, &self.settings, why))
+                    }));
                     notes.extend(report_notes(&report, &withheld));
                     if checked.config.server.tls.is_none() {
                         notes.extend(served.iter().filter(|o| tls_secrets(o).next().is_some()).map(
@@ -113,6 +119,7 @@ impl Composer {
                         checked: *checked,
                         served: served.into_iter().cloned().collect(),
                         notes,
+                        statuses,
                     });
                 }
                 Attempt::Refused(blame) => blame,
@@ -171,19 +178,28 @@ impl Composer {
     fn attempt(&self, build: &Build<'_>, served: &[&Object]) -> Attempt {
         let (text, dir) = (build.text, build.dir);
         let mut objects: Vec<Object> = build.inputs.to_vec();
-        objects.extend(served.iter().map(|o| unclassed(o)));
+        let (ingresses, routes): (Vec<&Object>, Vec<&Object>) =
+            served.iter().copied().partition(|o| o.kind == "Ingress");
+        objects.extend(ingresses.iter().map(|o| unclassed(o)));
         let imported = import::convert(&objects, &self.options(&build.base_methods));
+        let gateway = gateway::translate(build.inputs, &routes, &self.settings, &build.base_names);
         let base_lines = text.lines().count() + 1;
         let padded = format!("{}{}", "\n".repeat(base_lines), imported.policy);
+        // The Gateway's part is numbered after the Ingresses', so a
+        // problem's line tells whose it is.
+        let gateway_padded = format!("{}{}", "\n".repeat(padded.lines().count()), gateway.policy);
         let shown = self.base.display().to_string();
         let mut problems = Problems::new(shown.clone());
-        let (Some(mut root), Some(cluster)) = (
+        let (Some(mut root), Some(cluster), Some(gateway_tree)) = (
             crate::config::yaml::parse(text, &mut problems),
             crate::config::yaml::parse(&padded, &mut problems),
+            crate::config::yaml::parse(&gateway_padded, &mut problems),
         ) else {
             return Attempt::Untraced(problems);
         };
-        let clashes = merge::merge(&mut root, &cluster);
+        let mut clashes = merge::merge(&mut root, &cluster);
+        clashes.extend(merge::merge(&mut root, &gateway_tree));
+        let padded = format!("{padded}{}", gateway.policy);
         if !clashes.is_empty() {
             let owners = super::blame::clashing(&padded, &clashes, served);
             if !owners.is_empty() {
@@ -191,10 +207,10 @@ impl Composer {
             }
         }
         // `GET /v1/policy` shows both: the file, and the cluster's part.
-        let source = format!("{text}\n---\n{}", imported.policy);
+        let source = format!("{text}\n---\n{}{}", imported.policy, gateway.policy);
         let reading = Config::read_node(&shown, &root, &source, dir);
         match crate::build::checked(reading) {
-            Ok(checked) => Attempt::Built(Box::new(checked), imported.report),
+            Ok(checked) => Attempt::Built(Box::new(checked), imported.report, gateway.statuses),
             Err(problems) => {
                 let owners = super::blame::owners(&padded, base_lines, &problems, served);
                 match owners.is_empty() {
@@ -250,6 +266,11 @@ impl Composer {
             out.extend(named("auth-secret").map(|id| (Kind::Secret, id)));
             out.extend(named("custom-headers").map(|id| (Kind::ConfigMap, id)));
         }
+        out.extend(
+            gateway::secrets(objects, &self.settings)
+                .into_iter()
+                .map(|id| (Kind::Secret, id)),
+        );
         out
     }
 
@@ -305,10 +326,23 @@ impl Composer {
     ) -> Vec<Object> {
         let mut out: Vec<Object> = objects
             .iter()
-            .filter(|o| matches!(o.kind.as_str(), "Service" | "EndpointSlice" | "ConfigMap"))
+            .filter(|o| {
+                matches!(
+                    o.kind.as_str(),
+                    "Service"
+                        | "EndpointSlice"
+                        | "ConfigMap"
+                        | "Namespace"
+                        | "GatewayClass"
+                        | "Gateway"
+                        | "ReferenceGrant"
+                        | gateway::POLICY_KIND
+                )
+            })
             .cloned()
             .collect();
-        let served: BTreeSet<String> = ours.iter().flat_map(tls_secrets).collect();
+        let mut served: BTreeSet<String> = ours.iter().flat_map(tls_secrets).collect();
+        served.extend(gateway::secrets(objects, &self.settings));
         for secret in objects.iter().filter(|o| o.kind == "Secret") {
             let id = secret.id();
             // Only a served certificate is checked here: a backend's CA
@@ -347,7 +381,7 @@ impl Composer {
 }
 
 enum Attempt {
-    Built(Box<Checked>, Vec<import::Line>),
+    Built(Box<Checked>, Vec<import::Line>, Vec<StatusWrite>),
     Refused(BTreeMap<String, String>),
     /// Problems not traced to an Ingress.
     Untraced(Problems),
@@ -361,6 +395,8 @@ struct Build<'a> {
     inputs: &'a [Object],
     /// The base's `auth.methods` names.
     base_methods: BTreeSet<String>,
+    /// The names a RoutePolicy may use: the base file's own.
+    base_names: gateway::BaseNames,
 }
 
 /// The class an Ingress names: `spec.ingressClassName`, else the legacy

@@ -13,6 +13,8 @@
 mod blame;
 pub mod compose;
 mod events;
+pub mod gateway;
+mod gateway_status;
 mod merge;
 mod status;
 mod watch;
@@ -110,10 +112,32 @@ fn static_watches(settings: &Kubernetes) -> Vec<Watch> {
             .map(|n| Some(n.as_str()))
             .collect(),
     };
+    let gateway = settings.gateway.as_ref().and_then(|g| g.split_once('/'));
     for ns in namespaces {
         for kind in [Kind::Ingress, Kind::Service, Kind::EndpointSlice] {
             out.push(Watch::new(kind, ns, None));
         }
+        // The Gateway API's kinds only when a Gateway is served: a cluster
+        // without its CRDs would answer these watches 404.
+        if gateway.is_some() {
+            for kind in [
+                Kind::HTTPRoute,
+                Kind::GRPCRoute,
+                Kind::ReferenceGrant,
+                Kind::RoutePolicy,
+            ] {
+                out.push(Watch::new(kind, ns, None));
+            }
+        }
+    }
+    if let Some((ns, name)) = gateway {
+        out.push(Watch::new(Kind::GatewayClass, None, None));
+        out.push(Watch::new(Kind::Namespace, None, None));
+        out.push(Watch::new(
+            Kind::Gateway,
+            Some(ns),
+            Some(format!("metadata.name={name}")),
+        ));
     }
     if let Some((ns, name)) = settings.configmap.as_ref().and_then(|c| c.split_once('/')) {
         out.push(Watch::new(
@@ -194,7 +218,7 @@ async fn run(
                 let applied = crate::state::put_in_force(&shared, composed.checked, &base).await;
                 built(&shared, applied, started, served.len());
                 recorder.record(&objects, notes);
-                publisher.publish(served);
+                publisher.publish(served, composed.statuses);
             }
             Err(problems) => {
                 METRICS.kube_builds.with_label_values(&["error"]).inc();

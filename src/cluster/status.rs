@@ -20,25 +20,34 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::gateway::StatusWrite;
 use super::Pod;
 use crate::config::Kubernetes;
 use crate::import::Object;
 use crate::metrics::METRICS;
 
-/// Hands the served Ingresses to the status task.
+/// What the status task writes: the served Ingresses' addresses, and
+/// the Gateway API objects' status.
+type Wanted = Arc<(Vec<Object>, Vec<StatusWrite>)>;
+
+/// Hands the served Ingresses and the Gateway API statuses to the status
+/// task.
 pub struct Publisher {
-    served: watch::Sender<Arc<Vec<Object>>>,
+    served: watch::Sender<Wanted>,
 }
 
 impl Publisher {
     pub fn start(client: kube::Client, pod: Pod, settings: Kubernetes) -> Publisher {
-        let (tx, rx) = watch::channel(Arc::new(Vec::new()));
+        let (tx, rx) = watch::channel(Arc::new((Vec::new(), Vec::new())));
         tokio::spawn(lead(client, pod, settings, rx));
         Publisher { served: tx }
     }
 
-    pub fn publish(&self, served: Vec<Object>) {
-        self.served.send_replace(Arc::new(served));
+    /// The served objects (the Ingresses among them get an address) and
+    /// the Gateway API objects' status.
+    pub fn publish(&self, served: Vec<Object>, statuses: Vec<StatusWrite>) {
+        let ingresses = served.into_iter().filter(|o| o.kind == "Ingress").collect();
+        self.served.send_replace(Arc::new((ingresses, statuses)));
     }
 }
 
@@ -47,7 +56,7 @@ async fn lead(
     client: kube::Client,
     pod: Pod,
     settings: Kubernetes,
-    mut served: watch::Receiver<Arc<Vec<Object>>>,
+    mut served: watch::Receiver<Wanted>,
 ) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), &pod.namespace);
     let every = (settings.lease_duration / 3).max(Duration::from_millis(200));
@@ -55,6 +64,7 @@ async fn lead(
     // What this holder wrote, by Ingress: its own writes build nothing, so
     // the objects it is handed may not show them yet.
     let mut written = HashMap::new();
+    let mut written_gateway = HashMap::new();
     loop {
         let (now_leader, expires) = try_hold(&leases, &pod, &settings).await;
         if now_leader != leader {
@@ -62,10 +72,12 @@ async fn lead(
             METRICS.kube_leader.set(now_leader as i64);
             leader = now_leader;
             written.clear();
+            written_gateway.clear();
         }
         if leader {
-            let ingresses = served.borrow_and_update().clone();
-            write_status(&client, &settings, &ingresses, &mut written).await;
+            let wanted = served.borrow_and_update().clone();
+            write_status(&client, &settings, &wanted.0, &mut written).await;
+            super::gateway_status::write(&client, &settings, &wanted.1, &mut written_gateway).await;
         }
         // A standby tries again just after the holder's Lease would lapse,
         // so a dead holder is replaced within one Lease duration of its
@@ -197,7 +209,7 @@ async fn write_status(
 
 /// What is published: `publish_address`, or the published Service's
 /// load-balancer addresses (else its external IPs, else its cluster IP).
-async fn addresses(client: &kube::Client, settings: &Kubernetes) -> Option<Vec<Value>> {
+pub async fn addresses(client: &kube::Client, settings: &Kubernetes) -> Option<Vec<Value>> {
     let entry = |a: &str| match a.parse::<std::net::IpAddr>() {
         Ok(_) => json!({"ip": a}),
         Err(_) => json!({"hostname": a}),

@@ -32,7 +32,17 @@ pub enum Kind {
     EndpointSlice,
     ConfigMap,
     Secret,
+    Namespace,
+    GatewayClass,
+    Gateway,
+    HTTPRoute,
+    GRPCRoute,
+    ReferenceGrant,
+    RoutePolicy,
 }
+
+/// The Gateway API's group and the version of each kind read.
+const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 
 impl Kind {
     pub fn name(self) -> &'static str {
@@ -43,6 +53,13 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::ConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
+            Kind::Namespace => "Namespace",
+            Kind::GatewayClass => "GatewayClass",
+            Kind::Gateway => "Gateway",
+            Kind::HTTPRoute => "HTTPRoute",
+            Kind::GRPCRoute => "GRPCRoute",
+            Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::RoutePolicy => "RoutePolicy",
         }
     }
 
@@ -57,7 +74,60 @@ impl Kind {
             Kind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
             Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
             Kind::Secret => ApiResource::erase::<Secret>(&()),
+            Kind::Namespace => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            Kind::GatewayClass => gateway_api(self, "v1", "gatewayclasses"),
+            Kind::Gateway => gateway_api(self, "v1", "gateways"),
+            Kind::HTTPRoute => gateway_api(self, "v1", "httproutes"),
+            Kind::GRPCRoute => gateway_api(self, "v1", "grpcroutes"),
+            Kind::ReferenceGrant => gateway_api(self, "v1beta1", "referencegrants"),
+            Kind::RoutePolicy => ApiResource {
+                group: "fairgate.dev".into(),
+                version: "v1alpha1".into(),
+                api_version: "fairgate.dev/v1alpha1".into(),
+                kind: "RoutePolicy".into(),
+                plural: "routepolicies".into(),
+            },
         }
+    }
+
+    /// The kind of this name (`Kind::name`).
+    pub fn by_name(name: &str) -> Option<Kind> {
+        use Kind::*;
+        [
+            IngressClass,
+            Ingress,
+            Service,
+            EndpointSlice,
+            ConfigMap,
+            Secret,
+            Namespace,
+            GatewayClass,
+            Gateway,
+            HTTPRoute,
+            GRPCRoute,
+            ReferenceGrant,
+            RoutePolicy,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    pub fn namespaced(self) -> bool {
+        !matches!(
+            self,
+            Kind::IngressClass | Kind::Namespace | Kind::GatewayClass
+        )
+    }
+}
+
+fn gateway_api(kind: Kind, version: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: GATEWAY_GROUP.into(),
+        version: version.into(),
+        api_version: format!("{GATEWAY_GROUP}/{version}"),
+        kind: kind.name().into(),
+        plural: plural.into(),
     }
 }
 
@@ -141,7 +211,7 @@ impl Cache {
     }
 }
 
-/// Whether two versions of an Ingress differ in their status alone (and
+/// Whether two versions of an object differ in their status alone (and
 /// the resource version and managed fields that come with any write): the
 /// controller's own status writes build nothing.
 fn same_but_status(a: &Object, b: &Object) -> bool {
@@ -156,7 +226,7 @@ fn same_but_status(a: &Object, b: &Object) -> bool {
         }
         v
     };
-    a.kind == "Ingress" && strip(a) == strip(b)
+    strip(a) == strip(b)
 }
 
 fn key(o: &Object) -> (String, String) {

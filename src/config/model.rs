@@ -110,10 +110,18 @@ pub struct Kubernetes {
     /// ingress-nginx pods that enforced the limit annotations, each on its
     /// own: the fleet-wide limits are that many times an annotation's.
     pub nginx_replicas: u64,
+    /// `namespace/name` of the Gateway (Gateway API) this deployment
+    /// serves, when its GatewayClass names `gateway_controller`.
+    pub gateway: Option<String>,
+    /// What `GatewayClass.spec.controllerName` names to be served by us.
+    pub gateway_controller: String,
 }
 
 /// The controller name fairgate answers to unless told otherwise.
 pub const CONTROLLER_NAME: &str = "fairgate.dev/ingress-controller";
+
+/// The GatewayClass controller name fairgate answers to unless told otherwise.
+pub const GATEWAY_CONTROLLER_NAME: &str = "fairgate.dev/gateway-controller";
 
 /// `telemetry`: traces over OTLP. Off (no `otlp`) by default, and then
 /// nothing of it runs per request.

@@ -99,6 +99,9 @@ pub struct Route {
 pub struct Actions {
     /// Answered by the gateway with a redirect; no upstream.
     pub redirect: Option<Redirect>,
+    /// Answered by the gateway with this status: every request, or a
+    /// share of them beside `split`.
+    pub direct: Option<DirectResponse>,
     /// Plain-listener requests are sent to HTTPS (308) first.
     pub https_redirect: bool,
     /// A request for `/` is sent here (302) first.
@@ -185,6 +188,14 @@ pub struct Template(pub Vec<Piece>);
 pub enum Piece {
     Text(String),
     Var(String),
+}
+
+/// `direct_response`: the status the gateway answers itself, for every
+/// request (`weight` None) or for `weight` in the split's total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectResponse {
+    pub status: u16,
+    pub weight: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

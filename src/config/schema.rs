@@ -33,6 +33,8 @@ pub const KUBERNETES: &[&str] = &[
     "lease_name",
     "lease_duration",
     "nginx_replicas",
+    "gateway",
+    "gateway_controller",
 ];
 pub const TELEMETRY: &[&str] = &["otlp", "sampling", "service_name", "tenant_attribute"];
 pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout"];
@@ -175,6 +177,7 @@ pub const ROUTE: &[&str] = &[
     "forward_authorization",
     "client_ip_exempt",
     "redirect",
+    "direct_response",
     "https_redirect",
     "app_root",
     "rewrite",
@@ -199,6 +202,7 @@ pub const ROUTE_MATCH: &[&str] = &[
     "query",
 ];
 pub const REDIRECT: &[&str] = &["to", "code"];
+pub const DIRECT_RESPONSE: &[&str] = &["status", "weight"];
 pub const REWRITE: &[&str] = &["path", "host"];
 pub const HEADER_EDITS: &[&str] = &["set", "add", "remove"];
 pub const TIMEOUTS: &[&str] = &["connect", "read", "write", "total"];
@@ -263,6 +267,7 @@ pub fn paths() -> Vec<String> {
     under("routes[]", ROUTE);
     under("routes[].match", ROUTE_MATCH);
     under("routes[].redirect", REDIRECT);
+    under("routes[].direct_response", DIRECT_RESPONSE);
     under("routes[].rewrite", REWRITE);
     under("routes[].request_headers", HEADER_EDITS);
     under("routes[].response_headers", HEADER_EDITS);

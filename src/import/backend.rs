@@ -112,7 +112,7 @@ pub fn upstream(
         protocol.suffix()
     );
     let targets = match draft.options.cluster {
-        true => match endpoints::targets(draft, &ing.namespace, &service, &port) {
+        true => match endpoints::targets(draft.objects, &ing.namespace, &service, &port) {
             Ok(targets) => targets,
             Err(why) => {
                 draft.line(

@@ -5,19 +5,17 @@
 
 use serde_json::Value;
 
-use super::draft::Draft;
 use super::manifests::{text, Object};
 
 /// The targets of Service `namespace/service` at its port `port` (a
 /// number or a port name), or why there are none.
 pub fn targets(
-    draft: &Draft<'_>,
+    objects: &[Object],
     ns: &str,
     service: &str,
     port: &str,
 ) -> Result<Vec<String>, String> {
-    let svc = draft
-        .objects
+    let svc = objects
         .iter()
         .find(|o| o.kind == "Service" && o.namespace == ns && o.name == service)
         .ok_or_else(|| format!("Service {ns}/{service} does not exist"))?;
@@ -28,7 +26,7 @@ pub fn targets(
             .ok_or_else(|| format!("ExternalName Service {ns}/{service} names no host"))?;
         return Ok(vec![format!("{name}:{}", svc_port.number)]);
     }
-    let slices = draft.objects.iter().filter(|o| {
+    let slices = objects.iter().filter(|o| {
         o.kind == "EndpointSlice"
             && o.namespace == ns
             && text(

@@ -48,8 +48,10 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use annotations::KNOWN;
-pub use emit::Node;
+pub use emit::{yaml, Node};
+pub use endpoints::targets as service_targets;
 pub use manifests::Object;
+pub use names::policy_name;
 pub use tls::secret_pem;
 
 /// The options of `fairgate import ingress-nginx`.

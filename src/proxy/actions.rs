@@ -28,6 +28,7 @@ impl Values<'_> {
             // With its `?`, so `{path}{query}` is a whole target.
             "query" => self.query.map_or_else(String::new, |q| format!("?{q}")),
             "host" => self.host.to_string(),
+            "hostname" => host_name(self.host).to_string(),
             "client_ip" => self
                 .ctx
                 .client_ip
@@ -139,11 +140,25 @@ pub fn redirect(session: &Session, ctx: &Ctx, route: &Route) -> Option<Deny> {
             location: root.clone(),
         });
     }
+    if let Some(d) = route.actions.direct.filter(|d| direct_picks(d, route)) {
+        return Some(Deny::Direct { status: d.status });
+    }
     let r = route.actions.redirect.as_ref()?;
     Some(Deny::Redirect {
         code: r.code,
         location: v.render(&r.to),
     })
+}
+
+/// Whether this request gets the direct response: always, or by its share
+/// of the weights beside the split's.
+fn direct_picks(d: &crate::config::DirectResponse, route: &Route) -> bool {
+    let Some(weight) = d.weight else {
+        return true;
+    };
+    let split: u64 = route.actions.split.iter().map(|(_, w)| u64::from(*w)).sum();
+    let total = split + u64::from(weight);
+    total > 0 && (uuid::Uuid::new_v4().as_u128() as u64) % total < u64::from(weight)
 }
 
 /// A Host without its port (`[::1]:8080` → `[::1]`).

@@ -83,6 +83,10 @@ pub enum Deny {
         code: u16,
         location: String,
     },
+    /// The route answers this status itself (`direct_response`).
+    Direct {
+        status: u16,
+    },
     /// A CORS preflight, answered with these headers.
     Preflight(Vec<(HeaderName, String)>),
     Internal(&'static str),
@@ -166,6 +170,7 @@ impl Deny {
             Deny::Redirect { code, location } => {
                 Refusal::bodyless(code, "redirect", vec![(http::header::LOCATION, location)])
             }
+            Deny::Direct { status } => Refusal::direct(status),
             Deny::Preflight(headers) => Refusal::bodyless(204, "preflight", headers),
             Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
             edge @ (Deny::TooManyConnections | Deny::HeadTooLarge { .. } | Deny::HeadTimeout) => {
@@ -181,6 +186,13 @@ impl Deny {
 }
 
 impl Refusal {
+    /// A route's `direct_response`.
+    fn direct(status: u16) -> Self {
+        let detail =
+            "this route answers with this status (its backend is not configured to be reached)";
+        Refusal::new(status, "direct-response", "Answered by the gateway", detail)
+    }
+
     /// The edge's answers, written before a request exists: each closes.
     fn edge(deny: Deny) -> Self {
         match deny {

@@ -155,6 +155,10 @@ fn answer_denies() -> Vec<(Deny, (u16, &'static str, bool))> {
             (403, "forbidden", false),
         ),
         (Deny::AuthUnavailable, (503, "auth-unavailable", false)),
+        (
+            Deny::Direct { status: 500 },
+            (500, "direct-response", false),
+        ),
     ]
 }
 
@@ -186,6 +190,7 @@ fn variant(deny: &Deny) -> usize {
         Deny::KeyUnauthorized(_) => 22,
         Deny::AuthRefused { .. } => 23,
         Deny::AuthUnavailable => 24,
+        Deny::Direct { .. } => 25,
     }
 }
 
@@ -193,7 +198,7 @@ fn variant(deny: &Deny) -> usize {
 fn every_deny_has_its_status() {
     let table = every_deny();
     let seen: std::collections::BTreeSet<usize> = table.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(seen, (0..=24).collect(), "a Deny without a row");
+    assert_eq!(seen, (0..=25).collect(), "a Deny without a row");
     for (deny, want) in table {
         assert_eq!(status(deny.clone()), want, "{deny:?}");
     }

@@ -22,6 +22,7 @@ mod dns;
 pub mod edge_attack;
 pub mod forward_auth;
 mod gateway;
+pub mod gateway_api;
 mod http;
 pub mod ingress_import;
 pub mod kube_api;

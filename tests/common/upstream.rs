@@ -81,9 +81,16 @@ impl EchoProcess {
 
     /// On a loopback address of its own (a pod's IP).
     pub fn start_on(ip: [u8; 4]) -> EchoProcess {
+        Self::start_as(ip, "", "")
+    }
+
+    /// As pod `pod` of namespace `namespace`, which its answers name (the
+    /// Gateway API conformance suite's echo backend does so).
+    pub fn start_as(ip: [u8; 4], pod: &str, namespace: &str) -> EchoProcess {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairgate"));
         let listen = format!("{}:0", std::net::Ipv4Addr::from(ip));
         cmd.args(["echo", "--listen", &listen]);
+        cmd.env("POD_NAME", pod).env("NAMESPACE", namespace);
         let peer = Peer::spawn(&mut cmd, "the fairgate binary");
         EchoProcess {
             addr: SocketAddr::from((ip, peer.listening_port())),

@@ -17,12 +17,18 @@ identity serializers and the client builds multi-callables without
         ClientStream  answers "count=<n> bytes=<total bytes>"
         Bidi          answers "echo:" + m for each message m as it arrives
         Fail          INVALID_ARGUMENT "peer says no"
+      With --pod NAME [--namespace NS] it is also the Gateway API
+      conformance suite's gRPC echo backend: Echo and EchoTwo of
+      gateway_api_conformance.echo_basic.grpcecho.GrpcEcho answer JSON bytes {fully_qualified_method, pod, namespace,
+      authority, headers}; EchoThree is not implemented (UNIMPLEMENTED), as
+      in the suite's echo-basic.
 
   grpc_peer.py call --target HOST:PORT --method /pkg.Svc/Name
         [--kind unary|server_stream|client_stream|bidi] [--message TEXT ...]
         [--metadata KEY=VALUE ...] [--ca FILE] [--authority NAME]
-        [--timeout SECONDS]
-      Makes one call and prints one JSON object: code, code_number, details,
+        [--timeout SECONDS] [--repeat N]
+      Makes one call (or N, each on a channel of its own, one JSON line
+      each) and prints one JSON object: code, code_number, details,
       initial_metadata, trailing_metadata, responses. Exits 0 whatever the
       gRPC status; exits 2 on a usage error only.
 """
@@ -95,6 +101,24 @@ def fail(request, context):
     context.abort(grpc.StatusCode.INVALID_ARGUMENT, "peer says no")
 
 
+CONFORMANCE = "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho"
+
+
+def conformance_echo(pod, namespace, method):
+    def answer(request, context):
+        headers = {}
+        for k, v in context.invocation_metadata():
+            headers[k] = _text(v)
+        return json.dumps({
+            "fully_qualified_method": "/%s/%s" % (CONFORMANCE, method),
+            "pod": pod,
+            "namespace": namespace,
+            "authority": headers.get(":authority", ""),
+            "headers": headers,
+        }).encode("utf-8")
+    return grpc.unary_unary_rpc_method_handler(answer)
+
+
 def serve(args):
     if bool(args.cert) != bool(args.key):
         usage_error("serve: --cert and --key go together")
@@ -110,6 +134,12 @@ def serve(args):
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     server.add_generic_rpc_handlers((handler,))
+    if args.pod:
+        echo = grpc.method_handlers_generic_handler(
+            CONFORMANCE,
+            {m: conformance_echo(args.pod, args.namespace, m) for m in ("Echo", "EchoTwo")},
+        )
+        server.add_generic_rpc_handlers((echo,))
     address = "127.0.0.1:%d" % args.port
     if args.cert:
         credentials = grpc.ssl_server_credentials(
@@ -266,15 +296,16 @@ def call(args):
     if not messages and kind in ("unary", "server_stream"):
         messages = [b"3" if kind == "server_stream" else b"hi"]
     kw = {"metadata": parse_metadata(args.metadata), "timeout": args.timeout}
-    out = Outcome()
-    channel = open_channel(args)
-    try:
-        CALLERS[kind](channel, args.method, messages, kw, out)
-    except grpc.RpcError as e:
-        out.error = e
-    finally:
-        channel.close()
-    sys.stdout.write(json.dumps(out.to_json()) + "\n")
+    for _ in range(max(1, args.repeat)):
+        out = Outcome()
+        channel = open_channel(args)
+        try:
+            CALLERS[kind](channel, args.method, messages, kw, out)
+        except grpc.RpcError as e:
+            out.error = e
+        finally:
+            channel.close()
+        sys.stdout.write(json.dumps(out.to_json()) + "\n")
     sys.stdout.flush()
     return 0
 
@@ -303,6 +334,8 @@ def main(argv):
     s.add_argument("--port", type=int, required=True, help="0 picks a free port")
     s.add_argument("--cert", help="PEM certificate chain: serve TLS")
     s.add_argument("--key", help="PEM private key for --cert")
+    s.add_argument("--pod", help="also serve the conformance echo, answering as this pod")
+    s.add_argument("--namespace", default="", help="the conformance echo's namespace")
 
     c = sub.add_parser("call", help="make one call and print it as JSON")
     c.add_argument("--target", required=True, help="HOST:PORT")
@@ -314,6 +347,7 @@ def main(argv):
     c.add_argument("--ca", help="PEM CA file: use TLS")
     c.add_argument("--authority", help=":authority (and TLS name with --ca)")
     c.add_argument("--timeout", type=float, default=10.0, help="seconds, whole call (10)")
+    c.add_argument("--repeat", type=int, default=1, help="calls, each on a new channel (1)")
 
     args = parser.parse_args(argv)
     return serve(args) if args.command == "serve" else call(args)

@@ -6,7 +6,15 @@ use super::*;
 
 /// Variables every template may use, besides the route's path captures
 /// (and `rest` after a `path_prefix`).
-const REQUEST_VARS: &[&str] = &["path", "query", "host", "client_ip", "request_id", "route"];
+const REQUEST_VARS: &[&str] = &[
+    "path",
+    "query",
+    "host",
+    "hostname",
+    "client_ip",
+    "request_id",
+    "route",
+];
 
 /// Headers the gateway sets or reads itself: no edit may touch them.
 const RESERVED: &[&str] = &[
@@ -74,6 +82,9 @@ pub(super) fn actions(
     }
     Actions {
         redirect: f.get("redirect").and_then(|d| redirect(r, &d, &vars)),
+        direct: f
+            .get("direct_response")
+            .and_then(|d| direct_response(r, &d, f)),
         https_redirect: f
             .get("https_redirect")
             .and_then(|b| r.bool(&b))
@@ -425,6 +436,41 @@ pub(super) fn redirect(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<R
         },
     };
     Some(Redirect { to, code })
+}
+
+/// `direct_response: {status, weight}`: a status from 200 to 599; a
+/// weight only beside `upstreams`.
+fn direct_response(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    route: &yaml::Fields<'_>,
+) -> Option<DirectResponse> {
+    const CODE: &str = "routes.direct_response_invalid";
+    let f = r.mapping(at, schema::DIRECT_RESPONSE)?;
+    let Some(s) = f.get("status") else {
+        missing(r, at, "status");
+        return None;
+    };
+    let status = match r.u64(&s, CODE)? {
+        n @ 200..=599 => n as u16,
+        _ => {
+            r.error_value(&s, CODE, "a status from 200 to 599");
+            return None;
+        }
+    };
+    let weight = match f.get("weight") {
+        None => None,
+        Some(w) if route.get("upstreams").is_none() => {
+            r.error(
+                &w,
+                CODE,
+                "a weight is a share beside upstreams: give upstreams too",
+            );
+            return None;
+        }
+        Some(w) => Some(u32::try_from(r.u64(&w, CODE)?).unwrap_or(u32::MAX)),
+    };
+    Some(DirectResponse { status, weight })
 }
 
 pub(super) fn rewrite(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Rewrite {

@@ -5,31 +5,20 @@ use super::*;
 pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> {
     let f = r.mapping(at, schema::KUBERNETES)?;
     let text = |r: &mut Reader<'_>, key: &str| f.get(key).and_then(|at| r.string(&at));
-    let controller = text(r, "controller").unwrap_or_else(|| CONTROLLER_NAME.into());
-    if let Some(at) = f.get("controller") {
-        if !controller_name_ok(&controller) {
+    let controller_name = |r: &mut Reader<'_>, key: &str, default: &str| {
+        let name = text(r, key).unwrap_or_else(|| default.into());
+        if let Some(at) = f.get(key).filter(|_| !controller_name_ok(&name)) {
             r.error_value(
                 &at,
                 "kubernetes.invalid",
-                "expected a domain-prefixed path, e.g. fairgate.dev/ingress-controller",
+                format!("expected a domain-prefixed path, e.g. {default}"),
             );
         }
-    }
-    let namespaces = f
-        .get("namespaces")
-        .map(|a| r.strings(&a))
-        .unwrap_or_default();
-    for (i, ns) in namespaces.iter().enumerate() {
-        if !label_ok(ns) {
-            let at = f.get("namespaces").expect("read above");
-            let node = &at.node.as_sequence().expect("a list")[i];
-            r.error_value(
-                &at.item(i, node),
-                "kubernetes.invalid",
-                "not a namespace name",
-            );
-        }
-    }
+        name
+    };
+    let controller = controller_name(r, "controller", CONTROLLER_NAME);
+    let gateway_controller = controller_name(r, "gateway_controller", GATEWAY_CONTROLLER_NAME);
+    let namespaces = namespaces(r, &f);
     let reference = |r: &mut Reader<'_>, key: &str| {
         let at = f.get(key)?;
         let text = r.string(&at)?;
@@ -43,6 +32,7 @@ pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> 
     };
     let publish_service = reference(r, "publish_service");
     let configmap = reference(r, "configmap");
+    let gateway = reference(r, "gateway");
     let publish_address = f
         .get("publish_address")
         .map(|a| r.strings(&a))
@@ -78,7 +68,28 @@ pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> 
             .get("nginx_replicas")
             .and_then(|at| r.count(&at, "kubernetes.invalid"))
             .map_or(1, |n| n.get()),
+        gateway,
+        gateway_controller,
     })
+}
+
+/// `namespaces`: each a namespace's name.
+fn namespaces(r: &mut Reader<'_>, f: &yaml::Fields<'_>) -> Vec<String> {
+    let Some(at) = f.get("namespaces") else {
+        return Vec::new();
+    };
+    let namespaces = r.strings(&at);
+    for (i, ns) in namespaces.iter().enumerate() {
+        if !label_ok(ns) {
+            let node = &at.node.as_sequence().expect("a list")[i];
+            r.error_value(
+                &at.item(i, node),
+                "kubernetes.invalid",
+                "not a namespace name",
+            );
+        }
+    }
+    namespaces
 }
 
 /// `IngressClass.spec.controller`: a domain-prefixed path of at most 250

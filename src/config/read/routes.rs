@@ -51,10 +51,11 @@ pub(super) fn route(
     let (host, path, methods, when) = route_match(r, at, &f);
     let actions = actions(r, &f, &path, config);
     let upstream = route_upstream(r, at, &f, config, &actions)?;
-    // A redirect answers before authentication: it needs none.
-    let (auth, method, identity) = match f.get("redirect") {
-        None => route_auth(r, at, &f, config, declared),
-        Some(_) => (false, None, None),
+    // A redirect or a direct response answers before authentication: it
+    // needs none.
+    let (auth, method, identity) = match answers_itself(&f) {
+        false => route_auth(r, at, &f, config, declared),
+        true => (false, None, None),
     };
     let exempt = f.get("exempt").and_then(|e| r.bool(&e)).unwrap_or(false);
     let flag = |r: &mut Reader<'_>, key: &str, default: bool| {
@@ -113,6 +114,13 @@ pub(super) fn route(
     })
 }
 
+/// Whether the route answers every request itself: a `redirect`, or a
+/// `direct_response` that is not a share of a split.
+fn answers_itself(f: &yaml::Fields<'_>) -> bool {
+    f.get("redirect").is_some()
+        || (f.get("direct_response").is_some() && f.get("upstreams").is_none())
+}
+
 /// The route's pool: `upstream`, the first of `upstreams`, or none for a redirect.
 fn route_upstream(
     r: &mut Reader<'_>,
@@ -137,8 +145,9 @@ fn route_upstream(
             }
             name
         }
-        // A redirect (even a broken one) answers every request itself.
-        None if f.get("redirect").is_some() => String::new(),
+        // A redirect or direct response (even a broken one) answers every
+        // request itself.
+        None if answers_itself(f) => String::new(),
         None if f.get("upstreams").is_some() => actions
             .split
             .first()

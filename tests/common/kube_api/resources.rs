@@ -146,6 +146,16 @@ pub static RESOURCES: &[Resource] = &[
     ),
     r(GW, "gateways", "gateway", "Gateway", true, true, &["gtw"]),
     r(GW, "httproutes", "httproute", "HTTPRoute", true, true, &[]),
+    r(GW, "grpcroutes", "grpcroute", "GRPCRoute", true, true, &[]),
+    r(
+        ("fairgate.dev", "v1alpha1"),
+        "routepolicies",
+        "routepolicy",
+        "RoutePolicy",
+        true,
+        false,
+        &[],
+    ),
     r(
         GW_BETA,
         "referencegrants",

@@ -1,0 +1,478 @@
+//! The Gateway API (`gateway.networking.k8s.io`): the one Gateway a
+//! deployment serves (`kubernetes.gateway`), when its GatewayClass names
+//! our controller (`kubernetes.gateway_controller`), and the HTTPRoutes
+//! and GRPCRoutes attached to it, as fairgate routes, pools and
+//! certificates added to the base policy by the same merge, reading and
+//! swap as the Ingresses (`compose`). `attach` decides which listener
+//! takes which route, `rules` what each rule does; this module puts them
+//! together and says what the objects' status should be.
+
+mod attach;
+mod backends;
+mod filters;
+pub mod policy;
+mod rules;
+pub mod spec;
+mod status;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::config::Kubernetes;
+use crate::import::{secret_pem, yaml, Node, Object};
+use attach::Served;
+use spec::{GatewaySpec, ListenerTls, ReferenceGrantSpec, RouteSpec};
+
+pub use status::{withheld_parents, StatusWrite};
+
+/// The Gateway API's group.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+/// fairgate's policy resource, named by an HTTPRoute's `ExtensionRef`.
+pub const POLICY_GROUP: &str = "fairgate.dev";
+pub const POLICY_KIND: &str = "RoutePolicy";
+
+/// The base policy file's own names, which a RoutePolicy may use (never
+/// those the cluster's Ingresses bring, which other namespaces own).
+#[derive(Debug, Clone, Default)]
+pub struct BaseNames {
+    pub limits: BTreeSet<String>,
+    pub concurrency: BTreeSet<String>,
+    pub methods: BTreeSet<String>,
+}
+
+impl BaseNames {
+    pub fn of(config: &crate::config::Config) -> BaseNames {
+        BaseNames {
+            limits: config.limits.keys().cloned().collect(),
+            concurrency: config.concurrency.keys().cloned().collect(),
+            methods: config
+                .auth
+                .as_ref()
+                .map(|a| a.methods.keys().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// One status condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub kind: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Condition {
+    pub fn yes(kind: &'static str, reason: &'static str, message: &str) -> Condition {
+        Condition {
+            kind,
+            status: true,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    pub fn no(kind: &'static str, reason: &'static str, message: &str) -> Condition {
+        Condition {
+            kind,
+            status: false,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The ReferenceGrants: which kinds of which namespaces may name objects
+/// of another.
+#[derive(Default)]
+pub struct Grants(Vec<(String, ReferenceGrantSpec)>);
+
+impl Grants {
+    pub fn new(objects: &[Object]) -> Grants {
+        Grants(
+            objects
+                .iter()
+                .filter(|o| o.kind == "ReferenceGrant")
+                .filter_map(|o| Some((o.namespace.clone(), parse::<ReferenceGrantSpec>(o)?)))
+                .collect(),
+        )
+    }
+
+    /// Whether a `from` (kind of our group, namespace) may name `to`
+    /// (group, kind, namespace, name): a grant in `to`'s namespace says so.
+    pub fn allows(&self, from: (&str, &str), to: (&str, &str, &str, &str)) -> bool {
+        let (group, kind, ns, name) = to;
+        self.0.iter().filter(|(at, _)| at == ns).any(|(_, g)| {
+            g.from
+                .iter()
+                .any(|f| f.group == GROUP && f.kind == from.0 && f.namespace == from.1)
+                && g.to.iter().any(|t| {
+                    t.group == group
+                        && t.kind == kind
+                        && t.name.as_deref().is_none_or(|n| n == name)
+                })
+        })
+    }
+}
+
+/// The name the fairgate routes of an HTTPRoute or GRPCRoute start with
+/// (then `-N`); never an Ingress's (`NAMESPACE_NAME`, its dots made `_`),
+/// which holds no `__`: a name's dots are never next to each other.
+pub fn route_prefix(route: &Object) -> String {
+    crate::import::policy_name(&format!(
+        "{}__{}__{}",
+        route.namespace,
+        route.name,
+        route.kind.to_ascii_lowercase()
+    ))
+}
+
+/// The spec of an object, or None when it does not parse as one.
+pub fn parse<T: DeserializeOwned>(o: &Object) -> Option<T> {
+    serde_json::from_value(o.value.get("spec").cloned().unwrap_or(Value::Null)).ok()
+}
+
+/// The Gateway served, when it exists and its class is ours.
+pub fn gateway<'a>(
+    objects: &'a [Object],
+    settings: &Kubernetes,
+) -> Option<(&'a Object, GatewaySpec)> {
+    let id = settings.gateway.as_deref()?;
+    let gw = objects
+        .iter()
+        .find(|o| o.kind == "Gateway" && o.id() == id)?;
+    let spec: GatewaySpec = parse(gw)?;
+    our_classes(objects, settings)
+        .contains(spec.gateway_class_name.as_str())
+        .then_some((gw, spec))
+}
+
+/// The GatewayClasses naming our controller.
+pub fn our_classes<'a>(objects: &'a [Object], settings: &Kubernetes) -> BTreeSet<&'a str> {
+    objects
+        .iter()
+        .filter(|o| o.kind == "GatewayClass")
+        .filter(|o| {
+            o.text(&["spec", "controllerName"]).as_deref() == Some(&settings.gateway_controller)
+        })
+        .map(|o| o.name.as_str())
+        .collect()
+}
+
+/// The HTTPRoutes and GRPCRoutes with a parentRef to the Gateway served,
+/// oldest first (the order the spec breaks ties in).
+pub fn routes(objects: &[Object], settings: &Kubernetes) -> Vec<Object> {
+    let Some(id) = settings.gateway.as_deref() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Object> = objects
+        .iter()
+        .filter(|o| matches!(o.kind.as_str(), "HTTPRoute" | "GRPCRoute"))
+        .filter(|o| {
+            let parents = o
+                .value
+                .pointer("/spec/parentRefs")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let parents: Vec<spec::ParentRef> = serde_json::from_value(parents).unwrap_or_default();
+            parents
+                .iter()
+                .any(|p| attach::names_gateway(p, &o.namespace, id))
+        })
+        .cloned()
+        .collect();
+    out.sort_by_cached_key(|o| {
+        (
+            o.text(&["metadata", "creationTimestamp"])
+                .unwrap_or_default(),
+            o.id(),
+        )
+    });
+    out
+}
+
+/// The Secrets the Gateway's listeners name (`namespace/name`).
+pub fn secrets(objects: &[Object], settings: &Kubernetes) -> BTreeSet<String> {
+    let Some((gw, spec)) = gateway(objects, settings) else {
+        return BTreeSet::new();
+    };
+    spec.listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref())
+        .flat_map(|t| t.certificate_refs.iter())
+        .filter(|r| {
+            r.group.as_deref().unwrap_or("").is_empty()
+                && r.kind.as_deref().unwrap_or("Secret") == "Secret"
+        })
+        .map(|r| {
+            format!(
+                "{}/{}",
+                r.namespace.as_deref().unwrap_or(&gw.namespace),
+                r.name
+            )
+        })
+        .collect()
+}
+
+/// The Gateway's part of the policy, and what the objects' status says.
+pub struct Translation {
+    /// The policy text (routes, pools, certificates), merged like the
+    /// Ingresses'.
+    pub policy: String,
+    pub statuses: Vec<StatusWrite>,
+}
+
+/// Translates the Gateway served and `routes` (some of `routes(..)`;
+/// the others are withheld by the caller).
+pub fn translate(
+    objects: &[Object],
+    routes: &[&Object],
+    settings: &Kubernetes,
+    base: &BaseNames,
+) -> Translation {
+    let mut statuses = status::classes(objects, settings);
+    let Some((gw, spec)) = gateway(objects, settings) else {
+        return Translation {
+            policy: String::new(),
+            statuses,
+        };
+    };
+    let grants = Grants::new(objects);
+    let labels = attach::namespace_labels(objects);
+    let mut listeners = attach::listeners(&spec);
+    let certificates = certificates(objects, gw, &mut listeners, &grants);
+    let policies = policies(objects);
+    let mut entries = Vec::new();
+    let mut pools = BTreeMap::new();
+    let shared = Shared {
+        objects,
+        settings,
+        gw,
+        labels: &labels,
+        grants: &grants,
+        policies: &policies,
+        base,
+    };
+    for route in routes {
+        let (out, status) = one_route(&shared, &mut listeners, route);
+        if let Some(out) = out {
+            entries.extend(out.entries);
+            pools.extend(out.pools);
+        }
+        statuses.push(status);
+    }
+    entries.sort_by(|a, b| a.precedence.cmp(&b.precedence));
+    let entries = rules::fenced(entries);
+    statuses.push(status::gateway(gw, &listeners));
+    let mut root = Vec::new();
+    if !pools.is_empty() {
+        root.push((
+            "upstreams".to_string(),
+            Node::Map(pools.into_iter().collect()),
+        ));
+    }
+    if !certificates.is_empty() {
+        let tls = Node::map([("certificates", Node::Seq(certificates))]);
+        root.push(("server".into(), Node::map([("tls", tls)])));
+    }
+    if !entries.is_empty() {
+        root.push(("routes".into(), Node::Seq(entries)));
+    }
+    Translation {
+        policy: yaml(&Node::Map(root)),
+        statuses,
+    }
+}
+
+/// What every route of one translation is read with.
+struct Shared<'a> {
+    objects: &'a [Object],
+    settings: &'a Kubernetes,
+    gw: &'a Object,
+    labels: &'a attach::Labels,
+    grants: &'a Grants,
+    policies: &'a BTreeMap<(String, String), Node>,
+    base: &'a BaseNames,
+}
+
+/// One route: its fairgate routes and pools when it is served, and its
+/// status; each listener it attaches to counts it once.
+fn one_route(
+    cx: &Shared<'_>,
+    listeners: &mut [Served],
+    route: &Object,
+) -> (Option<rules::Translated>, StatusWrite) {
+    let Some(route_spec) = parse::<RouteSpec>(route) else {
+        let why = "the route's spec does not parse as the Gateway API's";
+        return (None, status::withheld_parents(route, cx.settings, why));
+    };
+    let gw_id = cx.gw.id();
+    let mut parents = Vec::new();
+    let mut on = BTreeSet::new();
+    let mut hosts: Vec<Option<String>> = Vec::new();
+    for parent in route_spec
+        .parent_refs
+        .iter()
+        .filter(|p| attach::names_gateway(p, &route.namespace, &gw_id))
+    {
+        let attached = attach::attach(
+            listeners,
+            &cx.gw.namespace,
+            cx.labels,
+            parent,
+            (&route.kind, &route.namespace, &route_spec.hostnames),
+        );
+        for (i, h) in attached.iter().flatten() {
+            on.insert(*i);
+            hosts.extend(h.iter().cloned());
+        }
+        parents.push((parent.clone(), attached));
+    }
+    let mut seen = BTreeSet::new();
+    hosts.retain(|h| seen.insert(h.clone()));
+    // The scheme and port redirects keep: the listeners' (HTTP first).
+    let listener = on
+        .iter()
+        .map(|i| &listeners[*i].listener)
+        .min_by_key(|l| l.protocol == "HTTPS");
+    let scheme = match listener.is_some_and(|l| l.protocol == "HTTPS") {
+        true => "https",
+        false => "http",
+    };
+    let port = listener.map_or(80, |l| l.port);
+    let rules_cx = rules::Context {
+        objects: cx.objects,
+        grants: cx.grants,
+        scheme,
+        port,
+        policies: cx.policies,
+        namespace: &route.namespace,
+        base: cx.base,
+    };
+    let out = rules::translate(route, &route_spec, &hosts, &rules_cx);
+    let status = status::route(
+        route,
+        cx.settings,
+        &parents,
+        out.unsupported.clone(),
+        out.unresolved.clone(),
+    );
+    if out.unsupported.is_some() {
+        return (None, status);
+    }
+    for i in on {
+        listeners[i].attached += 1;
+    }
+    (Some(out), status)
+}
+
+/// The certificates of the HTTPS listeners, from their Secrets; a listener
+/// whose Secret is missing, not granted or broken is told so.
+fn certificates(
+    objects: &[Object],
+    gw: &Object,
+    listeners: &mut [Served],
+    grants: &Grants,
+) -> Vec<Node> {
+    let mut out: BTreeMap<String, (Node, Node, BTreeSet<String>, bool)> = BTreeMap::new();
+    for s in listeners
+        .iter_mut()
+        .filter(|s| s.listener.protocol == "HTTPS")
+    {
+        let tls = s.listener.tls.clone().unwrap_or_default();
+        match listener_secret(objects, gw, &tls, grants) {
+            Ok((id, cert, key)) => {
+                let entry = out.entry(id).or_insert((
+                    Node::str(cert),
+                    Node::str(key),
+                    BTreeSet::new(),
+                    false,
+                ));
+                match &s.listener.hostname {
+                    Some(h) => {
+                        entry.2.insert(h.clone());
+                    }
+                    None => entry.3 = true,
+                }
+            }
+            Err((reason, message)) => s.unresolved = Some((reason, message)),
+        }
+    }
+    out.into_values()
+        .map(|(cert, key, hosts, any)| {
+            let mut fields = vec![("cert_pem".to_string(), cert), ("key_pem".to_string(), key)];
+            if !any && !hosts.is_empty() {
+                fields.push(("hosts".into(), Node::strs(hosts)));
+            }
+            Node::Map(fields)
+        })
+        .collect()
+}
+
+fn listener_secret(
+    objects: &[Object],
+    gw: &Object,
+    tls: &ListenerTls,
+    grants: &Grants,
+) -> Result<(String, String, String), (&'static str, String)> {
+    if tls.mode.as_deref().is_some_and(|m| m != "Terminate") {
+        return Err((
+            "InvalidCertificateRef",
+            "only tls.mode Terminate is served".into(),
+        ));
+    }
+    let Some(r) = tls.certificate_refs.first() else {
+        return Err((
+            "InvalidCertificateRef",
+            "an HTTPS listener needs a certificateRef".into(),
+        ));
+    };
+    if !r.group.as_deref().unwrap_or("").is_empty()
+        || r.kind.as_deref().unwrap_or("Secret") != "Secret"
+    {
+        return Err((
+            "InvalidCertificateRef",
+            "certificateRefs name Secrets".into(),
+        ));
+    }
+    let ns = r.namespace.clone().unwrap_or_else(|| gw.namespace.clone());
+    if ns != gw.namespace
+        && !grants.allows(("Gateway", &gw.namespace), ("", "Secret", &ns, &r.name))
+    {
+        return Err((
+            "RefNotPermitted",
+            format!(
+                "no ReferenceGrant in {ns} lets the Gateway use Secret {}",
+                r.name
+            ),
+        ));
+    }
+    let id = format!("{ns}/{}", r.name);
+    let secret = objects.iter().find(|o| o.kind == "Secret" && o.id() == id);
+    let Some((cert, key)) = secret.and_then(secret_pem) else {
+        return Err((
+            "InvalidCertificateRef",
+            format!("Secret {id} is missing or holds no tls.crt and tls.key"),
+        ));
+    };
+    Ok((id, cert, key))
+}
+
+/// The RoutePolicies that parse, by `namespace` and name, as the route
+/// keys they set (one that does not parse is as one that is missing).
+fn policies(objects: &[Object]) -> BTreeMap<(String, String), Node> {
+    objects
+        .iter()
+        .filter(|o| o.kind == POLICY_KIND)
+        .filter_map(|o| {
+            let spec: policy::RoutePolicySpec = parse(o)?;
+            Some((
+                (o.namespace.clone(), o.name.clone()),
+                Node::Map(spec.keys()),
+            ))
+        })
+        .collect()
+}

@@ -1,0 +1,211 @@
+//! What the Gateway API objects' status should say, as users read it with
+//! `kubectl get -o yaml`: the GatewayClass Accepted; the Gateway Accepted
+//! and Programmed, each listener's conditions, kinds and attached routes;
+//! each route's `parents[]` entry for this Gateway with Accepted and
+//! ResolvedRefs and the spec's reasons. Every condition carries the
+//! object's `metadata.generation` as `observedGeneration`. The Lease
+//! holder writes them (`cluster::status`), only where they differ.
+
+use serde_json::{json, Value};
+
+use super::attach::{Attachment, Served};
+use super::spec::ParentRef;
+use super::{Condition, GROUP};
+use crate::config::Kubernetes;
+use crate::import::Object;
+
+/// One object's status as it should be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusWrite {
+    /// The object's kind (a watched kind's name), namespace and name.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub status: Value,
+    /// A route's: its `parents` entries are ours for this Gateway only;
+    /// the writer keeps every other entry (other Gateways, other
+    /// controllers) as it finds them. The controller name and Gateway.
+    pub parents_of: Option<(String, String)>,
+}
+
+fn generation(o: &Object) -> i64 {
+    o.value
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+fn conditions(list: &[Condition], generation: i64) -> Value {
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    Value::Array(
+        list.iter()
+            .map(|c| {
+                json!({
+                    "type": c.kind,
+                    "status": if c.status { "True" } else { "False" },
+                    "reason": c.reason,
+                    "message": c.message,
+                    "observedGeneration": generation,
+                    "lastTransitionTime": now,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Each GatewayClass naming our controller: Accepted.
+pub fn classes(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
+    let ours = super::our_classes(objects, settings);
+    objects
+        .iter()
+        .filter(|o| o.kind == "GatewayClass" && ours.contains(o.name.as_str()))
+        .map(|c| StatusWrite {
+            kind: c.kind.clone(),
+            namespace: String::new(),
+            name: c.name.clone(),
+            status: json!({"conditions": conditions(&[Condition::yes("Accepted", "Accepted", "handled by fairgate")], generation(c))}),
+            parents_of: None,
+        })
+        .collect()
+}
+
+/// The Gateway: Accepted (`ListenersNotValid` when a listener is not),
+/// Programmed, and each listener. `addresses` are added by the writer.
+pub fn gateway(gw: &Object, listeners: &[Served]) -> StatusWrite {
+    let g = generation(gw);
+    let all_valid = listeners.iter().all(|s| s.refused.is_none());
+    let accepted = match all_valid {
+        true => Condition::yes("Accepted", "Accepted", "served by fairgate"),
+        false => Condition::yes(
+            "Accepted",
+            "ListenersNotValid",
+            "some listeners are not valid",
+        ),
+    };
+    let programmed = Condition::yes("Programmed", "Programmed", "the policy is in force");
+    let listeners: Vec<Value> = listeners.iter().map(|s| listener(s, g)).collect();
+    StatusWrite {
+        kind: gw.kind.clone(),
+        namespace: gw.namespace.clone(),
+        name: gw.name.clone(),
+        status: json!({"conditions": conditions(&[accepted, programmed], g), "listeners": listeners}),
+        parents_of: None,
+    }
+}
+
+fn listener(s: &Served, generation: i64) -> Value {
+    let accepted = match &s.refused {
+        None => Condition::yes("Accepted", "Accepted", "listener accepted"),
+        Some((reason, message)) => Condition::no("Accepted", reason, message),
+    };
+    let resolved = match &s.unresolved {
+        None => Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved"),
+        Some((reason, message)) => Condition::no("ResolvedRefs", reason, message),
+    };
+    let programmed = match (s.refused.is_none(), s.unresolved.is_none()) {
+        (true, true) => Condition::yes("Programmed", "Programmed", "listener served"),
+        _ => Condition::no("Programmed", "Invalid", "listener not served as written"),
+    };
+    let kinds: Vec<Value> = s
+        .kinds
+        .iter()
+        .map(|k| json!({"group": GROUP, "kind": k}))
+        .collect();
+    json!({
+        "name": s.listener.name,
+        "supportedKinds": kinds,
+        "attachedRoutes": s.attached,
+        "conditions": conditions(&[accepted, resolved, programmed], generation),
+    })
+}
+
+/// A route's parent entry, its parentRef written out in full (group, kind
+/// and namespace included, as clients compare them).
+fn parent_entry(
+    route: &Object,
+    settings: &Kubernetes,
+    parent: &ParentRef,
+    list: &[Condition],
+) -> Value {
+    let mut r = json!({
+        "group": parent.group.as_deref().unwrap_or(GROUP),
+        "kind": parent.kind.as_deref().unwrap_or("Gateway"),
+        "namespace": parent.namespace.as_deref().unwrap_or(&route.namespace),
+        "name": parent.name,
+    });
+    if let Some(s) = &parent.section_name {
+        r["sectionName"] = json!(s);
+    }
+    if let Some(p) = parent.port {
+        r["port"] = json!(p);
+    }
+    json!({
+        "parentRef": r,
+        "controllerName": settings.gateway_controller,
+        "conditions": conditions(list, generation(route)),
+    })
+}
+
+/// A route's entries for the Gateway: Accepted from its attachment (or
+/// the problem, when it is one of acceptance), ResolvedRefs from its
+/// backends.
+pub fn route(
+    route: &Object,
+    settings: &Kubernetes,
+    parents: &[(ParentRef, Attachment)],
+    unsupported: Option<Condition>,
+    unresolved: Option<Condition>,
+) -> StatusWrite {
+    let entries: Vec<Value> = parents
+        .iter()
+        .map(|(parent, attached)| {
+            let accepted = match (attached, &unsupported) {
+                (Err(c), _) => c.clone(),
+                (Ok(_), Some(p)) => p.clone(),
+                (Ok(_), None) => Condition::yes("Accepted", "Accepted", "attached"),
+            };
+            let resolved = unresolved.clone().unwrap_or_else(|| {
+                Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved")
+            });
+            parent_entry(route, settings, parent, &[accepted, resolved])
+        })
+        .collect();
+    route_write(route, settings, entries)
+}
+
+/// A route the policy reader refused: not accepted on any parent, with
+/// the reader's reason.
+pub fn withheld_parents(route: &Object, settings: &Kubernetes, why: &str) -> StatusWrite {
+    let gateway = settings.gateway.clone().unwrap_or_default();
+    let parents: Vec<ParentRef> = route
+        .value
+        .pointer("/spec/parentRefs")
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
+    let entries: Vec<Value> = parents
+        .iter()
+        .filter(|p| super::attach::names_gateway(p, &route.namespace, &gateway))
+        .map(|p| {
+            let refused = Condition::no("Accepted", "UnsupportedValue", why);
+            let resolved = Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved");
+            parent_entry(route, settings, p, &[refused, resolved])
+        })
+        .collect();
+    route_write(route, settings, entries)
+}
+
+fn route_write(route: &Object, settings: &Kubernetes, entries: Vec<Value>) -> StatusWrite {
+    StatusWrite {
+        kind: route.kind.clone(),
+        namespace: route.namespace.clone(),
+        name: route.name.clone(),
+        status: json!({"parents": entries}),
+        parents_of: Some((
+            settings.gateway_controller.clone(),
+            settings.gateway.clone().unwrap_or_default(),
+        )),
+    }
+}
