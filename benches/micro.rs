@@ -74,6 +74,7 @@ fn route_matching(c: &mut Criterion, config: &Config) {
     let carried = routing::Carried {
         headers: &headers,
         query: None,
+        tls: false,
     };
     let table = routing::Table::new(&config.routes);
     c.bench_function("route: last of 21 prefix routes", |b| {

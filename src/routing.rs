@@ -12,10 +12,13 @@ pub struct Matched<'c> {
     pub captures: Vec<(&'c str, String)>,
 }
 
-/// What else of a request routes may match on: its headers and query.
+/// What else of a request routes may match on: its headers and query,
+/// and the listener it came in on.
 pub struct Carried<'a> {
     pub headers: &'a http::HeaderMap,
     pub query: Option<&'a str>,
+    /// On the TLS listener.
+    pub tls: bool,
 }
 
 impl Carried<'_> {
@@ -29,6 +32,7 @@ impl Carried<'_> {
             (_, None) => false,
         };
         match condition {
+            Condition::Tls(tls) => self.tls == *tls,
             // A value is matched only when it is there exactly once: of
             // two, the route would see one and the upstream may read the
             // other. Presence needs any.
@@ -337,6 +341,7 @@ routes:
                     let carried = Carried {
                         headers: &headers,
                         query,
+                        tls: false,
                     };
                     let want = find(&config, host, method, path, &carried).map(|m| m.index);
                     let got = table

@@ -455,6 +455,14 @@ spec:
   rules: [{backendRefs: [{name: infra-backend-v2, port: 8080}]}]
 "#;
 
+/// The names the HTTPS listener test's certificate is for.
+const HTTPS_NAMES: [&str; 4] = [
+    "example.org",
+    "unknown-example.org",
+    "second-example.org",
+    "*.wildcard.org",
+];
+
 #[tokio::test]
 async fn httproute_https_listener() {
     let c = Conformance::start();
@@ -464,12 +472,7 @@ async fn httproute_https_listener() {
     // and `*.wildcard.org`, which Go's client accepts and rustls does not
     // (a wildcard right under a public suffix): a leaf for the names the
     // requests use.
-    let sans = [
-        "example.org",
-        "unknown-example.org",
-        "second-example.org",
-        "*.wildcard.org",
-    ];
+    let sans = HTTPS_NAMES;
     c.api.apply(common::cluster::secret_for(
         &pki,
         INFRA,
@@ -533,6 +536,9 @@ async fn httproute_https_listener() {
     for (host, want, backend) in cases {
         https_expect(&gw, tls, &ca, (host, want, backend)).await;
     }
+    // Routes of HTTPS listeners only are not served in the clear.
+    status(&gw, "example.org", "/", &[], 404).await;
+    status(&gw, "second-example.org", "/", &[], 404).await;
 }
 
 /// `GET https://HOST/` (SNI and Host `host`) answered `want` (by `backend`

@@ -168,6 +168,8 @@ pub struct Cors {
 pub enum Condition {
     Header(HeaderName, ValueMatch),
     Query(String, ValueMatch),
+    /// `match.listener`: true on the TLS listener, false on a plain one.
+    Tls(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -200,6 +200,7 @@ pub const ROUTE_MATCH: &[&str] = &[
     "methods",
     "headers",
     "query",
+    "listener",
 ];
 pub const REDIRECT: &[&str] = &["to", "code"];
 pub const DIRECT_RESPONSE: &[&str] = &["status", "weight"];

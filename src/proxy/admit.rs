@@ -26,7 +26,9 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
     let policy = ctx.policy.clone();
     // A CORS preflight is routed as the request it asks about.
     let preflight = cors::preflight_method(&req.method, &req.headers);
-    let matched = pick_route(&policy, req, &host, preflight.as_deref()).ok_or(Deny::NoRoute)?;
+    let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+    let on = (host.as_str(), tls);
+    let matched = pick_route(&policy, req, on, preflight.as_deref()).ok_or(Deny::NoRoute)?;
     ctx.route = Some(matched.index);
     ctx.captures = matched
         .captures
@@ -99,12 +101,13 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
 fn pick_route<'p>(
     policy: &'p crate::state::Policy,
     req: &pingora::http::RequestHeader,
-    host: &str,
+    (host, tls): (&str, bool),
     preflight: Option<&str>,
 ) -> Option<routing::Matched<'p>> {
     let carried = routing::Carried {
         headers: &req.headers,
         query: req.uri.query(),
+        tls,
     };
     let find = |method: &str| {
         policy

@@ -343,7 +343,19 @@ fn one_route(
         false => "http",
     };
     let port = listener.map_or(80, |l| l.port);
+    // A route of the HTTPS listeners only is not served on the plain one,
+    // nor the reverse.
+    let protocols: BTreeSet<&str> = on
+        .iter()
+        .map(|i| listeners[*i].listener.protocol.as_str())
+        .collect();
+    let only = match (protocols.contains("HTTP"), protocols.contains("HTTPS")) {
+        (true, false) => Some("plain"),
+        (false, true) => Some("tls"),
+        _ => None,
+    };
     let rules_cx = rules::Context {
+        only,
         objects: cx.objects,
         grants: cx.grants,
         scheme,

@@ -78,6 +78,9 @@ pub struct Translated {
 
 /// What a route is translated with.
 pub struct Context<'a> {
+    /// `plain` or `tls` when every listener the route attached to is of
+    /// one protocol (`match.listener`).
+    pub only: Option<&'static str>,
     pub objects: &'a [Object],
     pub grants: &'a Grants,
     /// `http` or `https`: the scheme of the listeners it attached to.
@@ -125,6 +128,9 @@ pub fn translate(
                 let mut m_fields = node.clone();
                 if let Some(host) = host {
                     m_fields.insert(0, ("host".into(), Node::str(host.clone())));
+                }
+                if let Some(only) = cx.only {
+                    m_fields.push(("listener".into(), Node::str(only)));
                 }
                 fields.push(("match".into(), Node::Map(m_fields)));
                 fields.extend(action.for_path(&path));
@@ -284,12 +290,13 @@ fn grpc_path(
             let len = std::cmp::Reverse(p.len());
             Some((PathKind::Exact(p), (0, len)))
         }
+        // The spec ranks by the service's characters, then the method's.
         (Some(s), None) => Some((
             PathKind::Prefix(format!("/{s}")),
-            (2, std::cmp::Reverse(s.len() + 1)),
+            (1, std::cmp::Reverse(s.len())),
         )),
-        (None, Some(n)) => Some((PathKind::Regex, (1, std::cmp::Reverse(n.len())))),
-        (None, None) => Some((PathKind::Prefix("/".into()), (2, std::cmp::Reverse(1)))),
+        (None, Some(n)) => Some((PathKind::Regex, (2, std::cmp::Reverse(n.len())))),
+        (None, None) => Some((PathKind::Prefix("/".into()), (3, std::cmp::Reverse(0)))),
     }
 }
 

@@ -359,6 +359,14 @@ pub(super) fn template(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<T
 /// `match.headers` and `match.query`: `NAME: VALUE` (exact) or `NAME: true` (present).
 pub(super) fn conditions(r: &mut Reader<'_>, mf: &yaml::Fields<'_>) -> Vec<Condition> {
     let mut out = Vec::new();
+    if let Some(at) = mf.get("listener") {
+        match r.string(&at).as_deref() {
+            Some("plain") => out.push(Condition::Tls(false)),
+            Some("tls") => out.push(Condition::Tls(true)),
+            Some(_) => r.error_value(&at, "routes.match_invalid", "expected plain or tls"),
+            None => {}
+        }
+    }
     for key in ["headers", "query"] {
         let Some(at) = mf.get(key) else { continue };
         for (name, item) in r.named(&at) {
