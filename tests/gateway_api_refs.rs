@@ -459,3 +459,51 @@ async fn httproute_service_types() {
         to(&gw, "example.com", path, &[], "infra-backend-v1", INFRA).await;
     }
 }
+
+const LEAVING: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: leaving, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules: [{backendRefs: [{name: infra-backend-v1, port: 8080}]}]
+"#;
+
+#[tokio::test]
+async fn a_route_that_leaves_the_gateway_loses_its_parent_entry() {
+    let c = Conformance::start();
+    let gw = c.gateway("same-namespace").await;
+    c.apply(LEAVING);
+    c.accepted(ROUTES, INFRA, "leaving", "same-namespace", "True");
+    to(&gw, "example.com", "/", &[], "infra-backend-v1", INFRA).await;
+    let patch = r#"{"spec":{"parentRefs":[{"name":"all-namespaces"}]}}"#;
+    common::cluster::kubectl(
+        &c.kc,
+        &[
+            "patch",
+            ROUTES,
+            "leaving",
+            "-n",
+            INFRA,
+            "--type=merge",
+            "-p",
+            patch,
+        ],
+        None,
+    )
+    .expect("kubectl patch");
+    status(&gw, "example.com", "/", &[], 404).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let route = c.get(ROUTES, INFRA, "leaving");
+        if parent_entry(&route, "same-namespace").is_none() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the entry for same-namespace stayed: {:#}",
+            route["status"]
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}

@@ -102,6 +102,7 @@ impl Composer {
                         let why = withheld.get(&o.id())?;
                         Some(gateway::withheld_parents(o, &self.settings, why))
                     }));
+                    statuses.extend(gateway::orphans(objects, &self.settings));
                     notes.extend(report_notes(&report, &withheld));
                     if checked.config.server.tls.is_none() {
                         notes.extend(served.iter().filter(|o| tls_secrets(o).next().is_some()).map(

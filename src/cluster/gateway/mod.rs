@@ -194,6 +194,25 @@ pub fn routes(objects: &[Object], settings: &Kubernetes) -> Vec<Object> {
     out
 }
 
+/// The routes whose status still has our entry for the Gateway although
+/// they no longer name it: that entry goes (others' stay).
+pub fn orphans(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
+    let Some(id) = settings.gateway.as_deref() else {
+        return Vec::new();
+    };
+    let attached: BTreeSet<(String, String)> = routes(objects, settings)
+        .iter()
+        .map(|o| (o.kind.clone(), o.id()))
+        .collect();
+    objects
+        .iter()
+        .filter(|o| matches!(o.kind.as_str(), "HTTPRoute" | "GRPCRoute"))
+        .filter(|o| !attached.contains(&(o.kind.clone(), o.id())))
+        .filter(|o| status::has_our_entry(o, settings, id))
+        .map(|o| status::without_ours(o, settings))
+        .collect()
+}
+
 /// The Secrets the Gateway's listeners name (`namespace/name`).
 pub fn secrets(objects: &[Object], settings: &Kubernetes) -> BTreeSet<String> {
     let Some((gw, spec)) = gateway(objects, settings) else {

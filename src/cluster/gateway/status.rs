@@ -197,6 +197,27 @@ pub fn withheld_parents(route: &Object, settings: &Kubernetes, why: &str) -> Sta
     route_write(route, settings, entries)
 }
 
+/// Whether `route`'s status has an entry of ours for Gateway `gateway`.
+pub fn has_our_entry(route: &Object, settings: &Kubernetes, gateway: &str) -> bool {
+    let Some(Value::Array(parents)) = route.value.pointer("/status/parents") else {
+        return false;
+    };
+    parents.iter().any(|p| {
+        let r = &p["parentRef"];
+        let id = format!(
+            "{}/{}",
+            r["namespace"].as_str().unwrap_or(""),
+            r["name"].as_str().unwrap_or("")
+        );
+        p["controllerName"] == settings.gateway_controller.as_str() && id == gateway
+    })
+}
+
+/// `route`'s status without our entry for the Gateway.
+pub fn without_ours(route: &Object, settings: &Kubernetes) -> StatusWrite {
+    route_write(route, settings, Vec::new())
+}
+
 fn route_write(route: &Object, settings: &Kubernetes, entries: Vec<Value>) -> StatusWrite {
     StatusWrite {
         kind: route.kind.clone(),
