@@ -320,6 +320,9 @@ async fn httproute_observed_generation_bump() {
         "same-namespace",
         "True",
     );
+    // Transition times have a resolution of a second: let one pass, so a
+    // condition written again would show a new time.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let generation =
         c.get(ROUTES, INFRA, "observed-generation-bump")["metadata"]["generation"].clone();
     let patch = r#"{"spec":{"rules":[{"backendRefs":[{"name":"infra-backend-v2","port":8080}]}]}}"#;
@@ -356,6 +359,17 @@ async fn httproute_observed_generation_bump() {
             .collect();
         assert!(!seen.is_empty());
     }
+    let accepted_at = |entry: &Value| {
+        entry["conditions"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["type"] == "Accepted"))
+            .map(|c| c["lastTransitionTime"].clone())
+    };
+    assert_eq!(
+        accepted_at(&after),
+        accepted_at(&before),
+        "Accepted stayed True: its transition time stays"
+    );
     assert!(
         after["conditions"]
             .as_array()

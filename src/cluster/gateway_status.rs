@@ -54,6 +54,7 @@ pub async fn write(
         if let Some((controller, gw)) = &w.parents_of {
             want = with_others(&have, want, controller, gw);
         }
+        keep_transition_times(&have, &mut want);
         if timeless(&have) == timeless(&want) {
             written.insert(key, timeless(&w.status_with(&want)));
             continue;
@@ -107,6 +108,43 @@ fn with_others(have: &Value, mut want: Value, controller: &str, gw: &str) -> Val
     }
     want["parents"] = Value::Array(parents);
     want
+}
+
+/// A condition whose status did not change keeps the time it last did:
+/// conditions are matched by `type`, within the parent (`parentRef`) or
+/// listener (`name`) they belong to.
+fn keep_transition_times(have: &Value, want: &mut Value) {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => {
+            let same = w.contains_key("type")
+                && w.get("type") == h.get("type")
+                && w.get("status") == h.get("status");
+            if let (true, Some(t)) = (same, h.get("lastTransitionTime")) {
+                w.insert("lastTransitionTime".into(), t.clone());
+            }
+            for (k, wv) in w.iter_mut() {
+                if let Some(hv) = h.get(k) {
+                    keep_transition_times(hv, wv);
+                }
+            }
+        }
+        (Value::Array(h), Value::Array(w)) => {
+            for wv in w.iter_mut() {
+                let Some(id) = identity(wv) else { continue };
+                if let Some(hv) = h.iter().find(|hv| identity(hv).as_ref() == Some(&id)) {
+                    keep_transition_times(hv, wv);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What names an entry of a status list: a parent, a listener, a condition.
+fn identity(v: &Value) -> Option<Value> {
+    ["parentRef", "name", "type"]
+        .iter()
+        .find_map(|k| v.get(*k).cloned())
 }
 
 /// A status without its conditions' transition times.
