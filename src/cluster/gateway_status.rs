@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 
-use super::gateway::StatusWrite;
+use super::gateway::{self, StatusWrite};
 use super::watch::Kind;
 use crate::config::Kubernetes;
 
@@ -88,19 +88,12 @@ impl Ours for StatusWrite {
 
 /// Our parents entries for the Gateway, after every entry that is not.
 fn with_others(have: &Value, mut want: Value, controller: &str, gw: &str) -> Value {
-    let ours = |entry: &Value| {
-        let r = &entry["parentRef"];
-        let id = format!(
-            "{}/{}",
-            r["namespace"].as_str().unwrap_or(""),
-            r["name"].as_str().unwrap_or("")
-        );
-        entry["controllerName"] == controller
-            && r["kind"].as_str().unwrap_or("Gateway") == "Gateway"
-            && id == gw
-    };
     let mut parents: Vec<Value> = match have.get("parents") {
-        Some(Value::Array(list)) => list.iter().filter(|e| !ours(e)).cloned().collect(),
+        Some(Value::Array(list)) => list
+            .iter()
+            .filter(|e| !gateway::is_ours(e, controller, gw))
+            .cloned()
+            .collect(),
         _ => Vec::new(),
     };
     if let Some(Value::Array(mine)) = want.get("parents") {

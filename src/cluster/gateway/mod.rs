@@ -25,7 +25,7 @@ use crate::import::{secret_pem, yaml, Node, Object};
 use attach::Served;
 use spec::{GatewaySpec, ListenerTls, ReferenceGrantSpec, RouteSpec};
 
-pub use status::{withheld_parents, StatusWrite};
+pub use status::{is_ours, withheld_parents, StatusWrite};
 
 /// The Gateway API's group.
 pub const GROUP: &str = "gateway.networking.k8s.io";

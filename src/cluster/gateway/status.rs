@@ -202,15 +202,23 @@ pub fn has_our_entry(route: &Object, settings: &Kubernetes, gateway: &str) -> bo
     let Some(Value::Array(parents)) = route.value.pointer("/status/parents") else {
         return false;
     };
-    parents.iter().any(|p| {
-        let r = &p["parentRef"];
-        let id = format!(
-            "{}/{}",
-            r["namespace"].as_str().unwrap_or(""),
-            r["name"].as_str().unwrap_or("")
-        );
-        p["controllerName"] == settings.gateway_controller.as_str() && id == gateway
-    })
+    parents
+        .iter()
+        .any(|p| is_ours(p, &settings.gateway_controller, gateway))
+}
+
+/// Whether a `status.parents` entry is `controller`'s for Gateway
+/// `gateway` (`namespace/name`).
+pub fn is_ours(entry: &Value, controller: &str, gateway: &str) -> bool {
+    let r = &entry["parentRef"];
+    let id = format!(
+        "{}/{}",
+        r["namespace"].as_str().unwrap_or(""),
+        r["name"].as_str().unwrap_or("")
+    );
+    entry["controllerName"] == controller
+        && r["kind"].as_str().unwrap_or("Gateway") == "Gateway"
+        && id == gateway
 }
 
 /// `route`'s status without our entry for the Gateway.
