@@ -505,3 +505,34 @@ async fn a_reference_grant_lets_through_only_the_kind_and_namespace_it_names() {
     .await;
     to(&gw, "granted.example", "/", &[], "web-backend", WEB).await;
 }
+
+#[tokio::test]
+async fn a_route_of_too_many_matches_and_hostnames_is_refused_alone() {
+    let c = Conformance::start();
+    let gw = c.gateway("same-namespace").await;
+    // 40 hostnames × 30 matches: 1,200 routes, over the 1,024 one route may make.
+    let hosts: Vec<String> = (0..40).map(|i| format!("h{i}.example")).collect();
+    let matches: Vec<String> = (0..30)
+        .map(|i| format!("{{path: {{type: Exact, value: /m{i}}}}}"))
+        .collect();
+    c.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+         metadata: {{name: sprawling, namespace: {INFRA}}}\n\
+         spec:\n  parentRefs: [{{name: same-namespace}}]\n  hostnames: [{}]\n  rules: [{{matches: [{}], backendRefs: [{{name: infra-backend-v1, port: 8080}}]}}]\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+         metadata: {{name: modest, namespace: {INFRA}}}\n\
+         spec:\n  parentRefs: [{{name: same-namespace}}]\n  hostnames: [modest.example]\n  rules: [{{backendRefs: [{{name: infra-backend-v2, port: 8080}}]}}]\n",
+        hosts.join(", "),
+        matches.join(", ")
+    ));
+    let refused = c.parent_condition(
+        ROUTES,
+        INFRA,
+        "sprawling",
+        "same-namespace",
+        &[("Accepted", "False", "UnsupportedValue")],
+    );
+    assert!(refused.to_string().contains("1024"), "{refused:#}");
+    status(&gw, "h0.example", "/m0", &[], 404).await;
+    to(&gw, "modest.example", "/", &[], "infra-backend-v2", INFRA).await;
+}

@@ -66,6 +66,9 @@ pub fn fenced(entries: Vec<Entry>) -> Vec<Node> {
     out
 }
 
+/// The most fairgate routes one Gateway API route becomes.
+const MAX_ENTRIES: usize = 1024;
+
 /// What a route's translation gives: its fairgate routes, the pools they
 /// use, and why a reference did not resolve or a value is not served.
 #[derive(Default)]
@@ -104,6 +107,17 @@ pub fn translate(
     cx: &Context<'_>,
 ) -> Translated {
     let mut out = Translated::default();
+    // The API server's schema allows 16 rules, 64 matches and 16 hostnames;
+    // an object it did not check, or their product, is bounded here, so one
+    // route cannot make the policy of every other route huge.
+    let matches: usize = spec.rules.iter().map(|r| r.matches.len().max(1)).sum();
+    if matches.saturating_mul(hosts.len()) > MAX_ENTRIES {
+        out.unsupported(format!(
+            "{matches} matches on {} hostnames make more than {MAX_ENTRIES} routes",
+            hosts.len()
+        ));
+        return out;
+    }
     let prefix = super::route_prefix(route);
     let created = route
         .text(&["metadata", "creationTimestamp"])
