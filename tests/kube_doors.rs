@@ -12,110 +12,17 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
 
 use common::cluster::*;
+use common::doors::complete_cluster;
 use common::kube_api::KubeApi;
 use common::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};
 
 const TOKEN: &str = "doors-admin-token-0123456789abcdef";
-
-/// Every Service an Ingress backend names, with the ports it names.
-fn backends(api: &KubeApi) -> BTreeSet<(String, String, String)> {
-    let mut out = BTreeSet::new();
-    for ing in api.list("networking.k8s.io/v1/ingresses", "") {
-        let ns = ing["metadata"]["namespace"].as_str().unwrap().to_string();
-        let text = ing["spec"].to_string();
-        let spec: Value = serde_json::from_str(&text).unwrap();
-        collect_backends(&spec, &ns, &mut out);
-    }
-    out
-}
-
-fn collect_backends(v: &Value, ns: &str, out: &mut BTreeSet<(String, String, String)>) {
-    match v {
-        Value::Object(map) => {
-            if let Some(svc) = map.get("service") {
-                let port = &svc["port"];
-                let port = port["number"]
-                    .as_u64()
-                    .map(|n| n.to_string())
-                    .or_else(|| port["name"].as_str().map(String::from))
-                    .unwrap_or_else(|| "80".into());
-                let name = svc["name"].as_str().unwrap_or_default().to_string();
-                out.insert((ns.to_string(), name, port));
-            }
-            map.values().for_each(|x| collect_backends(x, ns, out));
-        }
-        Value::Array(items) => items.iter().for_each(|x| collect_backends(x, ns, out)),
-        _ => {}
-    }
-}
-
-/// What a cluster has besides the manifests: our class named `nginx`, a
-/// Service for each backend without one, a ready endpoint behind each,
-/// and the TLS Secrets the Ingresses name.
-fn complete_cluster(api: &KubeApi, pki: &Pki) {
-    api.apply(ingress_class("nginx", CONTROLLER, false));
-    for (ns, name, port) in backends(api) {
-        let number: u16 = port.parse().unwrap_or(80);
-        let svc = match api.get("v1/services", &ns, &name) {
-            Some(svc) => svc,
-            None => api.apply(json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": name, "namespace": ns},
-                "spec": {"ports": [{"port": number}]}
-            })),
-        };
-        let ports: Vec<Value> = svc["spec"]["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| json!({"name": p["name"].as_str().unwrap_or(""), "port": 8000 + p["port"].as_u64().unwrap()}))
-            .collect();
-        api.apply(json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("{name}-x"), "namespace": ns,
-                         "labels": {"kubernetes.io/service-name": name}},
-            "addressType": "IPv4", "ports": ports,
-            "endpoints": [{"addresses": ["127.0.0.9"], "conditions": {"ready": true}}]
-        }));
-    }
-    for ing in api.list("networking.k8s.io/v1/ingresses", "") {
-        let ns = ing["metadata"]["namespace"].as_str().unwrap();
-        let annotation =
-            &ing["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-ssl-secret"];
-        if let Some(reference) = annotation.as_str() {
-            let (ns, name) = reference.split_once('/').unwrap_or((ns, reference));
-            use base64::Engine;
-            let ca = std::fs::read(pki.ca()).unwrap();
-            let ca = base64::engine::general_purpose::STANDARD.encode(ca);
-            api.apply(json!({
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": name, "namespace": ns},
-                "data": {"ca.crt": ca}
-            }));
-        }
-        for section in ing["spec"]["tls"].as_array().into_iter().flatten() {
-            let Some(secret) = section["secretName"].as_str() else {
-                continue;
-            };
-            let hosts: Vec<&str> = section["hosts"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            let (cert, key) = pki.leaf(secret, secret, &hosts, "02");
-            let (cert, key) = (std::fs::read(cert).unwrap(), std::fs::read(key).unwrap());
-            api.apply(tls_secret(ns, secret, &cert, &key));
-        }
-    }
-}
 
 /// The policy's tree with what differs by door taken out: the listeners,
 /// admin and store (the base's in the cluster), pool targets, and where
@@ -198,7 +105,10 @@ async fn case(name: &str) {
     let kc = api.kubeconfig(dir.path());
     let manifest = format!("tests/ingress-nginx/{name}/ingress.yaml");
     kubectl(&kc, &["create", "-f", &manifest], None).expect("kubectl create -f the case");
-    complete_cluster(&api, &pki);
+    // Endpoints no request reaches: the policies are compared, not answers.
+    complete_cluster(&api, &pki, &mut |_, _, port| {
+        SocketAddr::from(([127, 0, 0, 9], 8000 + port))
+    });
     // The controller's, found by the names the import looks for.
     let controllers = [
         "ingress-nginx-controller",

@@ -98,6 +98,28 @@ impl Fields {
 const WIDTH: usize = 100;
 
 /// The YAML text of a top-level mapping.
+/// A JSON value as a node (`null` as an empty string; a mapping's keys in
+/// the order the value holds them).
+pub fn json_node(v: &serde_json::Value) -> Node {
+    use serde_json::Value;
+    match v {
+        Value::Null => Node::str(""),
+        Value::Bool(b) => Node::Bool(*b),
+        // Whole numbers as integers (schemars writes `minimum: 0.0`).
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                    .map(|f| f as u64)
+            })
+            .map_or_else(|| Node::str(n.to_string()), Node::Int),
+        Value::String(s) => Node::str(s.clone()),
+        Value::Array(a) => Node::Seq(a.iter().map(json_node).collect()),
+        Value::Object(m) => Node::Map(m.iter().map(|(k, v)| (k.clone(), json_node(v))).collect()),
+    }
+}
+
 pub fn yaml(root: &Node) -> String {
     let mut out = String::new();
     if let Node::Map(entries) = root {

@@ -237,7 +237,7 @@ fn unpack(value: Value, out: &mut Vec<Object>) {
     });
 }
 
-fn json(doc: &Yaml) -> Value {
+pub(super) fn json(doc: &Yaml) -> Value {
     match doc {
         Yaml::String(s) | Yaml::Real(s) => Value::String(s.clone()),
         Yaml::Integer(i) => Value::from(*i),

@@ -27,6 +27,7 @@ mod draft;
 mod emit;
 mod endpoints;
 mod fairgate;
+mod gateway_api;
 mod headers;
 mod limits;
 mod manifests;
@@ -48,7 +49,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use annotations::KNOWN;
-pub use emit::{yaml, Node};
+pub use emit::{json_node, yaml, Node};
 pub use endpoints::targets as service_targets;
 pub use manifests::Object;
 pub use names::policy_name;
@@ -67,6 +68,22 @@ pub struct Options {
     /// Write the report here instead of standard error.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// What to write: a fairgate policy, or Gateway API objects (Gateway,
+    /// HTTPRoutes, GRPCRoutes, ReferenceGrants, fairgate RoutePolicies)
+    /// with the base policy they name written to --base.
+    #[arg(long, value_enum, default_value = "policy")]
+    pub to: Target,
+    /// With `--to gateway-api`: where the base policy goes (server, store,
+    /// auth methods, limits, concurrency policies; the controller's
+    /// ConfigMap).
+    #[arg(long, required_if_eq("to", "gateway-api"))]
+    pub base: Option<PathBuf>,
+    /// With `--to gateway-api`: the Gateway written, as NAMESPACE/NAME.
+    #[arg(long, default_value = "ingress/edge")]
+    pub gateway: String,
+    /// With `--to gateway-api`: the Gateway's class.
+    #[arg(long, default_value = "fairgate")]
+    pub gateway_class: String,
     /// Controller pods that enforced the limits (default: a Deployment or
     /// HorizontalPodAutoscaler of the controller among the inputs, else 1).
     #[arg(long)]
@@ -114,6 +131,16 @@ pub struct Options {
     /// hosts behind another's users).
     #[arg(skip)]
     pub base_methods: Option<std::collections::BTreeSet<String>>,
+}
+
+/// What `fairgate import ingress-nginx` writes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Target {
+    /// A fairgate policy file.
+    #[default]
+    Policy,
+    /// Gateway API objects and a base policy.
+    GatewayApi,
 }
 
 /// What became of one annotation or setting.
@@ -201,7 +228,13 @@ pub fn main(options: &Options) -> i32 {
 /// Reads, converts and writes; how many report lines are `not supported`.
 fn run(options: &Options) -> Result<usize, Error> {
     let objects = manifests::read(&options.inputs)?;
-    let imported = convert(&objects, options);
+    let mut imported = convert(&objects, options);
+    if options.to == Target::GatewayApi {
+        let converted = gateway_api::convert(&objects, options, &imported.policy);
+        imported.report.extend(converted.report);
+        write(options.base.as_ref(), &converted.base, false)?;
+        imported.policy = converted.manifests;
+    }
     let mut report: String = imported.report.iter().map(|l| format!("{l}\n")).collect();
     let unsupported = imported.unsupported();
     report.push_str(&format!(

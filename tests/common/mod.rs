@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 pub mod check;
 pub mod cluster;
 mod dns;
+pub mod doors;
 pub mod edge_attack;
 pub mod forward_auth;
 mod gateway;

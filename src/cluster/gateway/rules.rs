@@ -246,7 +246,9 @@ fn http_path(
         .as_ref()
         .and_then(|p| p.value.clone())
         .unwrap_or_else(|| "/".into());
-    if !value.starts_with('/') {
+    // As the CRD's rule: a regular expression need not start with `/`
+    // (`(?i)/api`).
+    if !value.starts_with('/') && kind != "RegularExpression" {
         out.unsupported(format!("path {value:?} does not start with /"));
         return None;
     }

@@ -1,0 +1,195 @@
+//! A fairgate route's keys besides its match and pool, as Gateway API
+//! filters where they say the same, else as its RoutePolicy's fields.
+
+use serde_json::{json, Map, Value};
+
+use super::Note;
+use crate::import::Verdict;
+
+/// The route's keys other than its match and pool: into Gateway API
+/// filters where they say the same, else into its RoutePolicy.
+pub(super) fn carry(
+    route: &Value,
+    policy: &mut Map<String, Value>,
+    filters: &mut Vec<Value>,
+    notes: &mut Vec<Note>,
+) -> Result<(), String> {
+    let empty = Map::new();
+    for (key, v) in route.as_object().unwrap_or(&empty) {
+        let camel = |k: &str| {
+            k.split('_')
+                .enumerate()
+                .fold(String::new(), |mut s, (i, w)| {
+                    match i {
+                        0 => s.push_str(w),
+                        _ => {
+                            let mut c = w.chars();
+                            s.extend(c.next().map(|c| c.to_ascii_uppercase()));
+                            s.push_str(c.as_str());
+                        }
+                    }
+                    s
+                })
+        };
+        match key.as_str() {
+            "name" | "match" | "upstream" | "canary" | "https_redirect" => {}
+            "auth" if v.as_str() == Some("none") => {}
+            "auth" | "limits" | "concurrency" | "exempt" | "allow_cidrs" | "deny_cidrs"
+            | "limit_exempt_cidrs" | "max_body" | "app_root" => {
+                policy.insert(camel(key), v.clone());
+            }
+            "timeouts" | "cors" => {
+                let obj: Map<String, Value> = v
+                    .as_object()
+                    .unwrap_or(&empty)
+                    .iter()
+                    .map(|(k, v)| (camel(k), v.clone()))
+                    .collect();
+                policy.insert(key.clone(), Value::Object(obj));
+            }
+            "retries" => {
+                let mut obj: Map<String, Value> = v
+                    .as_object()
+                    .unwrap_or(&empty)
+                    .iter()
+                    .map(|(k, v)| (camel(k), v.clone()))
+                    .collect();
+                if let Some(on) = obj.get_mut("retryOn").and_then(Value::as_array_mut) {
+                    on.iter_mut().for_each(|x| {
+                        *x = json!(x.as_str().map_or_else(|| x.to_string(), String::from))
+                    });
+                }
+                policy.insert(key.clone(), Value::Object(obj));
+            }
+            "request_headers" | "response_headers" => header_edits(key, v, policy, filters),
+            "rewrite" => rewrite(v, policy, filters),
+            "redirect" => {
+                filters.push(redirect(v)?);
+                notes.push((
+                    "redirect".into(),
+                    Verdict::Approximated(
+                        "a RequestRedirect keeps the request's query string".into(),
+                    ),
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "its key {other} has no Gateway API or RoutePolicy form"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Header edits with literal values as a header modifier filter; with
+/// templates (`{host}`) in the RoutePolicy, which then holds them all.
+fn header_edits(key: &str, v: &Value, policy: &mut Map<String, Value>, filters: &mut Vec<Value>) {
+    let templated = ["set", "add"]
+        .iter()
+        .flat_map(|k| v[*k].as_object().into_iter().flatten())
+        .any(|(_, value)| value.as_str().is_none_or(|s| s.contains(['{', '}'])));
+    if templated {
+        let camel = if key == "request_headers" {
+            "requestHeaders"
+        } else {
+            "responseHeaders"
+        };
+        policy.insert(camel.into(), v.clone());
+        return;
+    }
+    let pairs = |k: &str| -> Vec<Value> {
+        v[k].as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| json!({"name": name, "value": value}))
+            .collect()
+    };
+    let mut modifier = json!({});
+    for k in ["set", "add"] {
+        let list = pairs(k);
+        if !list.is_empty() {
+            modifier[k] = json!(list);
+        }
+    }
+    if let Some(remove) = v["remove"].as_array() {
+        modifier["remove"] = json!(remove);
+    }
+    let (kind, field) = match key {
+        "request_headers" => ("RequestHeaderModifier", "requestHeaderModifier"),
+        _ => ("ResponseHeaderModifier", "responseHeaderModifier"),
+    };
+    filters.push(json!({"type": kind, field: modifier}));
+}
+
+/// A literal rewrite as a URLRewrite filter; a path template of the
+/// regular expression's groups in the RoutePolicy.
+fn rewrite(v: &Value, policy: &mut Map<String, Value>, filters: &mut Vec<Value>) {
+    let mut url = json!({});
+    match v["path"].as_str() {
+        Some(p) if p.contains(['{', '}']) => {
+            policy.insert("rewritePath".into(), json!(p));
+        }
+        Some(p) => url["path"] = json!({"type": "ReplaceFullPath", "replaceFullPath": p}),
+        None => {}
+    }
+    if let Some(h) = v["host"].as_str() {
+        url["hostname"] = json!(h);
+    }
+    if url.as_object().is_some_and(|m| !m.is_empty()) {
+        filters.push(json!({"type": "URLRewrite", "urlRewrite": url}));
+    }
+}
+
+/// `redirect: {to, code}` as a RequestRedirect: the URL's scheme, host,
+/// port and whole path.
+fn redirect(v: &Value) -> Result<Value, String> {
+    let to = v["to"].as_str().unwrap_or_default();
+    let code = v["code"].as_u64().unwrap_or(302);
+    if ![301, 302, 307, 308].contains(&code) {
+        return Err(format!(
+            "a redirect with status {code} (the Gateway API has 301, 302, 307 and 308)"
+        ));
+    }
+    let parsed = to.split_once("://").and_then(|(scheme, rest)| {
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let ok = matches!(scheme, "http" | "https") && !to.contains(['{', '}', '?', '#']);
+        ok.then_some((scheme, authority, path))
+    });
+    let Some((scheme, authority, path)) = parsed else {
+        return Err(format!(
+            "a redirect to {to:?}, which is not a plain http(s) URL"
+        ));
+    };
+    let mut r = json!({"scheme": scheme, "statusCode": code,
+                       "path": {"type": "ReplaceFullPath", "replaceFullPath": if path.is_empty() { "/" } else { path }}});
+    match authority
+        .rsplit_once(':')
+        .map(|(h, p)| (h, p.parse::<u16>()))
+    {
+        Some((host, Ok(port))) => {
+            r["hostname"] = json!(host);
+            r["port"] = json!(port);
+        }
+        _ => r["hostname"] = json!(authority),
+    }
+    Ok(json!({"type": "RequestRedirect", "requestRedirect": r}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_is_its_url_in_parts() {
+        let r =
+            redirect(&json!({"to": "https://www.example.com:8443/new-home", "code": 301})).unwrap();
+        assert_eq!(
+            r["requestRedirect"],
+            json!({"scheme": "https", "hostname": "www.example.com", "port": 8443, "statusCode": 301,
+                   "path": {"type": "ReplaceFullPath", "replaceFullPath": "/new-home"}})
+        );
+        assert!(redirect(&json!({"to": "https://x.example/{path}", "code": 301})).is_err());
+        assert!(redirect(&json!({"to": "https://x.example/", "code": 303})).is_err());
+    }
+}
