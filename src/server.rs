@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::listeners::tls::TlsSettings;
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, ShutdownWatch};
 use pingora::services::background::{background_service, BackgroundService};
@@ -42,6 +43,8 @@ pub enum StartError {
     Telemetry(#[from] crate::telemetry::StartError),
     #[error("server.tls: {0}")]
     Tls(Box<pingora::Error>),
+    #[error("server.tls: no session ticket keys: {0}")]
+    Tickets(String),
 }
 
 /// Runs the gateway until a shutdown signal; `config_path` is re-read on SIGHUP.
@@ -172,7 +175,7 @@ fn proxy_service(
     let tls = match &server_cfg.tls {
         Some(tls) => Some(TlsListener {
             addr: tls.listen,
-            acceptor: tls_settings(shared)?.build(),
+            acceptor: with_tickets(tls_settings(shared)?.build())?,
         }),
         None => None,
     };
@@ -180,13 +183,10 @@ fn proxy_service(
         "fairgate proxy".to_string(),
         Edge::new(gateway, Bounds::from_config(server_cfg), tls),
     );
-    for addr in &server_cfg.listen {
-        proxy.add_tcp(&addr.to_string());
+    let tls_listen = server_cfg.tls.as_ref().map(|t| t.listen);
+    for addr in server_cfg.listen.iter().chain(&tls_listen) {
+        proxy.add_listener(ListenerConfig::tcp(addr.to_string()).l4_buffer(l4_buffers(server_cfg)));
         listening.push(*addr);
-    }
-    if let Some(tls) = &server_cfg.tls {
-        proxy.add_tcp(&tls.listen.to_string());
-        listening.push(tls.listen);
     }
     Ok(proxy)
 }
@@ -207,6 +207,36 @@ fn tls_settings(shared: &Arc<Shared>) -> Result<TlsSettings, StartError> {
     }
     settings.enable_h2();
     Ok(settings)
+}
+
+/// The read buffer under a client connection: as large as the largest
+/// request head (`max_header_size`, at least 4 KiB, at most Pingora's
+/// default of 64 KiB), not 64 KiB whatever the bound. Pingora allocates it
+/// at accept and holds it while the connection idles; it must hold a whole
+/// refused head, or the unread rest makes the close a reset and the client
+/// never reads its 431 (tests/third_attack.rs).
+fn l4_buffers(server: &crate::config::Server) -> L4BufferSettings {
+    L4BufferSettings {
+        read: Some(server.max_header_size.clamp(4 << 10, 64 << 10) as usize),
+        write: None,
+    }
+}
+
+/// Pingora's acceptor with session tickets: a returning client resumes
+/// (one key agreement, no certificate signature) whatever other clients
+/// came between, where rustls' default (no tickets, 256 cached sessions)
+/// resumes almost none of a busy edge's. The ticket keys are random per
+/// process and rotated every 6 hours (rustls' `Ticketer`), kept only in
+/// memory; no 0-RTT. Pingora's `TlsSettings` has no ticket setting, so
+/// its rustls config is copied and the copy given the ticketer.
+fn with_tickets(
+    mut acceptor: pingora::listeners::tls::Acceptor,
+) -> Result<pingora::listeners::tls::Acceptor, StartError> {
+    let mut config = (**acceptor.acceptor.config()).clone();
+    config.ticketer =
+        rustls::crypto::ring::Ticketer::new().map_err(|e| StartError::Tickets(e.to_string()))?;
+    acceptor.acceptor = pingora::tls::TlsAcceptor::from(Arc::new(config));
+    Ok(acceptor)
 }
 
 /// SIGTERM and SIGINT both mean: stop accepting, drain, exit 0.

@@ -64,6 +64,11 @@ pub fn convert(objects: &[Object], options: &Options, policy: &str) -> Converted
     for route in policy["routes"].as_array().into_iter().flatten() {
         let name = route["name"].as_str().unwrap_or_default();
         let Some((ns, ingress, rest)) = owner(&owners, name) else {
+            report.push(Line {
+                subject: "gateway-api".into(),
+                item: format!("route {name}"),
+                verdict: Verdict::Unsupported("no Ingress's route: not written".into()),
+            });
             continue;
         };
         let subject = format!("{ns}/{ingress}");

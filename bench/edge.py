@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""The edge rows of the benchmark: what a real edge spends besides
+plaintext keep-alive HTTP/1.1. Run by bench/run after bench.py, with the
+same targets' placement (one worker thread pinned to CPU 1, the clients and
+the upstream on CPU 0) and, for each measure, the targets interleaved round
+after round:
+
+- TLS 1.3 keep-alive requests (wrk over https, ECDSA P-256): req/s and
+  server CPU per request;
+- HTTP/2 over TLS, 8 connections of 16 concurrent streams (h2load);
+- a new TLS 1.3 connection per request with a full handshake, ECDSA P-256
+  and RSA-2048, and with the session resumed (`openssl s_time -new` and
+  `-reuse`, one GET each): handshakes/s and server CPU per handshake;
+- idle keep-alive connections, plain and TLS: resident memory per
+  connection (each has made one request; the servers' RSS, all their
+  processes, before and after, from /proc).
+
+Appends its section to docs/benchmarks.md (bench.py writes the rest).
+"""
+import os
+import re
+import resource
+import socket
+import ssl
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import bench
+from bench import (BARE_PINGORA, FAIRGATE, ROOT, ROUNDS, SECONDS, WORK, cpu_seconds, free_port,
+                   start, stop, tree, upstream, wait_port, write)
+
+IDLE = int(os.environ.get("IDLE_CONNECTIONS", "10000" if SECONDS >= 5 else "1000"))
+# Every process here (clients and servers) may open this many files: the
+# hard limit, which a sandbox may not let us raise.
+FDS = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+if FDS == resource.RLIM_INFINITY:
+    FDS = 1 << 20
+SECTION = "## At the edge: TLS, handshakes, idle connections"
+
+
+def certificates():
+    """Self-signed ECDSA P-256 and RSA-2048 certificates for bench.test."""
+    out = {}
+    for kind, args in (("ecdsa", ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]),
+                       ("rsa", ["-newkey", "rsa:2048"])):
+        crt, key = WORK / f"{kind}.crt", WORK / f"{kind}.key"
+        subprocess.run(["openssl", "req", "-x509", "-nodes", "-days", "2", *args,
+                        "-keyout", str(key), "-out", str(crt), "-subj", "/CN=bench.test",
+                        "-addext", "subjectAltName=DNS:bench.test"],
+                       check=True, capture_output=True)
+        pem = WORK / f"{kind}.pem"
+        pem.write_text(crt.read_text() + key.read_text())
+        out[kind] = (crt, key, pem)
+    return out
+
+
+def nginx(port, up, cert=None):
+    tls = f"ssl http2; ssl_certificate {cert[0]}; ssl_certificate_key {cert[1]}" if cert else ""
+    conf = write(f"edge-nginx-{port}.conf", f"""
+worker_processes 1;
+worker_rlimit_nofile {FDS};
+daemon off;
+pid {WORK}/edge-nginx-{port}.pid;
+error_log {WORK}/edge-nginx-{port}.err warn;
+events {{ worker_connections {FDS}; }}
+http {{
+  access_log off;
+  keepalive_timeout 300s;
+  upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
+  server {{ listen 127.0.0.1:{port} {tls}; keepalive_requests 1000000;
+    location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }} }}
+}}""")
+    return start(["nginx", "-c", str(conf)], 1, name=f"edge-nginx-{port}")
+
+
+def haproxy(port, up, cert=None):
+    tls = f"ssl crt {cert[2]} alpn h2,http/1.1" if cert else ""
+    conf = write(f"edge-haproxy-{port}.cfg", f"""
+global
+  nbthread 1
+  ulimit-n {FDS}
+  maxconn {FDS // 2 - 100}
+defaults
+  mode http
+  maxconn {FDS // 2 - 100}
+  timeout connect 5s
+  timeout client 300s
+  timeout server 30s
+  timeout http-keep-alive 300s
+  option http-keep-alive
+frontend fe
+  bind 127.0.0.1:{port} {tls}
+  default_backend be
+backend be
+  http-reuse always
+  server up 127.0.0.1:{up}
+""")
+    return start(["haproxy", "-f", str(conf)], 1, name=f"edge-haproxy-{port}")
+
+
+def fairgate(port, up, cert=None):
+    listen = f'tls: {{listen: "127.0.0.1:{port}", cert: "{cert[0]}", key: "{cert[1]}"}}' if cert else ""
+    plain = f'"127.0.0.1:{free_port() if cert else port}"'
+    conf = write(f"edge-fairgate-{port}.yaml", f"""
+server:
+  listen: [{plain}]
+  threads: 1
+  shutdown_grace: 1s
+  max_connections: {FDS}
+  max_connections_per_ip: {FDS}
+  keepalive_timeout: 300s
+  {listen}
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+default_limits: none
+upstreams:
+  api: {{targets: ["127.0.0.1:{up}"]}}
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none}}
+""")
+    return start([str(FAIRGATE), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn"},
+                 name=f"edge-fairgate-{port}")
+
+
+def bare(port, up, cert=None):
+    return start([str(BARE_PINGORA), f"127.0.0.1:{port}", f"127.0.0.1:{up}"], 1,
+                 name=f"edge-bare-{port}")
+
+
+def rss_kib(pids):
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            total += int(re.search(r"VmRSS:\s+(\d+)", status).group(1))
+        except (OSError, AttributeError):
+            pass
+    return total
+
+
+def one_request(sock):
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: bench.test\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer or not answer.endswith(b"ok\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            raise RuntimeError(f"closed after {answer[:60]!r}")
+        answer += chunk
+
+
+def idle(port, pid, n, tls):
+    """KiB of the server's RSS per idle keep-alive connection (after one
+    request each), 100 opened first so one-time growth is not counted."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+
+    def open_one():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        if tls:
+            s = ctx.wrap_socket(s, server_hostname="bench.test")
+        one_request(s)
+        return s
+
+    warm = [open_one() for _ in range(100)]
+    time.sleep(0.5)
+    before = rss_kib(tree(pid))
+    held = [open_one() for _ in range(n)]
+    time.sleep(0.5)
+    after = rss_kib(tree(pid))
+    for s in held + warm:
+        s.close()
+    return (after - before) / n
+
+
+def s_time(port, mode, seconds):
+    """openssl s_time: connections in `seconds`, each one GET."""
+    out = subprocess.run(["taskset", "-c", "0", "openssl", "s_time", "-connect",
+                          f"127.0.0.1:{port}", mode, "-time", str(seconds), "-www", "/"],
+                         capture_output=True, text=True).stdout
+    m = re.findall(r"(\d+) connections in ([\d.]+)s", out)
+    if not m:
+        raise RuntimeError(f"s_time on {port}: {out[-300:]}")
+    return int(m[-1][0])
+
+
+def handshakes(port, pid, mode, seconds):
+    pids = tree(pid)
+    cpu0 = cpu_seconds(pids)
+    n = s_time(port, mode, seconds)
+    cpu = cpu_seconds(pids) - cpu0
+    return {"per_s": n / seconds, "cpu_us": cpu * 1e6 / max(n, 1)}
+
+
+def keepalive(port, pid, seconds):
+    pids = tree(pid)
+    cpu0 = cpu_seconds(pids)
+    cmd = ["taskset", "-c", "0", "wrk", "-t1", "-c32", f"-d{seconds}s",
+           f"https://127.0.0.1:{port}/"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    cpu = cpu_seconds(pids) - cpu0
+    return {"per_s": requests / seconds, "cpu_us": cpu * 1e6 / max(requests, 1)}
+
+
+def h2(port, pid, seconds):
+    """h2load: 8 connections of 16 concurrent streams, over TLS (ALPN h2)."""
+    pids = tree(pid)
+    cpu0 = cpu_seconds(pids)
+    cmd = ["taskset", "-c", "0", "h2load", "-c8", "-m16", "-D", str(seconds),
+           f"https://127.0.0.1:{port}/"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    done = int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", out).group(1))
+    if "Application protocol: h2" not in out:
+        raise RuntimeError(f"h2load on {port} did not speak h2: {out[-300:]}")
+    cpu = cpu_seconds(pids) - cpu0
+    return {"per_s": done / seconds, "cpu_us": cpu * 1e6 / max(done, 1)}
+
+
+TARGETS = {"nginx": nginx, "HAProxy": haproxy, "fairgate": fairgate, "bare Pingora": bare}
+
+
+def started(make, up, cert):
+    port = free_port()
+    p = make(port, up, cert)
+    wait_port(port)
+    return port, p
+
+
+def measure(up, certs):
+    """Every measure, targets interleaved round after round; each its runs."""
+    runs = {}
+
+    def add(row, target, value):
+        runs.setdefault((row, target), []).append(value)
+
+    for _ in range(ROUNDS):
+        for name, make in TARGETS.items():
+            tls_targets = name != "bare Pingora"
+            port, p = started(make, up, None)
+            add("idle plain HTTP connection", name, idle(port, p.pid, IDLE, False))
+            stop(p)
+            if not tls_targets:
+                continue
+            for kind in ("ecdsa", "rsa"):
+                port, p = started(make, up, certs[kind])
+                label = "ECDSA P-256" if kind == "ecdsa" else "RSA-2048"
+                add(f"full TLS 1.3 handshake, {label}", name,
+                    handshakes(port, p.pid, "-new", SECONDS))
+                if kind == "ecdsa":
+                    add("resumed TLS 1.3 handshake", name,
+                        handshakes(port, p.pid, "-reuse", SECONDS))
+                    add("TLS 1.3 keep-alive requests", name, keepalive(port, p.pid, SECONDS))
+                    add("HTTP/2 over TLS, 8 connections × 16 streams", name,
+                        h2(port, p.pid, SECONDS))
+                    add("idle TLS connection", name, idle(port, p.pid, IDLE, True))
+                stop(p)
+    return runs
+
+
+def med(values, key=None):
+    return statistics.median(v[key] if key else v for v in values)
+
+
+def section(runs):
+    lines = [SECTION, "",
+             f"Medians of {ROUNDS} interleaved rounds ({SECONDS} s a target; {IDLE:,} idle "
+             "connections), one worker thread pinned to CPU 1, the clients on CPU 0. "
+             "nginx 1.22 and HAProxy 2.6 on OpenSSL 3.0, fairgate on rustls (ring); TLS 1.3, "
+             "self-signed certificates. CPU is the servers' utime+stime from /proc. Ratios are "
+             "to nginx. `bench/edge.py` (run by `bench/run`).", "",
+             "| Row | Target | per second | server CPU µs each | ×nginx (per-core rate) |",
+             "|---|---|---:|---:|---:|"]
+    rows = sorted({r for r, _ in runs}, key=lambda r: (r.startswith("idle"), r))
+    for row in rows:
+        if row.startswith("idle"):
+            continue
+        base = runs.get((row, "nginx"))
+        for target in TARGETS:
+            vals = runs.get((row, target))
+            if not vals:
+                continue
+            cpu = med(vals, "cpu_us")
+            ratio = med(base, "cpu_us") / cpu if base else float("nan")
+            lines.append(f"| {row} | {target} | {med(vals, 'per_s'):,.0f} | {cpu:,.1f} | {ratio:.2f}× |")
+    lines += ["", "| Idle keep-alive connection | Target | resident KiB each | ×nginx |",
+              "|---|---|---:|---:|"]
+    for row in rows:
+        if not row.startswith("idle"):
+            continue
+        base = runs.get((row, "nginx"))
+        for target in TARGETS:
+            vals = runs.get((row, target))
+            if vals:
+                ratio = med(vals) / med(base) if base else float("nan")
+                lines.append(f"| {row} | {target} | {med(vals):,.1f} | {ratio:.2f}× |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if IDLE + 500 > FDS:
+        raise SystemExit(f"{IDLE} idle connections need more than {FDS} open files (ulimit -Hn)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FDS, FDS))
+    up = free_port()
+    upstream(up)
+    wait_port(up)
+    certs = certificates()
+    try:
+        runs = measure(up, certs)
+    finally:
+        for p in bench.procs:
+            stop(p)
+    text = section(runs)
+    print(text)
+    if os.environ.get("EDGE_NO_DOCS") or bench.ONLY or bench.CANDIDATE:
+        return
+    doc = ROOT / "docs" / "benchmarks.md"
+    old = doc.read_text()
+    old = old.split(SECTION)[0].rstrip() + "\n\n"
+    doc.write_text(old + text)
+
+
+if __name__ == "__main__":
+    main()
