@@ -25,7 +25,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::cluster::*;
-use common::doors::complete_cluster;
+use common::doors::{complete_cluster, controller_configmap};
 use common::kube_api::KubeApi;
 use common::*;
 use serde_json::{json, Value};
@@ -352,28 +352,6 @@ fn import_to_gateway_api(
     assert_eq!(unwritten, want, "routes not written\n{report}");
 
     (objects, base, unwritten)
-}
-
-/// The ingress-nginx controller's ConfigMap among the case's objects,
-/// found by the names the import looks for, as `NAMESPACE/NAME`.
-fn controller_configmap(api: &KubeApi) -> Option<String> {
-    api.list("v1/configmaps", "")
-        .into_iter()
-        .find(|c| {
-            [
-                "ingress-nginx-controller",
-                "nginx-configuration",
-                "nginx-ingress-controller",
-            ]
-            .contains(&c["metadata"]["name"].as_str().unwrap())
-        })
-        .map(|c| {
-            format!(
-                "{}/{}",
-                c["metadata"]["namespace"].as_str().unwrap(),
-                c["metadata"]["name"].as_str().unwrap()
-            )
-        })
 }
 
 async fn case(name: &str, not_written: &[&str]) {

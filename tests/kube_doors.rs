@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use common::cluster::*;
-use common::doors::complete_cluster;
+use common::doors::{complete_cluster, controller_configmap};
 use common::kube_api::KubeApi;
 use common::*;
 use serde_json::Value;
@@ -109,23 +109,7 @@ async fn case(name: &str) {
     complete_cluster(&api, &pki, &mut |_, _, port| {
         SocketAddr::from(([127, 0, 0, 9], 8000 + port))
     });
-    // The controller's, found by the names the import looks for.
-    let controllers = [
-        "ingress-nginx-controller",
-        "nginx-configuration",
-        "nginx-ingress-controller",
-    ];
-    let configmaps = api.list("v1/configmaps", "");
-    let found = configmaps
-        .iter()
-        .find(|c| controllers.contains(&c["metadata"]["name"].as_str().unwrap()));
-    let configmap = found.map(|c| {
-        format!(
-            "{}/{}",
-            c["metadata"]["namespace"].as_str().unwrap(),
-            c["metadata"]["name"].as_str().unwrap()
-        )
-    });
+    let configmap = controller_configmap(&api);
     let options = GatewayOptions {
         env: vec![
             ("KUBECONFIG".into(), kc.display().to_string()),

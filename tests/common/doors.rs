@@ -115,3 +115,23 @@ pub fn complete_cluster(
         }
     }
 }
+
+/// The ingress-nginx controller's ConfigMap among a cluster's objects, by
+/// the names the import looks for, as `NAMESPACE/NAME`.
+pub fn controller_configmap(api: &KubeApi) -> Option<String> {
+    let names = [
+        "ingress-nginx-controller",
+        "nginx-configuration",
+        "nginx-ingress-controller",
+    ];
+    api.list("v1/configmaps", "")
+        .into_iter()
+        .find(|c| names.contains(&c["metadata"]["name"].as_str().unwrap_or_default()))
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c["metadata"]["namespace"].as_str().unwrap_or_default(),
+                c["metadata"]["name"].as_str().unwrap_or_default()
+            )
+        })
+}

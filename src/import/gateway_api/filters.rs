@@ -16,21 +16,6 @@ pub(super) fn carry(
 ) -> Result<(), String> {
     let empty = Map::new();
     for (key, v) in route.as_object().unwrap_or(&empty) {
-        let camel = |k: &str| {
-            k.split('_')
-                .enumerate()
-                .fold(String::new(), |mut s, (i, w)| {
-                    match i {
-                        0 => s.push_str(w),
-                        _ => {
-                            let mut c = w.chars();
-                            s.extend(c.next().map(|c| c.to_ascii_uppercase()));
-                            s.push_str(c.as_str());
-                        }
-                    }
-                    s
-                })
-        };
         match key.as_str() {
             "name" | "match" | "upstream" | "canary" | "https_redirect" => {}
             "auth" if v.as_str() == Some("none") => {}
@@ -38,26 +23,22 @@ pub(super) fn carry(
             | "limit_exempt_cidrs" | "max_body" | "app_root" => {
                 policy.insert(camel(key), v.clone());
             }
-            "timeouts" | "cors" => {
-                let obj: Map<String, Value> = v
-                    .as_object()
-                    .unwrap_or(&empty)
-                    .iter()
-                    .map(|(k, v)| (camel(k), v.clone()))
-                    .collect();
-                policy.insert(key.clone(), Value::Object(obj));
-            }
-            "retries" => {
+            // Settings objects: their keys in camelCase, and a status a
+            // retry is on as text (`"503"`), as the CRD's schema has it.
+            "timeouts" | "cors" | "retries" => {
                 let mut obj: Map<String, Value> = v
                     .as_object()
                     .unwrap_or(&empty)
                     .iter()
                     .map(|(k, v)| (camel(k), v.clone()))
                     .collect();
-                if let Some(on) = obj.get_mut("retryOn").and_then(Value::as_array_mut) {
-                    on.iter_mut().for_each(|x| {
-                        *x = json!(x.as_str().map_or_else(|| x.to_string(), String::from))
-                    });
+                for x in obj
+                    .get_mut("retryOn")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    *x = json!(x.as_str().map_or_else(|| x.to_string(), String::from));
                 }
                 policy.insert(key.clone(), Value::Object(obj));
             }
@@ -82,6 +63,19 @@ pub(super) fn carry(
     Ok(())
 }
 
+/// A route key in the RoutePolicy's spelling: `max_body` → `maxBody`.
+fn camel(key: &str) -> String {
+    let mut out = String::new();
+    for (i, word) in key.split('_').enumerate() {
+        let mut chars = word.chars();
+        if i > 0 {
+            out.extend(chars.next().map(|c| c.to_ascii_uppercase()));
+        }
+        out.push_str(chars.as_str());
+    }
+    out
+}
+
 /// Header edits with literal values as a header modifier filter; with
 /// templates (`{host}`) in the RoutePolicy, which then holds them all.
 fn header_edits(key: &str, v: &Value, policy: &mut Map<String, Value>, filters: &mut Vec<Value>) {
@@ -90,12 +84,12 @@ fn header_edits(key: &str, v: &Value, policy: &mut Map<String, Value>, filters: 
         .flat_map(|k| v[*k].as_object().into_iter().flatten())
         .any(|(_, value)| value.as_str().is_none_or(|s| s.contains(['{', '}'])));
     if templated {
-        let camel = if key == "request_headers" {
+        let field = if key == "request_headers" {
             "requestHeaders"
         } else {
             "responseHeaders"
         };
-        policy.insert(camel.into(), v.clone());
+        policy.insert(field.into(), v.clone());
         return;
     }
     let pairs = |k: &str| -> Vec<Value> {
@@ -143,6 +137,10 @@ fn rewrite(v: &Value, policy: &mut Map<String, Value>, filters: &mut Vec<Value>)
 
 /// `redirect: {to, code}` as a RequestRedirect: the URL's scheme, host,
 /// port and whole path.
+fn bad_port(to: &str) -> String {
+    format!("a redirect to {to:?}, whose port is not a number")
+}
+
 fn redirect(v: &Value) -> Result<Value, String> {
     let to = v["to"].as_str().unwrap_or_default();
     let code = v["code"].as_u64().unwrap_or(302);
@@ -163,15 +161,24 @@ fn redirect(v: &Value) -> Result<Value, String> {
     };
     let mut r = json!({"scheme": scheme, "statusCode": code,
                        "path": {"type": "ReplaceFullPath", "replaceFullPath": if path.is_empty() { "/" } else { path }}});
-    match authority
-        .rsplit_once(':')
-        .map(|(h, p)| (h, p.parse::<u16>()))
-    {
-        Some((host, Ok(port))) => {
-            r["hostname"] = json!(host);
-            r["port"] = json!(port);
-        }
-        _ => r["hostname"] = json!(authority),
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port.parse::<u16>().map_err(|_| bad_port(to))?)),
+        None => (authority, None),
+    };
+    // A DNS name, as the Gateway API's hostname is: never `user@host`,
+    // an IP literal in brackets, or an empty name.
+    let dns = !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if !dns {
+        return Err(format!(
+            "a redirect to {to:?}, whose host is not a DNS name"
+        ));
+    }
+    r["hostname"] = json!(host);
+    if let Some(port) = port {
+        r["port"] = json!(port);
     }
     Ok(json!({"type": "RequestRedirect", "requestRedirect": r}))
 }
@@ -191,5 +198,17 @@ mod tests {
         );
         assert!(redirect(&json!({"to": "https://x.example/{path}", "code": 301})).is_err());
         assert!(redirect(&json!({"to": "https://x.example/", "code": 303})).is_err());
+        for hostile in [
+            "https://evil.example@good.example/",
+            "https://[::1]:8443/",
+            "https://x.example:port/",
+            "https:///path",
+        ] {
+            assert!(
+                redirect(&json!({"to": hostile, "code": 301})).is_err(),
+                "{hostile}"
+            );
+        }
+        assert_eq!(camel("limit_exempt_cidrs"), "limitExemptCidrs");
     }
 }
