@@ -297,26 +297,40 @@ end
 """)
 
 
-def openresty(port, up, redis_port, sha):
+def openresty(port, up, redis_port, sha, jwt=False):
     """nginx + Lua + Redis, the data plane of Kong's redis policy and APISIX
     limit-count: per request one EVALSHA of fairgate's own token_bucket.lua
     over a cosocket keepalive pool, same key shape, the two IETF headers.
     Fault tolerant as Kong's plugin is by default: when Redis does not
     answer within 50 ms the request passes unlimited (a loaded CI machine
-    made the first version answer 503 to 54 of 863 requests)."""
+    made the first version answer 503 to 54 of 863 requests).
+    `jwt`: first verifies the bearer token on every request (bench/jwt.lua,
+    OpenSSL through LuaJIT's FFI, as Kong's and APISIX's jwt plugins do)
+    and spends the bucket of its `tid` claim."""
+    setup = f"""init_worker_by_lua_block {{
+    require("jwt").setup("{JWT_SECRET}", [[{(KEYS / "rs256.pub.pem").read_text()}]])
+  }}"""
+    verify = """local auth = ngx.var.http_authorization
+        local claims = auth and require("jwt").verify(string.sub(auth, 8))
+        if not claims or type(claims.tid) ~= "string" then return ngx.exit(401) end
+        tenant = claims.tid"""
     modules = ("load_module /usr/lib/nginx/modules/ndk_http_module.so;\n"
                "load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;")
     conf = nginx_conf(port, f"""
-  lua_package_path "/usr/share/lua/5.1/?.lua;;";
+  lua_package_path "{ROOT}/bench/?.lua;/usr/share/lua/5.1/?.lua;;";
+  lua_package_cpath "/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;";
+  {setup if jwt else ""}
   upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
   server {{ listen 127.0.0.1:{port}; keepalive_requests 1000000;
     location / {{
       access_by_lua_block {{
+        local tenant = ngx.var.http_x_tenant
+        {verify if jwt else ""}
         local sock = ngx.socket.tcp()
         sock:settimeout(50)
         local ok = sock:connect("127.0.0.1", {redis_port})
         if not ok then return end
-        local key = "api:{{" .. (ngx.var.http_x_tenant or "%") .. "}}:rate"
+        local key = "api:{{" .. (tenant or "%") .. "}}:rate"
         local args = {{"EVALSHA", "{sha}", "1", key, "1", "1000000000", "1", "0"}}
         local out = {{"*", #args, "\\r\\n"}}
         for _, a in ipairs(args) do
@@ -463,6 +477,10 @@ def main():
          lambda p: fairgate(p, up_port, redis, extra=sampled), [redis_port]),
         (LUA_BASELINE, lambda p: openresty(p, up_port, redis_port, sha), [redis_port]),
     ]
+    for alg in ("HS256", "RS256"):
+        targets.append((f"{LUA_BASELINE}, one {alg} token verified per request",
+                        lambda p: openresty(p, up_port, redis_port, sha, jwt=True), [redis_port],
+                        dict(script=token_script(alg, 1))))
     for alg in ALGORITHMS:
         targets.append((f"fairgate, Redis, one {alg} token",
                         lambda p: fairgate_auth(p, up_port, redis), [redis_port],

@@ -13,7 +13,11 @@ after round:
   `-reuse`, one GET each): handshakes/s and server CPU per handshake;
 - idle keep-alive connections, plain and TLS: resident memory per
   connection (each has made one request; the servers' RSS, all their
-  processes, before and after, from /proc).
+  processes, before and after, from /proc);
+- a 1 GiB upload and a 1 GiB download (curl, `fairgate echo` upstream
+  reading or writing it in 64 KiB chunks), fairgate through a route that
+  holds a concurrency slot, nginx with `proxy_request_buffering off`:
+  MB/s and server CPU per GiB.
 
 Appends its section to docs/benchmarks.md (bench.py writes the rest).
 """
@@ -40,7 +44,8 @@ if FDS == resource.RLIM_INFINITY:
 # a connection): 9,700 under a hard limit of 20,000.
 IDLE = int(os.environ.get("IDLE_CONNECTIONS",
                           min(10000, FDS // 2 - 300) if SECONDS >= 5 else 1000))
-SECTION = "## At the edge: TLS, handshakes, idle connections"
+BODY = int(os.environ.get("BODY_BYTES", 1 << 30 if SECONDS >= 5 else 64 << 20))
+SECTION = "## At the edge: TLS, handshakes, idle connections, big bodies"
 
 
 def certificates():
@@ -71,6 +76,9 @@ events {{ worker_connections {FDS}; }}
 http {{
   access_log off;
   keepalive_timeout 300s;
+  client_max_body_size 0;
+  proxy_request_buffering off;
+  proxy_max_temp_file_size 0;
   upstream up {{ server 127.0.0.1:{up}; keepalive 64; }}
   server {{ listen 127.0.0.1:{port} {tls}; keepalive_requests 1000000;
     location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; }} }}
@@ -103,12 +111,13 @@ backend be
     return start(["haproxy", "-f", str(conf)], 1, name=f"edge-haproxy-{port}")
 
 
-def fairgate(port, up, cert=None):
+def fairgate(port, up, cert=None, slot=False):
     listen = f'tls: {{listen: "127.0.0.1:{port}", cert: "{cert[0]}", key: "{cert[1]}"}}' if cert else ""
     plain = f'"127.0.0.1:{free_port() if cert else port}"'
     # In a directory of its own: fairgate watches its config's directory,
     # and the logs written beside it would wake it.
     (WORK / f"fg-{port}").mkdir()
+    held = ", concurrency: transfers" if slot else ""
     conf = write(f"fg-{port}/fairgate.yaml", f"""
 server:
   listen: [{plain}]
@@ -123,8 +132,10 @@ acknowledge: [store.process_local]
 default_limits: none
 upstreams:
   api: {{targets: ["127.0.0.1:{up}"]}}
+concurrency:
+  transfers: {{scope: {{header: X-Tenant}}, slots: 4}}
 routes:
-  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none}}
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none{held}}}
 """)
     return start([str(FAIRGATE), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn"},
                  name=f"edge-fairgate-{port}")
@@ -224,6 +235,35 @@ def h2(port, pid, seconds):
     return {"per_s": done / seconds, "cpu_us": cpu * 1e6 / max(done, 1)}
 
 
+def transfer(port, pid, direction, payload):
+    """One BODY-byte upload (PUT of a sparse file) or download through the
+    target with curl on CPU 0: MB/s and server CPU seconds per GiB. The
+    upstream must have seen (or sent) every byte."""
+    pids = tree(pid)
+    cpu0 = cpu_seconds(pids)
+    cmd = ["taskset", "-c", "0", "curl", "-sS", "--fail", "-H", "X-Tenant: tenant-1",
+           "-w", "\n%{time_total} %{size_upload} %{size_download}"]
+    if direction == "upload":
+        cmd += ["-T", str(payload), "-H", "Expect:", f"http://127.0.0.1:{port}/upload"]
+    else:
+        cmd += ["-o", "/dev/null", f"http://127.0.0.1:{port}/download?bytes={BODY}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pids) - cpu0
+    seconds, up, down = out.rsplit("\n", 1)[1].split()
+    moved = int(float(up if direction == "upload" else down))
+    if moved != BODY or (direction == "upload" and f'"body_bytes":{BODY}' not in out):
+        raise RuntimeError(f"{direction} on {port}: moved {moved} of {BODY}: {out[-300:]}")
+    return {"mb_s": BODY / float(seconds) / 1e6, "cpu_gib": cpu * (1 << 30) / BODY}
+
+
+def echo_upstream():
+    """`fairgate echo` on CPU 0: reads a whole body, or streams ?bytes=N."""
+    port = free_port()
+    start([str(FAIRGATE), "echo", "--listen", f"127.0.0.1:{port}"], 0, name="edge-echo")
+    wait_port(port)
+    return port
+
+
 TARGETS = {"nginx": nginx, "HAProxy": haproxy, "fairgate": fairgate, "bare Pingora": bare}
 
 
@@ -234,7 +274,7 @@ def started(make, up, cert):
     return port, p
 
 
-def measure(up, certs):
+def measure(up, certs, echo, payload):
     """Every measure, targets interleaved round after round; each its runs."""
     runs = {}
 
@@ -246,6 +286,12 @@ def measure(up, certs):
             tls_targets = name != "bare Pingora"
             port, p = started(make, up, None)
             add("idle plain HTTP connection", name, idle(port, p.pid, IDLE, False))
+            stop(p)
+            slot = {"slot": True} if name == "fairgate" else {}
+            port, p = started(lambda port, up, cert: make(port, up, cert, **slot), echo, None)
+            for direction in ("upload", "download"):
+                size = "1 GiB" if BODY == 1 << 30 else f"{BODY >> 20} MiB"
+                add(f"{direction} ({size})", name, transfer(port, p.pid, direction, payload))
             stop(p)
             if not tls_targets:
                 continue
@@ -273,12 +319,14 @@ def section(runs):
     lines = [SECTION, "",
              f"Medians of {ROUNDS} interleaved rounds ({SECONDS} s a target; {IDLE:,} idle "
              "connections), one worker thread pinned to CPU 1, the clients on CPU 0. "
-             "nginx 1.22 and HAProxy 2.6 on OpenSSL 3.0, fairgate on rustls (ring); TLS 1.3, "
+             "nginx 1.22 and HAProxy 2.6 on OpenSSL 3.0, fairgate on rustls (aws-lc-rs); TLS 1.3, "
              "self-signed certificates. CPU is the servers' utime+stime from /proc. Ratios are "
              "to nginx. `bench/edge.py` (run by `bench/run`).", "",
              "| Row | Target | per second | server CPU µs each | ×nginx (per-core rate) |",
              "|---|---|---:|---:|---:|"]
     rows = sorted({r for r, _ in runs}, key=lambda r: (r.startswith("idle"), r))
+    bodies = [r for r in rows if r.startswith(("upload", "download"))]
+    rows = [r for r in rows if r not in bodies]
     for row in rows:
         if row.startswith("idle"):
             continue
@@ -301,6 +349,19 @@ def section(runs):
             if vals:
                 ratio = med(vals) / med(base) if base else float("nan")
                 lines.append(f"| {row} | {target} | {med(vals):,.1f} | {ratio:.2f}× |")
+    lines += ["", "Bodies: plain HTTP/1.1, curl on CPU 0, `fairgate echo` upstream; fairgate's "
+              "route holds a concurrency slot (memory store); nginx streams "
+              "(`proxy_request_buffering off`, `proxy_max_temp_file_size 0`).", "",
+              "| Transfer | Target | MB/s | server CPU s per GiB | ×nginx MB/s |",
+              "|---|---|---:|---:|---:|"]
+    for row in bodies:
+        base = runs.get((row, "nginx"))
+        for target in TARGETS:
+            vals = runs.get((row, target))
+            if vals:
+                ratio = med(vals, "mb_s") / med(base, "mb_s") if base else float("nan")
+                lines.append(f"| {row} | {target} | {med(vals, 'mb_s'):,.0f} | "
+                             f"{med(vals, 'cpu_gib'):.2f} | {ratio:.2f}× |")
     return "\n".join(lines) + "\n"
 
 
@@ -312,8 +373,12 @@ def main():
     upstream(up)
     wait_port(up)
     certs = certificates()
+    echo = echo_upstream()
+    payload = WORK / "body.bin"
+    with open(payload, "wb") as f:
+        f.truncate(BODY)
     try:
-        runs = measure(up, certs)
+        runs = measure(up, certs, echo, payload)
     finally:
         for p in bench.procs:
             stop(p)

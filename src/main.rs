@@ -7,6 +7,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let cli = fairgate::cli::Cli::parse();
+    // Before any TLS config is built (listeners, Redis, the Kubernetes client).
+    fairgate::tls::install_provider();
     if !matches!(
         cli.command,
         fairgate::cli::Command::Serve { .. } | fairgate::cli::Command::Demo

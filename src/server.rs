@@ -195,7 +195,7 @@ fn proxy_service(
 /// in force at each handshake, HTTP/2 by ALPN, client certificates if asked
 /// (the first policy's verifier: its roots change only by a restart).
 fn tls_settings(shared: &Arc<Shared>) -> Result<TlsSettings, StartError> {
-    pingora::tls::install_default_crypto_provider();
+    crate::tls::install_provider();
     let mut settings = TlsSettings::with_callbacks(Box::new(crate::tls::ConnectionFacts))
         .map_err(StartError::Tls)?;
     let policies = shared.clone();
@@ -233,8 +233,8 @@ fn with_tickets(
     mut acceptor: pingora::listeners::tls::Acceptor,
 ) -> Result<pingora::listeners::tls::Acceptor, StartError> {
     let mut config = (**acceptor.acceptor.config()).clone();
-    config.ticketer =
-        rustls::crypto::ring::Ticketer::new().map_err(|e| StartError::Tickets(e.to_string()))?;
+    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
+        .map_err(|e| StartError::Tickets(e.to_string()))?;
     acceptor.acceptor = pingora::tls::TlsAcceptor::from(Arc::new(config));
     Ok(acceptor)
 }

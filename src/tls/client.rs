@@ -28,10 +28,8 @@ pub fn client_verifier(
 ) -> Result<Arc<dyn ClientCertVerifier>, ClientCaError> {
     let mut store = RootCertStore::empty();
     store.add_parsable_certificates(roots);
-    let builder = WebPkiClientVerifier::builder_with_provider(
-        Arc::new(store),
-        Arc::new(rustls::crypto::ring::default_provider()),
-    );
+    let builder =
+        WebPkiClientVerifier::builder_with_provider(Arc::new(store), Arc::new(super::provider()));
     let builder = if required {
         builder
     } else {

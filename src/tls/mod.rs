@@ -10,3 +10,17 @@ pub mod served;
 pub use client::{client_verifier, ClientCaError, ClientSubject, ConnectionFacts, TlsFacts};
 pub use pem::{Pem, PemError};
 pub use served::{pair, BySni, CertError, Certs, Served};
+
+/// The crypto every rustls config of the process uses: aws-lc-rs, whose
+/// RSA signatures and key agreement cost least per handshake
+/// (docs/benchmarks.md, "At the edge").
+pub fn provider() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::aws_lc_rs::default_provider()
+}
+
+/// Makes `provider()` the process default before anything (Pingora's
+/// listeners, the Redis and Kubernetes clients) installs another; a no-op
+/// when it is installed already.
+pub fn install_provider() {
+    let _ = provider().install_default();
+}

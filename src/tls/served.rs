@@ -199,7 +199,7 @@ pub fn pair(cert: Pem, key: Pem) -> Result<Served, CertError> {
             why: e.to_string(),
         })?;
     let private = key.private_key()?;
-    let provider = rustls::crypto::ring::default_provider();
+    let provider = super::provider();
     let certified =
         CertifiedKey::from_der(chain.clone(), private, &provider).map_err(|e| match e {
             rustls::Error::InconsistentKeys(_) => CertError::NotItsKey {

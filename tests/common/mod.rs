@@ -53,7 +53,10 @@ pub fn free_addr() -> SocketAddr {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     const FIRST: u32 = 10_000;
     const SPAN: u32 = 10_000;
-    let start = std::process::id() % SPAN;
+    // nextest runs each test in a process of its own, with PIDs often
+    // consecutive: spread them 211 ports apart (coprime to SPAN), or two
+    // tests starting together walk the same ports and race for each.
+    let start = std::process::id().wrapping_mul(211) % SPAN;
     for _ in 0..SPAN {
         let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
         let addr = SocketAddr::from(([127, 0, 0, 1], port as u16));

@@ -354,10 +354,10 @@ fn certificates(tls: &StoreTlsPem) -> Option<redis::TlsCertificates> {
     })
 }
 
-/// rustls finds its crypto in the process default: the same `ring`
-/// provider the listeners install (a no-op when one is installed already).
+/// rustls finds its crypto in the process default: the same provider the
+/// listeners install.
 fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    crate::tls::install_provider();
 }
 
 /// `info` with `store.tls` applied when it is a `rediss://` address;
