@@ -689,7 +689,10 @@ The fleet-wide baseline ("Lua") is **{LUA_BASELINE}**: nginx with Debian's
 `libnginx-mod-http-lua`, whose `access_by_lua` does one `EVALSHA` of fairgate's own
 `lua/token_bucket.lua` per request over a cosocket keepalive pool (same key shape) and sets
 the two IETF quota headers, as Kong's redis policy and APISIX's limit-count do; it sends no
-token. "CPU+Redis vs Lua" compares gateway plus Redis CPU per request. The token rows verify
+token. Its rows "one HS256 (RS256) token verified per request" first check a bearer JWT on
+every request, as Kong's and APISIX's jwt plugins do: `bench/jwt.lua` decodes it with cjson,
+checks `alg` and `exp` and verifies the signature through OpenSSL's libcrypto from LuaJIT's
+FFI (no cache), then spends the bucket of the token's tenant. "CPU+Redis vs Lua" compares gateway plus Redis CPU per request. The token rows verify
 a bearer JWT on every request (HS256 with a secret; RS256 with a 2048-bit key; ES256; EdDSA)
 and spend a tenant-scoped bucket in Redis: "one token" reuses a single token, as one client
 does; "{ROTATING:,} tokens" sends {ROTATING:,} distinct tokens in turn, as many clients do.

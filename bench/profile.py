@@ -71,6 +71,9 @@ HOOKS = [
     ("response headers and quota (response_filter)", HOOK + r"(response_filter|upstream_response)"),
     ("metrics and access log (logging)", HOOK + r"logging"),
     ("other hooks", HOOK),
+    # The Redis client's own task (redis-rs drives each connection from a
+    # task of its own): its socket, parser and wake-ups, for fairgate.
+    ("Redis client's connection task (redis-rs)", r"^<?(redis|combine)::"),
 ]
 WITHIN_REQUEST = [
     ("request filter: Redis client (redis-rs) and its socket", r"^<?(redis|combine)::"),
