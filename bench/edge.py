@@ -322,46 +322,47 @@ def section(runs):
              "nginx 1.22 and HAProxy 2.6 on OpenSSL 3.0, fairgate on rustls (aws-lc-rs); TLS 1.3, "
              "self-signed certificates. CPU is the servers' utime+stime from /proc. Ratios are "
              "to nginx. `bench/edge.py` (run by `bench/run`).", "",
-             "| Row | Target | per second | server CPU µs each | ×nginx (per-core rate) |",
-             "|---|---|---:|---:|---:|"]
+             "| Row | Target | per second | server CPU µs each | ×nginx (per-core rate) | ×HAProxy |",
+             "|---|---|---:|---:|---:|---:|"]
     rows = sorted({r for r, _ in runs}, key=lambda r: (r.startswith("idle"), r))
     bodies = [r for r in rows if r.startswith(("upload", "download"))]
     rows = [r for r in rows if r not in bodies]
     for row in rows:
         if row.startswith("idle"):
             continue
-        base = runs.get((row, "nginx"))
+        base, peer = runs.get((row, "nginx")), runs.get((row, "HAProxy"))
         for target in TARGETS:
             vals = runs.get((row, target))
             if not vals:
                 continue
             cpu = med(vals, "cpu_us")
-            ratio = med(base, "cpu_us") / cpu if base else float("nan")
-            lines.append(f"| {row} | {target} | {med(vals, 'per_s'):,.0f} | {cpu:,.1f} | {ratio:.2f}× |")
-    lines += ["", "| Idle keep-alive connection | Target | resident KiB each | ×nginx |",
-              "|---|---|---:|---:|"]
+            ratios = " | ".join(f"{med(b, 'cpu_us') / cpu:.2f}×" if b else "–" for b in (base, peer))
+            lines.append(f"| {row} | {target} | {med(vals, 'per_s'):,.0f} | {cpu:,.1f} | {ratios} |")
+    lines += ["", "| Idle keep-alive connection | Target | resident KiB each | ×nginx | ×HAProxy |",
+              "|---|---|---:|---:|---:|"]
     for row in rows:
         if not row.startswith("idle"):
             continue
-        base = runs.get((row, "nginx"))
+        base, peer = runs.get((row, "nginx")), runs.get((row, "HAProxy"))
         for target in TARGETS:
             vals = runs.get((row, target))
             if vals:
-                ratio = med(vals) / med(base) if base else float("nan")
-                lines.append(f"| {row} | {target} | {med(vals):,.1f} | {ratio:.2f}× |")
+                ratios = " | ".join(f"{med(vals) / med(b):.2f}×" if b else "–" for b in (base, peer))
+                lines.append(f"| {row} | {target} | {med(vals):,.1f} | {ratios} |")
     lines += ["", "Bodies: plain HTTP/1.1, curl on CPU 0, `fairgate echo` upstream; fairgate's "
               "route holds a concurrency slot (memory store); nginx streams "
               "(`proxy_request_buffering off`, `proxy_max_temp_file_size 0`).", "",
-              "| Transfer | Target | MB/s | server CPU s per GiB | ×nginx MB/s |",
-              "|---|---|---:|---:|---:|"]
+              "| Transfer | Target | MB/s | server CPU s per GiB | ×nginx MB/s | ×HAProxy MB/s |",
+              "|---|---|---:|---:|---:|---:|"]
     for row in bodies:
-        base = runs.get((row, "nginx"))
+        base, peer = runs.get((row, "nginx")), runs.get((row, "HAProxy"))
         for target in TARGETS:
             vals = runs.get((row, target))
             if vals:
-                ratio = med(vals, "mb_s") / med(base, "mb_s") if base else float("nan")
+                ratios = " | ".join(f"{med(vals, 'mb_s') / med(b, 'mb_s'):.2f}×" if b else "–"
+                                    for b in (base, peer))
                 lines.append(f"| {row} | {target} | {med(vals, 'mb_s'):,.0f} | "
-                             f"{med(vals, 'cpu_gib'):.2f} | {ratio:.2f}× |")
+                             f"{med(vals, 'cpu_gib'):.2f} | {ratios} |")
     return "\n".join(lines) + "\n"
 
 
