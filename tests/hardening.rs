@@ -371,6 +371,11 @@ async fn finding_9_host_content_length_and_escapes() {
     assert_eq!(status_of(&r), 400, "{r}");
     let r = send(&gw, b"GET /p HTTP/1.0\r\n\r\n").await;
     assert_eq!(status_of(&r), 200, "{r}");
+    // Forwarded as HTTP/1.1, which needs a Host: the target's address, as
+    // nginx's proxy_pass sends its upstream's (an HTTP/1.1 upstream answers
+    // a request without one 400 and closes the pooled connection).
+    let host = up.received().last().unwrap().cgi_header("Host");
+    assert_eq!(host, [up.addr.to_string()]);
     let before = up.count();
 
     // Exactly one Content-Length is forwarded; conflicting ones are refused.

@@ -253,6 +253,14 @@ pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> p
     if ctx.route().is_some_and(|r| !r.forward_authorization) {
         upstream.remove_header(&http::header::AUTHORIZATION);
     }
+    // HTTP/1.0 lets a client name no host; the upstream hears HTTP/1.1,
+    // which needs one: the target's address, as nginx's `proxy_pass` sends
+    // (a route's `rewrite.host` still replaces it).
+    if !upstream.headers.contains_key(http::header::HOST) {
+        if let Some(target) = ctx.upstream.target {
+            upstream.insert_header(http::header::HOST, target.to_string())?;
+        }
+    }
     let peer = session
         .client_addr()
         .and_then(|a| a.as_inet())
