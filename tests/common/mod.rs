@@ -21,6 +21,7 @@ pub mod cluster;
 mod dns;
 pub mod doors;
 pub mod edge_attack;
+pub mod failover;
 pub mod forward_auth;
 mod gateway;
 pub mod gateway_api;
@@ -53,7 +54,10 @@ pub fn free_addr() -> SocketAddr {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     const FIRST: u32 = 10_000;
     const SPAN: u32 = 10_000;
-    let start = std::process::id() % SPAN;
+    // Spread by a large odd factor: test processes started one after the
+    // other have neighbouring PIDs, and neighbouring starts would walk into
+    // each other's ports (a suite taking six ports for a cluster did).
+    let start = std::process::id().wrapping_mul(7919) % SPAN;
     for _ in 0..SPAN {
         let port = FIRST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
         let addr = SocketAddr::from(([127, 0, 0, 1], port as u16));

@@ -694,7 +694,10 @@ impl Store for RedisStore {
             })
             .collect();
         // A refusal wrote nothing, so it needs no replica: it stands.
-        let wrote = states.iter().zip(spends).all(|(st, sp)| st.allowed || sp.shadow);
+        let wrote = states
+            .iter()
+            .zip(spends)
+            .all(|(st, sp)| st.allowed || sp.shadow);
         if wrote {
             unconfirmed(acks)?;
         }
