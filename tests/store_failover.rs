@@ -332,7 +332,11 @@ async fn measure(kind: Kind, mode: Mode) -> Outcome {
 /// per tenant of the failed master in `fast` mode (0 after a planned
 /// Cluster failover), 0 in `replicated` mode; no client-visible error.
 async fn failover(kind: Kind, mode: Mode) {
-    let out = measure(kind, mode).await;
+    // Every wait inside is bounded; this bounds their sum, so a stuck
+    // failover fails the test instead of the CI job.
+    let out = tokio::time::timeout(Duration::from_secs(150), measure(kind, mode))
+        .await
+        .expect("the failover took over 150 s");
     let lost = match (mode, kind) {
         (Mode::Replicated, _) | (Mode::Fast, Kind::ClusterPlanned) => 0,
         (Mode::Fast, _) => LAG,
