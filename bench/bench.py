@@ -390,9 +390,11 @@ def redis_store(port):
     return f'store: {{kind: redis, url: "redis://127.0.0.1:{port}/0"}}'
 
 
-def redis_server(port, cluster=False):
+def redis_server(port, cluster=False, replicaof=None):
     args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--dir", str(WORK)]
+    if replicaof:
+        args += ["--replicaof", "127.0.0.1", str(replicaof)]
     if cluster:
         args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"]
     p = start(args, 0, name=f"redis-{port}")
@@ -436,6 +438,15 @@ def main():
 
     redis_port = free_port()
     redis_server(redis_port)
+    # store.durability: replicated waits for a replica: a master of its own
+    # with one replica beside it, so the other Redis targets replicate nothing.
+    durable_port, replica_port = free_port(), free_port()
+    redis_server(durable_port)
+    redis_server(replica_port, replicaof=durable_port)
+    for _ in range(100):
+        if "master_link_status:up" in redis_cli(replica_port, "INFO", "replication"):
+            break
+        time.sleep(0.1)
     cluster_ports = []
     while len(cluster_ports) < 3:
         p = free_port(cluster=True)
@@ -458,6 +469,8 @@ def main():
 
     memory = MEMORY_STORE
     redis = redis_store(redis_port)
+    durable = (f'store: {{kind: redis, url: "redis://127.0.0.1:{durable_port}/0", '
+               f'durability: replicated}}')
     sha = redis_cli(redis_port, "SCRIPT", "LOAD", (ROOT / "lua" / "token_bucket.lua").read_text()).strip()
     nodes = ", ".join(f'"redis://127.0.0.1:{p}"' for p in cluster_ports)
     cluster = f"store: {{kind: redis_cluster, nodes: [{nodes}]}}"
@@ -471,6 +484,8 @@ def main():
         ("fairgate, memory store", lambda p: fairgate(p, up_port, memory), []),
         ("fairgate, Redis", lambda p: fairgate(p, up_port, redis), [redis_port]),
         ("fairgate, Redis Cluster", lambda p: fairgate(p, up_port, cluster), cluster_ports),
+        ("fairgate, Redis, replicated durability",
+         lambda p: fairgate(p, up_port, durable), [durable_port, replica_port]),
         ("fairgate, Redis, every request traced",
          lambda p: fairgate(p, up_port, redis, extra=traced), [redis_port]),
         ("fairgate, Redis, 1% of traces sampled",

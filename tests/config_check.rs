@@ -252,6 +252,9 @@ bad_configs! {
     server_threads_invalid: "config/bad/server.threads_invalid.yaml" => [
         r#"config/bad/server.threads_invalid.yaml:4:12: server.threads_invalid: server.threads "0": must be 1 to 1024"#,
     ],
+    store_durability_invalid: "config/bad/store.durability_invalid.yaml" => [
+        r#"config/bad/store.durability_invalid.yaml:5:15: store.durability_invalid: store.durability "sync": must be one of fast, replicated"#,
+    ],
     store_key_prefix_invalid: "config/bad/store.key_prefix_invalid.yaml" => [
         r#"config/bad/store.key_prefix_invalid.yaml:5:15: store.key_prefix_invalid: store.key_prefix "{fairgate}:": must not contain { or }"#,
     ],

@@ -331,6 +331,16 @@ pub enum OnUnavailable {
     Deny,
 }
 
+/// What a decision waits for before it admits (`store.durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The master's answer: a failover may lose the last moments' spends.
+    Fast,
+    /// The master's answer and a replica's acknowledgement of the write
+    /// (`WAIT 1`), so a promoted replica holds every admitted spend.
+    Replicated,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Store {
     pub kind: StoreKind,
@@ -346,6 +356,7 @@ pub struct Store {
     pub timeout: Duration,
     pub on_unavailable: OnUnavailable,
     pub local_divisor: NonZeroU64,
+    pub durability: Durability,
 }
 
 /// TLS to the store, used when its URLs are `rediss://`: the server's

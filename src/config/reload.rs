@@ -115,6 +115,7 @@ fn store_changes(o: &Store, n: &Store) -> Vec<(&'static str, bool)> {
         ("store.timeout", o.timeout != n.timeout),
         ("store.on_unavailable", o.on_unavailable != n.on_unavailable),
         ("store.local_divisor", o.local_divisor != n.local_divisor),
+        ("store.durability", o.durability != n.durability),
     ]
 }
 

@@ -95,6 +95,7 @@ pub const STORE: &[&str] = &[
     "timeout",
     "on_unavailable",
     "local_divisor",
+    "durability",
 ];
 pub const AUTH: &[&str] = &[
     "failure_limit",

@@ -31,7 +31,7 @@ use fallback::Breaker;
 use store::memory::MemoryStore;
 use store::{OpenError, Store, StoreError, StoreTlsPem};
 
-use crate::config::{Concurrency, Config, OnUnavailable, StoreKind};
+use crate::config::{Concurrency, Config, Durability, OnUnavailable, StoreKind};
 use crate::metrics::METRICS;
 
 /// Why a decision was made without the shared store: the `reason` of
@@ -46,14 +46,17 @@ pub enum Fallback {
     TimedOut,
     /// The breaker is open: the store was not asked.
     BreakerOpen,
+    /// `store.durability: replicated`: no replica acknowledged the write.
+    Unconfirmed,
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 4] = [
+    pub const ALL: [Fallback; 5] = [
         Fallback::Unreachable,
         Fallback::Failed,
         Fallback::TimedOut,
         Fallback::BreakerOpen,
+        Fallback::Unconfirmed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +65,7 @@ impl Fallback {
             Fallback::Failed => "failed",
             Fallback::TimedOut => "timed_out",
             Fallback::BreakerOpen => "breaker_open",
+            Fallback::Unconfirmed => "unconfirmed",
         }
     }
 
@@ -70,6 +74,7 @@ impl Fallback {
             StoreError::Unreachable(_) => Fallback::Unreachable,
             StoreError::Failed(_) => Fallback::Failed,
             StoreError::TimedOut => Fallback::TimedOut,
+            StoreError::Unconfirmed => Fallback::Unconfirmed,
         }
     }
 }
@@ -135,29 +140,36 @@ impl Limiter {
             }
             None => None,
         };
-        let store: Arc<dyn Store> = match s.kind {
-            StoreKind::Memory => Arc::new(MemoryStore::new(clock.clone())),
-            StoreKind::Redis => Arc::new(store::redis::RedisStore::single(
+        let redis = match s.kind {
+            StoreKind::Memory => None,
+            StoreKind::Redis => Some(store::redis::RedisStore::single(
                 &s.urls[0],
                 password,
                 tls,
                 s.timeout,
                 &s.key_prefix,
             )?),
-            StoreKind::RedisCluster => Arc::new(store::redis::RedisStore::cluster(
+            StoreKind::RedisCluster => Some(store::redis::RedisStore::cluster(
                 &s.urls,
                 password,
                 tls,
                 s.timeout,
                 &s.key_prefix,
             )?),
-            StoreKind::RedisSentinel => Arc::new(store::redis::RedisStore::sentinel(
+            StoreKind::RedisSentinel => Some(store::redis::RedisStore::sentinel(
                 &s.urls,
                 s.master_name.as_deref().unwrap_or_default(),
                 password,
                 s.timeout,
                 &s.key_prefix,
             )?),
+        };
+        let store: Arc<dyn Store> = match (redis, s.durability) {
+            // WAIT gives up at half the timeout, so an unconfirmed write is
+            // told apart from a store too slow to answer at all.
+            (Some(r), Durability::Replicated) => Arc::new(r.replicated(s.timeout / 2)),
+            (Some(r), Durability::Fast) => Arc::new(r),
+            (None, _) => Arc::new(MemoryStore::new(clock.clone())),
         };
         let latency = |result| {
             METRICS

@@ -21,6 +21,7 @@ pub mod cluster;
 mod dns;
 pub mod doors;
 pub mod edge_attack;
+pub mod failover;
 pub mod forward_auth;
 mod gateway;
 pub mod gateway_api;

@@ -14,6 +14,7 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Stor
         timeout: Duration::from_millis(50),
         on_unavailable: OnUnavailable::Local,
         local_divisor: NonZeroU64::MIN,
+        durability: Durability::Fast,
     };
     let Some(at) = at else { return store };
     let Some(f) = r.mapping(&at, schema::STORE) else {
@@ -72,7 +73,38 @@ pub(super) fn store(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Stor
             store.local_divisor = n;
         }
     }
+    durability(r, &f, &mut store);
     store
+}
+
+/// `durability`: `fast` or `replicated`; a replica acknowledges writes only
+/// on Redis, so `replicated` with the memory store is refused.
+fn durability(r: &mut Reader<'_>, f: &yaml::Fields<'_>, store: &mut Store) {
+    let Some(at) = f.get("durability") else {
+        return;
+    };
+    store.durability = match r.string(&at).as_deref() {
+        Some("fast") => Durability::Fast,
+        Some("replicated") if store.kind == StoreKind::Memory => {
+            r.error_value(
+                &at,
+                "store.durability_invalid",
+                "kind memory has no replicas; replicated needs kind redis, redis_cluster \
+                 or redis_sentinel",
+            );
+            Durability::Fast
+        }
+        Some("replicated") => Durability::Replicated,
+        Some(_) => {
+            r.error_value(
+                &at,
+                "store.durability_invalid",
+                "must be one of fast, replicated",
+            );
+            Durability::Fast
+        }
+        None => Durability::Fast,
+    };
 }
 
 /// The keys that say where the store is, and the kind each belongs to.

@@ -43,6 +43,10 @@ pub enum StoreError {
     Failed(String),
     #[error("store call timed out")]
     TimedOut,
+    /// `store.durability: replicated`: the write reached the master, but
+    /// no replica acknowledged it in time, so it may not survive a failover.
+    #[error("no replica acknowledged the write in time")]
+    Unconfirmed,
 }
 
 #[async_trait]

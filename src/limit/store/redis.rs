@@ -9,6 +9,10 @@
 //! a request wait longer than `store.timeout`, which falls back meanwhile.
 //! `rediss://` URLs are TLS (rustls): the server's certificate is verified
 //! against the system's roots or `store.ca_file`'s, for the URL's host.
+//! With `store.durability: replicated` every script call that writes is
+//! pipelined with `WAIT 1` on the same connection (on a cluster, to the
+//! master of the keys' slot, which is where the pipeline is routed), and a
+//! write no replica acknowledged in time is `StoreError::Unconfirmed`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -19,7 +23,9 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
-use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError, ServerErrorKind, Value,
+};
 
 use super::{OpenError, StoreTlsPem};
 use super::{Store, StoreError};
@@ -222,24 +228,25 @@ impl SentinelConn {
     /// one, dropping the master on failure; otherwise a lookup and a
     /// throwaway connection, and on success the master is kept for requests
     /// (their connection is still made by them, on the proxy's runtime).
-    async fn probe(&self, cmd: &Cmd) -> Result<(), RedisError> {
+    async fn probe(&self, pipe: &Pipeline) -> Result<Vec<Value>, RedisError> {
         let current = self.master.load_full();
         if let Some(master) = current.filter(|m| m.manager.load().is_some()) {
             let mut conn = master.connection(self.timeout)?;
-            let reply = tokio::time::timeout(self.timeout, cmd.query_async::<Value>(&mut conn))
+            let ask = pipe.query_async::<Vec<Value>>(&mut conn);
+            let reply = tokio::time::timeout(self.timeout, ask)
                 .await
                 .unwrap_or_else(|_| Err(RedisError::from((ErrorKind::Io, "probe timed out"))));
             if reply.is_err() {
                 self.forget(&master);
             }
-            return reply.map(|_| ());
+            return reply;
         }
         let client = self.lookup().await?;
         let mut conn = client.get_multiplexed_async_connection().await?;
-        cmd.query_async::<Value>(&mut conn).await?;
+        let values = pipe.query_async::<Vec<Value>>(&mut conn).await?;
         self.master
             .compare_and_swap(&None::<Arc<Server>>, Some(Arc::new(Server::new(client))));
-        Ok(())
+        Ok(values)
     }
 }
 
@@ -314,6 +321,9 @@ const FORGET_LUA: &str = "return redis.call('DEL', unpack(KEYS))";
 
 pub struct RedisStore {
     conn: Conn,
+    /// `WAIT 1 <ms>` after each write (`store.durability: replicated`);
+    /// `None` answers on the master's word alone.
+    wait_ms: Option<u64>,
     /// `keys::probe`: inside the configured namespace, so
     /// a Redis ACL limited to the prefix allows it.
     probe_key: String,
@@ -332,6 +342,34 @@ fn classify(e: RedisError) -> StoreError {
 
 fn is_noscript(e: &RedisError) -> bool {
     e.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+fn is_readonly(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::ReadOnly))
+}
+
+/// `cmd` then `WAIT 1 wait_ms`, as one pipeline.
+fn confirmed(cmd: Cmd, wait_ms: u64) -> Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd)
+        .add_command(redis::cmd("WAIT").arg(1).arg(wait_ms).clone());
+    pipe
+}
+
+/// The replicas `WAIT` counted; 0 when it answered an error.
+fn replicas(acks: &Value) -> i64 {
+    match acks {
+        Value::Int(n) => *n,
+        _ => 0,
+    }
+}
+
+/// A write the store made and no replica acknowledged in time.
+fn unconfirmed(acks: Option<i64>) -> Result<(), StoreError> {
+    match acks {
+        Some(n) if n < 1 => Err(StoreError::Unconfirmed),
+        _ => Ok(()),
+    }
 }
 
 /// `store.tls`'s material (loaded by the policy builder) as the client
@@ -412,6 +450,7 @@ impl RedisStore {
                 server: Box::new(Server::new(client)),
                 timeout,
             },
+            wait_ms: None,
             probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
@@ -456,6 +495,7 @@ impl RedisStore {
                 connecting: Default::default(),
                 made: tokio::sync::Notify::new(),
             })),
+            wait_ms: None,
             probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
@@ -498,11 +538,78 @@ impl RedisStore {
                 last_error: Mutex::new(String::new()),
                 watching: AtomicBool::new(false),
             })),
+            wait_ms: None,
             probe_key: crate::limit::keys::probe(prefix),
             bucket: Script::new(TOKEN_BUCKET_LUA),
             slots: Script::new(SLOTS_LUA),
             forget: Script::new(FORGET_LUA),
         })
+    }
+
+    /// Every write is confirmed by a replica within `wait` (`WAIT 1`)
+    /// before it counts (`store.durability: replicated`).
+    pub fn replicated(mut self, wait: Duration) -> Self {
+        self.wait_ms = Some((wait.as_millis() as u64).max(1));
+        self
+    }
+
+    /// Sends `pipe` (its first `count` commands) on the one connection a
+    /// single command would take, returning every reply, errors included
+    /// as values. On a cluster the pipeline goes to the node of its first
+    /// keyed command, and `MOVED`/`ASK` resend the whole of it.
+    async fn query_pipe(&self, pipe: &Pipeline, count: usize) -> Result<Vec<Value>, RedisError> {
+        use redis::aio::ConnectionLike;
+        match &self.conn {
+            Conn::Single { server, timeout } => {
+                let mut conn = server.connection(*timeout)?;
+                conn.req_packed_commands(pipe, 0, count).await
+            }
+            Conn::Cluster(cluster) => {
+                let mut c = cluster.get().await?;
+                c.req_packed_commands(pipe, 0, count).await
+            }
+            Conn::Sentinel(sentinel) => {
+                let master = sentinel.master().await?;
+                let mut conn = master.connection(sentinel.timeout)?;
+                let reply = conn.req_packed_commands(pipe, 0, count).await;
+                let demoted = match &reply {
+                    Err(e) => not_the_master(e),
+                    Ok(values) => values.iter().any(is_readonly),
+                };
+                if demoted {
+                    sentinel.forget(&master);
+                }
+                reply
+            }
+        }
+    }
+
+    /// Runs a script and, in `replicated` mode, `WAIT 1` right after it on
+    /// the same connection: the reply and how many replicas acknowledged
+    /// (`None` in `fast` mode, where nothing is asked).
+    pub async fn run_confirmed<A: redis::ToRedisArgs + Sync>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[A],
+    ) -> Result<(Value, Option<i64>), StoreError> {
+        let Some(wait_ms) = self.wait_ms else {
+            return Ok((self.run(script, keys, args).await?, None));
+        };
+        let mut by_sha = true;
+        loop {
+            let pipe = confirmed(script.call(by_sha, keys, args), wait_ms);
+            let values = self.query_pipe(&pipe, 2).await.map_err(classify)?;
+            let [reply, acks]: [Value; 2] = values
+                .try_into()
+                .map_err(|v: Vec<Value>| StoreError::Failed(format!("{} replies", v.len())))?;
+            match reply.extract_error() {
+                Err(e) if by_sha && is_noscript(&e) => by_sha = false,
+                Err(e) => return Err(classify(e)),
+                // A replica that refuses WAIT (the node was demoted) confirms nothing.
+                Ok(reply) => return Ok((reply, Some(replicas(&acks)))),
+            }
+        }
     }
 
     /// Sends `cmd`, returning the reply.
@@ -569,14 +676,15 @@ impl Store for RedisStore {
         for s in spends {
             args.extend([s.capacity, s.interval_us.max(1), u64::from(s.shadow)]);
         }
-        let reply = integers(self.run(&self.bucket, &keys, &args).await?)?;
+        let (reply, acks) = self.run_confirmed(&self.bucket, &keys, &args).await?;
+        let reply = integers(reply)?;
         if reply.len() != 4 * spends.len() {
             return Err(StoreError::Failed(format!(
                 "reply of {} integers",
                 reply.len()
             )));
         }
-        Ok(reply
+        let states: Vec<BucketState> = reply
             .chunks(4)
             .map(|c| BucketState {
                 allowed: c[0] == 1,
@@ -584,7 +692,16 @@ impl Store for RedisStore {
                 retry_after_ms: (c[2] >= 0).then_some(c[2] as u64),
                 reset_after_ms: c[3].max(0) as u64,
             })
-            .collect())
+            .collect();
+        // A refusal wrote nothing, so it needs no replica: it stands.
+        let wrote = states
+            .iter()
+            .zip(spends)
+            .all(|(st, sp)| st.allowed || sp.shadow);
+        if wrote {
+            unconfirmed(acks)?;
+        }
+        Ok(states)
     }
 
     async fn acquire(
@@ -600,9 +717,14 @@ impl Store for RedisStore {
             slots.to_string(),
             lease_us.to_string(),
         ];
-        let reply = integers(self.run(&self.slots, &[key], &args).await?)?;
-        match reply.as_slice() {
-            [taken, held] => Ok((*taken == 1, (*held).max(0) as u64)),
+        let (reply, acks) = self.run_confirmed(&self.slots, &[key], &args).await?;
+        match integers(reply)?.as_slice() {
+            [taken, held] => {
+                if *taken == 1 {
+                    unconfirmed(acks)?;
+                }
+                Ok((*taken == 1, (*held).max(0) as u64))
+            }
             _ => Err(StoreError::Failed(
                 "slots.lua acquire: unexpected reply".into(),
             )),
@@ -616,9 +738,10 @@ impl Store for RedisStore {
             "0".to_string(),
             lease_us.to_string(),
         ];
-        match self.run(&self.slots, &[key], &args).await? {
-            Value::Int(n) => Ok(n == 1),
-            other => Err(StoreError::Failed(format!("slots.lua renew: {other:?}"))),
+        match self.run_confirmed(&self.slots, &[key], &args).await? {
+            (Value::Int(1), acks) => unconfirmed(acks).map(|()| true),
+            (Value::Int(_), _) => Ok(false),
+            (other, _) => Err(StoreError::Failed(format!("slots.lua renew: {other:?}"))),
         }
     }
 
@@ -645,13 +768,23 @@ impl Store for RedisStore {
         let args: [u64; 4] = [1, 1_000_000, 1, 0];
         // EVAL, not EVALSHA: a fresh server may not hold the script yet.
         let cmd = self.bucket.call(false, &keys, &args);
+        let pipe = match self.wait_ms {
+            Some(wait_ms) => confirmed(cmd, wait_ms),
+            None => redis::pipe().add_command(cmd).clone(),
+        };
         let shared = match &self.conn {
             Conn::Single { server, .. } => server.manager.load().is_some(),
             Conn::Cluster(cluster) => cluster.conn.load().is_some(),
-            Conn::Sentinel(sentinel) => return sentinel.probe(&cmd).await.map_err(classify),
+            Conn::Sentinel(sentinel) => {
+                let values = sentinel.probe(&pipe).await.map_err(classify)?;
+                return self.probed(values);
+            }
         };
         if shared {
-            let result = self.run(&self.bucket, &keys, &args).await.map(|_| ());
+            let result = self
+                .run_confirmed(&self.bucket, &keys, &args)
+                .await
+                .and_then(|(_, acks)| unconfirmed(acks));
             if result.is_err() {
                 match &self.conn {
                     Conn::Single { server, .. } => server.manager.store(None),
@@ -661,19 +794,30 @@ impl Store for RedisStore {
             }
             return result;
         }
-        let reply: Result<Value, RedisError> = match &self.conn {
+        let reply: Result<Vec<Value>, RedisError> = match &self.conn {
             Conn::Single { server, .. } => {
                 match server.client.get_multiplexed_async_connection().await {
-                    Ok(mut c) => cmd.query_async(&mut c).await,
+                    Ok(mut c) => pipe.query_async(&mut c).await,
                     Err(e) => Err(e),
                 }
             }
             Conn::Cluster(cluster) => match cluster.client.get_async_connection().await {
-                Ok(mut c) => cmd.query_async(&mut c).await,
+                Ok(mut c) => pipe.query_async(&mut c).await,
                 Err(e) => Err(e),
             },
             Conn::Sentinel(_) => unreachable!("answered above"),
         };
-        reply.map(|_| ()).map_err(classify)
+        self.probed(reply.map_err(classify)?)
+    }
+}
+
+impl RedisStore {
+    /// The probe's replies: in `replicated` mode the write must also have
+    /// reached a replica, or decisions would only fail again.
+    fn probed(&self, values: Vec<Value>) -> Result<(), StoreError> {
+        match self.wait_ms {
+            Some(_) => unconfirmed(Some(values.get(1).map_or(0, replicas))),
+            None => Ok(()),
+        }
     }
 }
