@@ -299,8 +299,10 @@ pub fn end_store_span(mut span: Span, source: &'static str, decision: &'static s
 
 /// The request's trace headers as the propagator reads them, checked
 /// first: the SDK's parser takes short ids and a `+` sign, and refuses the
-/// flags of W3C Trace Context Level 2 (`03`).
-struct Headers {
+/// flags of W3C Trace Context Level 2 (`03`). Public only for the fuzz
+/// target.
+#[doc(hidden)]
+pub struct Headers {
     /// A valid `traceparent` rewritten as version 00 with only the sampled
     /// flag; two lines are no valid parent.
     traceparent: Option<String>,
@@ -310,7 +312,7 @@ struct Headers {
 }
 
 impl Headers {
-    fn new(headers: &http::HeaderMap) -> Self {
+    pub fn new(headers: &http::HeaderMap) -> Self {
         let mut parents = headers.get_all("traceparent").iter();
         let traceparent = match (parents.next(), parents.next()) {
             (Some(v), None) => v.to_str().ok().and_then(|v| {

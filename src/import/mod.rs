@@ -30,7 +30,9 @@ mod fairgate;
 mod gateway_api;
 mod headers;
 mod limits;
-mod manifests;
+// Public only for the fuzz target.
+#[doc(hidden)]
+pub mod manifests;
 mod names;
 mod nginx;
 mod out;

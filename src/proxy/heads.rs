@@ -71,9 +71,10 @@ where
 }
 
 /// Finds the blank line that ends a request head, as httparse reads it
-/// (CRLF or bare LF line ends).
+/// (CRLF or bare LF line ends). Public only for the fuzz target.
+#[doc(hidden)]
 #[derive(Debug, Default)]
-struct HeadEnd {
+pub struct HeadEnd {
     /// Line feeds in a row (CRs ignored) since the head's first byte.
     newlines: u8,
     /// Whether the head has begun: blank lines before a request line
@@ -83,7 +84,7 @@ struct HeadEnd {
 
 impl HeadEnd {
     /// Reads `bytes` of the head; true when they end it.
-    fn scan(&mut self, bytes: &[u8]) -> bool {
+    pub fn scan(&mut self, bytes: &[u8]) -> bool {
         for &b in bytes {
             match b {
                 b'\n' if self.begun => {

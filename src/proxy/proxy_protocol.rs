@@ -52,7 +52,10 @@ fn parse_v1(buf: &[u8]) -> std::result::Result<Option<(Header, usize)>, &'static
     if !b"PROXY ".starts_with(&buf[..buf.len().min(6)]) {
         return Err("not a PROXY protocol header");
     }
-    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+    // The line ends within its 107 bytes, however the bytes arrive: a CRLF
+    // further on would accept a line that, read in pieces, was refused.
+    let line = &buf[..buf.len().min(107)];
+    let Some(end) = line.windows(2).position(|w| w == b"\r\n") else {
         return if buf.len() > 107 {
             Err("PROXY v1 line too long")
         } else {

@@ -233,11 +233,13 @@ pub fn path_is_safe(path: &str) -> bool {
     if !path.contains(['%', '\\']) {
         return !path.split('/').any(dot_segment);
     }
-    // Read the path as the most lenient upstream would: encoded dots and
-    // slashes decoded, backslashes as slashes.
+    // Read the path as the most lenient upstream would: encoded dots,
+    // slashes and semicolons decoded (a reader that decodes before it cuts
+    // `;params` reads `..%3B` as `..`), backslashes as slashes.
     let lenient = path
         .to_ascii_lowercase()
         .replace("%2e", ".")
+        .replace("%3b", ";")
         .replace("%2f", "/")
         .replace("%5c", "/")
         .replace('\\', "/");
