@@ -2,6 +2,7 @@
 //! minimized and kept here as written, so it stays found without nightly.
 
 use fairgate::config::{Config, EscapedSlashes};
+use fairgate::import::manifests::read;
 use fairgate::proxy::proxy_protocol::{parse, Header};
 use fairgate::proxy::target::{normalize, path_is_safe, target, BadTarget, PathRules};
 
@@ -85,4 +86,116 @@ fn a_problem_at_the_end_of_the_input_is_placed_there() {
     for p in &reading.problems.list {
         assert!((p.line, p.column) <= (4, 1), "{p:?}");
     }
+}
+
+/// ingress_manifests: the same Ingress twice in the inputs (a file and the
+/// directory holding it, or a copy pasted twice) made its limit twice, a
+/// policy with a duplicate key that `check` refused. The later copy wins,
+/// as it would applied to a cluster.
+#[test]
+fn an_ingress_given_twice_is_imported_once() {
+    let ingress = "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: headers
+  namespace: app
+  annotations:
+    nginx.ingress.kubernetes.io/limit-rps: \"{rps}\"
+spec:
+  ingressClassName: nginx
+  rules:
+    - host: a.example
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service: {name: app, port: {number: 80}}
+";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("twice.yaml");
+    let text = format!(
+        "{}---\n{}",
+        ingress.replace("{rps}", "4"),
+        ingress.replace("{rps}", "5")
+    );
+    std::fs::write(&file, text).unwrap();
+    let objects = read(&[file.clone(), dir.path().to_path_buf()]).unwrap();
+    assert_eq!(objects.len(), 1);
+    assert_eq!(
+        objects[0]
+            .text(&[
+                "metadata",
+                "annotations",
+                "nginx.ingress.kubernetes.io/limit-rps"
+            ])
+            .as_deref(),
+        Some("5")
+    );
+    let options = import_options(&file);
+    let imported = fairgate::import::convert(&objects, &options);
+    let reading = Config::read_text("imported.yaml", &imported.policy, dir.path());
+    let syntax: Vec<_> = reading
+        .problems
+        .errors()
+        .filter(|p| p.code == "config.yaml_syntax")
+        .collect();
+    assert!(syntax.is_empty(), "{syntax:?}\n{}", imported.policy);
+}
+
+/// ingress_manifests: a `custom-headers` ConfigMap with an empty value (or
+/// none: a nested mapping in a hand-written file) made a response header
+/// edit with an empty value, which the policy reader refuses, so the whole
+/// imported policy did not load. The annotation is now not supported.
+#[test]
+fn a_custom_header_with_an_empty_value_is_not_imported() {
+    let manifests = "apiVersion: v1
+kind: ConfigMap
+metadata: {name: security-headers, namespace: app}
+data:
+  X-Frame-Options: DENY
+  X-Empty: \"\"
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: headers
+  namespace: app
+  annotations:
+    nginx.ingress.kubernetes.io/custom-headers: app/security-headers
+spec:
+  ingressClassName: nginx
+  rules:
+    - host: a.example
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service: {name: app, port: {number: 80}}
+";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("headers.yaml");
+    std::fs::write(&file, manifests).unwrap();
+    let objects = read(std::slice::from_ref(&file)).unwrap();
+    let imported = fairgate::import::convert(&objects, &import_options(&file));
+    let reading = Config::read_text("imported.yaml", &imported.policy, dir.path());
+    let refused: Vec<_> = reading
+        .problems
+        .errors()
+        .filter(|p| p.code == "config.type_invalid")
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}\n{}", imported.policy);
+    assert!(imported.unsupported() > 0);
+}
+
+/// `fairgate import ingress-nginx FILE` with every other option at its default.
+fn import_options(file: &std::path::Path) -> fairgate::import::Options {
+    #[derive(clap::Parser)]
+    struct Import {
+        #[command(flatten)]
+        options: fairgate::import::Options,
+    }
+    let args = ["import", file.to_str().unwrap()];
+    <Import as clap::Parser>::parse_from(args).options
 }

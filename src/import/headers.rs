@@ -53,6 +53,10 @@ pub fn custom_headers(
     };
     for (name, value) in data {
         let value = text(value, &[]).unwrap_or_default();
+        // A header edit sets a value: the policy reader refuses an empty one.
+        if value.is_empty() {
+            return Verdict::Unsupported(format!("the empty value of {name}"));
+        }
         if value.contains(['{', '}']) {
             return Verdict::Unsupported(format!("a {{ or }} in the value of {name}"));
         }

@@ -112,7 +112,16 @@ pub fn read(paths: &[PathBuf]) -> Result<Vec<Object>, ReadError> {
             unpack(json(doc), &mut objects);
         }
     }
-    Ok(objects)
+    // Applied in this order, a later object of the same kind, namespace and
+    // name replaces an earlier one: the import reads what a cluster would
+    // hold (two copies made each route and limit twice, a policy no reader
+    // takes).
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<Object> = (objects.into_iter().rev())
+        .filter(|o| seen.insert((o.kind.clone(), o.namespace.clone(), o.name.clone())))
+        .collect();
+    kept.reverse();
+    Ok(kept)
 }
 
 /// A file's text, refused beyond `MAX_FILE_BYTES` (read no further than
