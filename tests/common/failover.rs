@@ -82,18 +82,8 @@ impl ReplicatedCluster {
         for _ in 0..6 {
             nodes.push(Redis::start_with(&CLUSTER_ARGS).await);
         }
-        let mut args = vec!["--cluster".to_string(), "create".to_string()];
-        args.extend(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
-        args.extend(["--cluster-replicas", "1", "--cluster-yes"].map(String::from));
-        let out = Command::new("redis-cli")
-            .args(&args)
-            .output()
-            .expect("redis-cli --cluster create (install redis-tools)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
+        super::redis::create_cluster(&[], &ports, 1);
         let cluster = ReplicatedCluster { nodes };
         let ok = eventually(Duration::from_secs(30), || async {
             cluster.healthy() && cluster.masters().iter().all(|m| has_replica(*m))

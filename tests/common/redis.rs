@@ -147,7 +147,7 @@ impl Cluster {
             );
         }
         let ports: Vec<u16> = nodes.iter().map(|n| n.port).collect();
-        create_cluster(&[], &ports);
+        create_cluster(&[], &ports, 0);
         let cluster = Cluster { nodes };
         let ok = eventually(Duration::from_secs(20), || {
             let ports = ports.clone();
@@ -512,7 +512,7 @@ impl TlsCluster {
             ca.display().to_string(),
         ];
         let ports: Vec<u16> = nodes.iter().map(|n| n.port()).collect();
-        create_cluster(&tls, &ports);
+        create_cluster(&tls, &ports, 0);
         let cluster = TlsCluster { nodes };
         let ok = eventually(Duration::from_secs(20), || async {
             cluster
@@ -536,11 +536,16 @@ impl TlsCluster {
 
 /// `redis-cli [OPTIONS] --cluster create` over the nodes at `ports`, with
 /// no replicas: every slot assigned.
-fn create_cluster(options: &[String], ports: &[u16]) {
+/// `redis-cli --cluster create` over `ports`, `replicas` per master.
+pub fn create_cluster(options: &[String], ports: &[u16], replicas: u32) {
     let mut args = options.to_vec();
     args.extend(["--cluster", "create"].map(String::from));
     args.extend(ports.iter().map(|p| format!("127.0.0.1:{p}")));
-    args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+    args.extend([
+        "--cluster-replicas".into(),
+        replicas.to_string(),
+        "--cluster-yes".into(),
+    ]);
     let out = Command::new("redis-cli")
         .args(&args)
         .output()
