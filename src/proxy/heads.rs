@@ -115,6 +115,10 @@ pub struct Guarded {
     in_head: bool,
     head_bytes: usize,
     scan: HeadEnd,
+    /// When the head (or the idle wait before it) must be over. The timer
+    /// is armed at it only when a read has to wait: a head that arrives
+    /// whole, the keep-alive common case, moves no timer.
+    until: Instant,
     deadline: Pin<Box<Sleep>>,
     /// Bytes read before the stream was wrapped (after a PROXY header),
     /// served first.
@@ -140,7 +144,8 @@ impl Guarded {
     pub(crate) fn new(inner: Stream, bounds: Arc<Bounds>, answers: Arc<Answers>, h1: bool) -> Self {
         // The first head's clock starts at accept: a connection that sends
         // nothing is closed at the deadline too.
-        let deadline = Box::pin(tokio::time::sleep(bounds.header_timeout));
+        let until = Instant::now() + bounds.header_timeout;
+        let deadline = Box::pin(tokio::time::sleep_until(until));
         let resets = (!h1).then(|| Resets::new(bounds.h2_resets_per_second));
         Guarded {
             inner,
@@ -149,6 +154,7 @@ impl Guarded {
             in_head: h1,
             head_bytes: 0,
             scan: HeadEnd::default(),
+            until,
             deadline,
             early: Vec::new(),
             idle: false,
@@ -164,8 +170,16 @@ impl Guarded {
         self.head_bytes = 0;
         self.scan = HeadEnd::default();
         self.idle = true;
-        let at = Instant::now() + self.bounds.keepalive_timeout;
-        self.deadline.as_mut().reset(at);
+        self.until = Instant::now() + self.bounds.keepalive_timeout;
+    }
+
+    /// A head read must wait: whether its deadline has passed, and if not,
+    /// a wake-up at it.
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.deadline.deadline() != self.until {
+            self.deadline.as_mut().reset(self.until);
+        }
+        std::future::Future::poll(self.deadline.as_mut(), cx).is_ready()
     }
 
     /// Best effort: the answer goes out if the socket takes it now.
@@ -227,14 +241,6 @@ impl Guarded {
         if !this.in_head {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         }
-        if std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
-            if this.idle {
-                // Nothing was asked: end of stream, and Pingora closes quietly.
-                this.in_head = false;
-                return Poll::Ready(Ok(()));
-            }
-            return Poll::Ready(Err(this.refuse(cx, EdgeReason::HeaderTimeout)));
-        }
         // One byte past the bound is enough to know it was crossed.
         let room =
             this.bounds.max_header_size + 1 - this.head_bytes.min(this.bounds.max_header_size);
@@ -242,6 +248,17 @@ impl Guarded {
             let mut limited = buf.take(room);
             match Pin::new(&mut this.inner).poll_read(cx, &mut limited) {
                 Poll::Ready(Ok(())) => limited.filled().len(),
+                // Bytes that are there are taken; the deadline is looked
+                // at whenever the head must wait, so a trickle is cut off
+                // at it, a read at most after.
+                Poll::Pending if this.expired(cx) => {
+                    if this.idle {
+                        // Nothing was asked: end of stream, and Pingora closes quietly.
+                        this.in_head = false;
+                        return Poll::Ready(Ok(()));
+                    }
+                    return Poll::Ready(Err(this.refuse(cx, EdgeReason::HeaderTimeout)));
+                }
                 other => return other,
             }
         };
@@ -271,8 +288,7 @@ impl Guarded {
         let read = &buf.filled()[start..];
         if self.idle && !read.is_empty() {
             self.idle = false;
-            let at = Instant::now() + self.bounds.header_timeout;
-            self.deadline.as_mut().reset(at);
+            self.until = Instant::now() + self.bounds.header_timeout;
         }
         let ended = self.scan.scan(read);
         self.head_bytes += read.len();
