@@ -189,6 +189,48 @@ spec:
     assert!(imported.unsupported() > 0);
 }
 
+/// ingress_manifests: a rule with `host: ""` made a route matching the
+/// host "", which the policy reader refuses, so the whole imported policy
+/// did not load. An empty host is a rule for any host, as if absent.
+#[test]
+fn an_empty_rule_host_is_a_rule_for_any_host() {
+    let ingress = |host: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: any, namespace: app}}
+spec:
+  ingressClassName: nginx
+  rules:
+    - {host}http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service: {{name: app, port: {{number: 80}}}}
+"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let import = |name: &str, text: String| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let objects = read(std::slice::from_ref(&file)).unwrap();
+        let imported = fairgate::import::convert(&objects, &import_options(&file));
+        let reading = Config::read_text("imported.yaml", &imported.policy, dir.path());
+        let errors: Vec<_> = reading.problems.errors().collect();
+        assert!(errors.is_empty(), "{errors:?}\n{}", imported.policy);
+        imported.policy
+    };
+    let empty = import("empty.yaml", ingress("host: \"\"\n      "));
+    let absent = import("absent.yaml", ingress(""));
+    assert_eq!(
+        empty.replace("empty.yaml", "absent.yaml"),
+        absent,
+        "host \"\" and no host import differently"
+    );
+}
+
 /// `fairgate import ingress-nginx FILE` with every other option at its default.
 fn import_options(file: &std::path::Path) -> fairgate::import::Options {
     #[derive(clap::Parser)]

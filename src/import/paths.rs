@@ -23,7 +23,11 @@ pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
     let mut out = Vec::new();
     if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
         for rule in rules {
-            let host = text(rule, &["host"]).map(|h| h.to_ascii_lowercase());
+            // `host: ""` is a rule for any host, as if it were absent (the
+            // API's `omitempty`, and how ingress-nginx reads it).
+            let host = text(rule, &["host"])
+                .filter(|h| !h.is_empty())
+                .map(|h| h.to_ascii_lowercase());
             let Some(Value::Array(items)) = rule.pointer("/http/paths") else {
                 continue;
             };
