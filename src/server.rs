@@ -430,7 +430,7 @@ impl BackgroundService for Supervisor {
                 }
                 _ = tick.tick() => {
                     self.health_checks(&mut last_checks);
-                    if self.shared.limiter.degraded() {
+                    if self.shared.limiter.in_outage() {
                         let shared = self.shared.clone();
                         tokio::spawn(async move { shared.limiter.probe().await });
                     }

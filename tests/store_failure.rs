@@ -143,7 +143,7 @@ async fn redis_killed_mid_stream_then_restarted_empty() {
     assert!(
         ["unreachable", "failed", "timed_out"].contains(&fallback[0]["reason"].as_str().unwrap())
     );
-    assert_eq!(lines(&gw, "rate_limits.recovered").len(), 1);
+    assert!(recovered_once(&gw).await, "{}", gw.logs());
     assert!(!gw.logs().contains("tenant:{"), "a key was logged");
     let m = gw.metrics().await;
     assert_eq!(metric(&m, "fairgate_store_up"), Some(1.0));
@@ -274,7 +274,16 @@ async fn starts_with_redis_down_and_switches_when_it_comes_up() {
     })
     .await;
     assert!(switched, "{}", gw.logs());
-    assert_eq!(lines(&gw, "rate_limits.recovered").len(), 1);
+    assert!(recovered_once(&gw).await, "{}", gw.logs());
+}
+
+/// The outage's end is logged once the store has answered for 2 s:
+/// waits for exactly one `rate_limits.recovered`.
+async fn recovered_once(gw: &Gateway) -> bool {
+    let once = eventually(Duration::from_secs(10), || async {
+        lines(gw, "rate_limits.recovered").len() == 1
+    });
+    once.await && lines(gw, "rate_limits.recovered").len() == 1
 }
 
 #[tokio::test(flavor = "multi_thread")]

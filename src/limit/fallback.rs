@@ -1,5 +1,11 @@
 //! What happens when the shared store fails: a breaker that stops waiting on
 //! a store that is down, and one log line per outage, never one per request.
+//!
+//! The breaker closes at the first answer, but the outage it logged ends only
+//! once the store has answered for `SETTLE` with no failure: on a Redis
+//! Cluster with one shard failing over, an answer from a healthy shard
+//! closes the breaker and the next call to the failed one opens it again,
+//! which is one outage, not one per answer.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -9,12 +15,19 @@ use tokio::time::Instant;
 
 use crate::metrics::METRICS;
 
+/// How long the store must answer without a failure before the outage
+/// logged by `rate_limits.fallback` is over (`rate_limits.recovered`).
+pub const SETTLE: Duration = Duration::from_secs(2);
+
 /// While open, decisions skip the store; one call per `probe_every` is let
 /// through to find out whether it is back.
 pub struct Breaker {
     open: AtomicBool,
     next_probe: Mutex<Instant>,
     probe_every: Duration,
+    /// An outage is logged and not yet over; with the time of its last failure.
+    outage: AtomicBool,
+    last_failure: Mutex<Instant>,
     episodes: AtomicU64,
 }
 
@@ -25,6 +38,8 @@ impl Breaker {
             open: AtomicBool::new(false),
             next_probe: Mutex::new(Instant::now()),
             probe_every,
+            outage: AtomicBool::new(false),
+            last_failure: Mutex::new(Instant::now()),
             episodes: AtomicU64::new(0),
         }
     }
@@ -46,10 +61,17 @@ impl Breaker {
         self.open.load(Ordering::Acquire)
     }
 
+    /// An outage was logged and has not been logged over yet.
+    pub fn in_outage(&self) -> bool {
+        self.outage.load(Ordering::Acquire)
+    }
+
     pub fn failure(&self, reason: super::Fallback, error: &dyn std::fmt::Display) {
-        *self.next_probe.lock().unwrap_or_else(|e| e.into_inner()) =
-            Instant::now() + self.probe_every;
-        if !self.open.swap(true, Ordering::AcqRel) {
+        let now = Instant::now();
+        *self.next_probe.lock().unwrap_or_else(|e| e.into_inner()) = now + self.probe_every;
+        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = now;
+        self.open.store(true, Ordering::Release);
+        if !self.outage.swap(true, Ordering::AcqRel) {
             let episode = self.episodes.fetch_add(1, Ordering::Relaxed) + 1;
             METRICS.store_up.set(0);
             tracing::warn!(reason = reason.as_str(), error = %error, episode, "rate_limits.fallback");
@@ -57,7 +79,15 @@ impl Breaker {
     }
 
     pub fn success(&self) {
-        if self.open.swap(false, Ordering::AcqRel) {
+        // Loads first: the hot path, with a healthy store, writes nothing.
+        if self.open.load(Ordering::Acquire) {
+            self.open.store(false, Ordering::Release);
+        }
+        if !self.outage.load(Ordering::Acquire) {
+            return;
+        }
+        let last = *self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() >= SETTLE && self.outage.swap(false, Ordering::AcqRel) {
             METRICS.store_up.set(1);
             tracing::info!(
                 episode = self.episodes.load(Ordering::Relaxed),
@@ -89,5 +119,29 @@ mod tests {
         b.success();
         assert!(!b.is_open());
         assert!(b.should_try() && b.should_try(), "closed: every call");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_ends_once_the_store_answered_for_settle_without_a_failure() {
+        let b = Breaker::new(Duration::from_millis(500));
+        let why = super::super::Fallback::Unreachable;
+        b.failure(why, &"refused");
+        assert!(b.in_outage());
+        // A healthy shard answers, the failed one fails again: one outage.
+        for _ in 0..5 {
+            tokio::time::advance(Duration::from_millis(500)).await;
+            b.success();
+            assert!(!b.is_open() && b.in_outage());
+            b.failure(why, &"refused");
+        }
+        assert_eq!(b.episodes.load(Ordering::Relaxed), 1);
+        tokio::time::advance(SETTLE - Duration::from_millis(1)).await;
+        b.success();
+        assert!(b.in_outage(), "not yet {SETTLE:?} without a failure");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        b.success();
+        assert!(!b.in_outage());
+        b.failure(why, &"refused");
+        assert_eq!(b.episodes.load(Ordering::Relaxed), 2, "a new outage");
     }
 }

@@ -85,12 +85,32 @@ pub fn probe(prefix: &str) -> String {
     format!("{prefix}fairgate:{{probe}}")
 }
 
+/// The probe key on `near`'s shard: `probe`'s key (`probe_key`) with
+/// `near`'s hash tag instead of its own, so that on a Redis Cluster the
+/// probe asks the shard that failed. `None` when `near` has no hash tag.
+pub fn probe_near(probe_key: &str, near: &str) -> Option<String> {
+    let prefix = probe_key.strip_suffix("fairgate:{probe}")?;
+    let open = near.find('{')?;
+    let len = near[open + 1..].find('}')?;
+    let tag = &near[open + 1..open + 1 + len];
+    (!tag.is_empty()).then(|| format!("{prefix}fairgate:probe:{{{tag}}}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn t(id: &str) -> TenantId {
         TenantId::new(id).unwrap()
+    }
+
+    #[test]
+    fn the_probe_near_a_key_shares_its_hash_tag() {
+        let probe = probe("app:");
+        let near = probe_near(&probe, "app:tenant:{acme}:rate:api").unwrap();
+        assert_eq!(near, "app:fairgate:probe:{acme}");
+        assert_eq!(probe_near(&probe, "app:no-tag"), None);
+        assert_eq!(probe_near(&probe, "app:{}:x"), None);
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub struct Limiter {
     /// Refusals the shared store made that still hold (not for `memory`).
     denials: Option<denials::Denials>,
     breaker: Breaker,
+    /// The key of the last call that failed: the background probe asks its
+    /// shard, so an outage of one Cluster shard ends when that shard is back.
+    failed_near: std::sync::Mutex<Option<String>>,
     timeout: Duration,
     on_unavailable: OnUnavailable,
     divisor: u64,
@@ -186,6 +189,7 @@ impl Limiter {
             held: Arc::default(),
             denials: (s.kind != StoreKind::Memory).then(denials::Denials::default),
             breaker: Breaker::new(Duration::from_millis(500)),
+            failed_near: std::sync::Mutex::default(),
             timeout: s.timeout,
             on_unavailable: s.on_unavailable,
             divisor: s.local_divisor.get(),
@@ -195,6 +199,12 @@ impl Limiter {
     /// Whether decisions are currently made without the shared store.
     pub fn degraded(&self) -> bool {
         self.breaker.is_open()
+    }
+
+    /// Whether a store outage was logged and is not over yet: the store
+    /// is probed in the background until it is.
+    pub fn in_outage(&self) -> bool {
+        self.breaker.in_outage()
     }
 
     pub fn on_unavailable(&self) -> OnUnavailable {
@@ -210,7 +220,8 @@ impl Limiter {
         }
         let spends: Vec<Spend> = planned.iter().map(Planned::spend).collect();
         let sent = Instant::now();
-        match self.guarded(self.store.spend(&spends, cost)).await {
+        let near = spends.first().map_or("", |s| s.key.as_str());
+        match self.guarded(near, self.store.spend(&spends, cost)).await {
             Ok(states) => {
                 if let Some(denials) = &self.denials {
                     for (p, s) in planned.iter().zip(&states) {
@@ -225,10 +236,12 @@ impl Limiter {
         }
     }
 
-    /// One call to the shared store under the breaker and `store.timeout`.
-    /// An `Err` says why the decision falls back (already counted).
+    /// One call to the shared store, on `key`'s shard, under the breaker
+    /// and `store.timeout`. An `Err` says why the decision falls back
+    /// (already counted).
     async fn guarded<T>(
         &self,
+        key: &str,
         call: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, Fallback> {
         if !self.breaker.should_try() {
@@ -253,6 +266,7 @@ impl Limiter {
             }
             Err(e) => {
                 let why = Fallback::of(&e);
+                *self.failed_near.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.to_string());
                 self.breaker.failure(why, &e);
                 METRICS.fallback.with_label_values(&[why.as_str()]).inc();
                 Err(why)
@@ -333,7 +347,7 @@ impl Limiter {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let lease_us = policy.lease.as_micros() as u64;
         let call = self.store.acquire(&key, &id, policy.slots.get(), lease_us);
-        match self.guarded(call).await {
+        match self.guarded(&key, call).await {
             Ok((taken, _)) => return self.answer(policy, key, id, taken, self.store.clone()),
             Err(Fallback::BreakerOpen) => {}
             Err(_) => {
@@ -386,9 +400,14 @@ impl Limiter {
     /// Asks the store whether it answers, outside any request: at start-up
     /// and, while decisions fall back, until it is back.
     pub async fn probe(&self) {
+        let near = self
+            .failed_near
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match tokio::time::timeout(
             self.timeout.max(Duration::from_millis(200)),
-            self.store.probe(),
+            self.store.probe(near.as_deref()),
         )
         .await
         {

@@ -73,6 +73,7 @@ pub trait Store: Send + Sync {
     async fn forget(&self, keys: &[String]) -> Result<(), StoreError>;
 
     /// A cheap call that proves the store can decide again (background
-    /// probe while decisions fall back).
-    async fn probe(&self) -> Result<(), StoreError>;
+    /// probe while decisions fall back), on the shard of `near` (a key
+    /// whose call failed) when there are shards.
+    async fn probe(&self, near: Option<&str>) -> Result<(), StoreError>;
 }
