@@ -62,13 +62,15 @@ pub fn role(port: u16) -> String {
 }
 
 /// The arguments every node of the cluster starts with (and restarts with).
-pub const CLUSTER_ARGS: [&str; 6] = [
+pub const CLUSTER_ARGS: [&str; 8] = [
     "--cluster-enabled",
     "yes",
     "--cluster-config-file",
     "nodes.conf",
     "--cluster-node-timeout",
     "1000",
+    "--logfile",
+    "redis.log",
 ];
 
 /// 3 masters, each with one replica, on free loopback ports.
@@ -146,7 +148,80 @@ impl ReplicatedCluster {
         replicas.next().expect("a replica")
     }
 
+    /// The slot of `key`.
+    pub fn slot(&self, key: &str) -> u16 {
+        let slot = redis_cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]).unwrap();
+        slot.trim().parse().unwrap()
+    }
+
+    /// Resharding, step 1 of 3 (as `redis-cli --cluster reshard` does it):
+    /// `to` imports `slots` and `from` migrates them; the keys stay on
+    /// `from`, and a key `from` lacks is answered with `ASK` for `to`.
+    pub fn migrating(&self, slots: &[u16], from: u16, to: u16) {
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        for slot in slots.iter().map(u16::to_string) {
+            let set = |port, state, id: &str| {
+                let ok = redis_cli(port, &["CLUSTER", "SETSLOT", &slot, state, id]);
+                assert_eq!(ok.as_deref().map(str::trim), Some("OK"), "SETSLOT {state}");
+            };
+            set(to, "IMPORTING", &from_id);
+            set(from, "MIGRATING", &to_id);
+        }
+    }
+
+    /// Step 2: every key of `slots` moves from `from` to `to` (`MIGRATE`);
+    /// every call for them is now answered with `ASK`.
+    pub fn migrate_keys(&self, slots: &[u16], from: u16, to: u16) {
+        for slot in slots.iter().map(u16::to_string) {
+            let keys = redis_cli(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "1000"]).unwrap();
+            let keys: Vec<&str> = keys
+                .lines()
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .collect();
+            if keys.is_empty() {
+                continue;
+            }
+            let to = to.to_string();
+            let args = [
+                &["MIGRATE", "127.0.0.1", &to, "", "0", "5000", "KEYS"],
+                &keys[..],
+            ];
+            let ok = redis_cli(from, &args.concat()).unwrap_or_default();
+            assert_eq!(ok.trim(), "OK", "MIGRATE of slot {slot}");
+        }
+    }
+
+    /// Step 3: every master says `to` owns `slots` (`MOVED` from now on).
+    pub fn assign(&self, slots: &[u16], to: u16) {
+        let to_id = node_id(to);
+        let masters = self.masters();
+        for slot in slots.iter().map(u16::to_string) {
+            // The new owner first, then the others, as redis-cli does.
+            for port in std::iter::once(to).chain(masters.iter().copied().filter(|p| *p != to)) {
+                let ok = redis_cli(port, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+                assert_eq!(ok.as_deref().map(str::trim), Some("OK"), "SETSLOT NODE");
+            }
+        }
+    }
+
+    /// The last lines of a node's log (in its directory), for a failure message.
+    pub fn log_tail(&self, port: u16) -> String {
+        let node = self.nodes.iter().find(|n| n.port == port).unwrap();
+        let log = std::fs::read_to_string(node.dir.path().join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
     pub fn node(&mut self, port: u16) -> &mut Redis {
         self.nodes.iter_mut().find(|n| n.port == port).unwrap()
     }
+}
+
+/// A cluster node's id (`CLUSTER MYID`).
+pub fn node_id(port: u16) -> String {
+    redis_cli(port, &["CLUSTER", "MYID"])
+        .unwrap()
+        .trim()
+        .to_string()
 }
