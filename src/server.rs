@@ -430,7 +430,7 @@ impl BackgroundService for Supervisor {
                 }
                 _ = tick.tick() => {
                     self.health_checks(&mut last_checks);
-                    if self.shared.limiter.in_outage() {
+                    if self.shared.limiter.needs_probe() {
                         let shared = self.shared.clone();
                         tokio::spawn(async move { shared.limiter.probe().await });
                     }

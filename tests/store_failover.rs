@@ -361,6 +361,7 @@ async fn reshard(
         .filter(|key| c.owner(key) == master)
         .map(|key| c.slot(&key))
         .collect();
+    slots.sort_unstable();
     slots.dedup();
     c.migrating(&slots, master, to);
     fleet.spend(tenants, 1, tally).await;
@@ -468,6 +469,32 @@ async fn failover(kind: Kind, mode: Mode) {
         "one fallback/recovered pair per gateway per outage: {:?}",
         out.episodes
     );
+    if out.tally.fail_closed > 0 {
+        // The 503s were an outage, and it was logged, and logged over.
+        assert!(out.episodes.contains(&(1, 1)), "{:?}", out.episodes);
+    }
+    if kind == Kind::ClusterReshard {
+        // Every ASK and MOVED was followed: no decision failed, and each
+        // tenant got exactly its capacity (nothing lost, nothing refused).
+        assert_eq!(
+            out.tally.fail_closed, 0,
+            "a decision failed during the reshard"
+        );
+        assert!(
+            out.episodes.iter().all(|e| *e == (0, 0)),
+            "{:?}",
+            out.episodes
+        );
+        let short: Vec<_> = out
+            .over
+            .keys()
+            .filter(|t| out.tally.admitted.get(*t) != Some(&CAPACITY))
+            .collect();
+        assert!(
+            short.is_empty(),
+            "not admitted exactly {CAPACITY}: {short:?}"
+        );
+    }
     let expected: BTreeMap<String, u64> = out
         .over
         .keys()

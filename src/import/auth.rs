@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::manifests::{text, Object};
+use super::manifests::Object;
 use super::names::{dns1123_label, dns1123_subdomain, policy_name};
 use super::out::{AnswerCache, Auth, AuthMethod, BasicAuth, ExternalAuth, SignIn};
+use super::paths::rule_host;
 use super::plan::Plan;
 use super::tls::secret_field;
 use super::units::{comma_list, go_bool};
@@ -632,7 +633,7 @@ fn auth_map(secret: &Object) -> String {
 /// Whether every rule of the Ingress names a host.
 fn every_rule_named(ing: &Object) -> bool {
     match ing.value.pointer("/spec/rules") {
-        Some(Value::Array(rules)) => rules.iter().all(|r| text(r, &["host"]).is_some()),
+        Some(Value::Array(rules)) => rules.iter().all(|r| rule_host(r).is_some()),
         _ => false,
     }
 }
@@ -641,8 +642,7 @@ fn every_rule_named(ing: &Object) -> bool {
 fn hosts_of(ing: &Object) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
-        for host in rules.iter().filter_map(|r| text(r, &["host"])) {
-            let host = host.to_ascii_lowercase();
+        for host in rules.iter().filter_map(rule_host) {
             if !out.contains(&host) {
                 out.push(host);
             }

@@ -17,17 +17,20 @@ use super::routes::{PathRule, Route};
 use super::units;
 use super::Verdict;
 
+/// A rule's host, lowercased. `host: ""` is a rule for any host, as if it
+/// were absent (the API's `omitempty`, and how ingress-nginx reads it).
+pub fn rule_host(rule: &Value) -> Option<String> {
+    let host = text(rule, &["host"]).filter(|h| !h.is_empty())?;
+    Some(host.to_ascii_lowercase())
+}
+
 /// Every rule path of an Ingress as (host, path, pathType, backend), and
 /// its defaultBackend as a catch-all (path "", pathType "Default").
 pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
     let mut out = Vec::new();
     if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
         for rule in rules {
-            // `host: ""` is a rule for any host, as if it were absent (the
-            // API's `omitempty`, and how ingress-nginx reads it).
-            let host = text(rule, &["host"])
-                .filter(|h| !h.is_empty())
-                .map(|h| h.to_ascii_lowercase());
+            let host = rule_host(rule);
             let Some(Value::Array(items)) = rule.pointer("/http/paths") else {
                 continue;
             };

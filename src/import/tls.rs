@@ -16,7 +16,12 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
     };
     for section in sections {
         let hosts: Vec<String> = match section.get("hosts") {
-            Some(Value::Array(h)) => h.iter().filter_map(|v| text(v, &[])).collect(),
+            // "" names no host, as in a rule.
+            Some(Value::Array(h)) => h
+                .iter()
+                .filter_map(|v| text(v, &[]))
+                .filter(|h| !h.is_empty())
+                .collect(),
             _ => Vec::new(),
         };
         let Some(secret) = text(section, &["secretName"]) else {

@@ -25,8 +25,11 @@ pub struct Breaker {
     open: AtomicBool,
     next_probe: Mutex<Instant>,
     probe_every: Duration,
-    /// An outage is logged and not yet over; with the time of its last failure.
+    /// An outage is logged and not yet over (read without the lock on the
+    /// hot path; changed only under it).
     outage: AtomicBool,
+    /// The time of the outage's last failure. Its lock orders every change
+    /// of `outage`, its log line and `fairgate_store_up`.
     last_failure: Mutex<Instant>,
     episodes: AtomicU64,
 }
@@ -66,10 +69,13 @@ impl Breaker {
         self.outage.load(Ordering::Acquire)
     }
 
+    /// A decision's call failed: the breaker opens, and an outage begins
+    /// unless one is going on.
     pub fn failure(&self, reason: super::Fallback, error: &dyn std::fmt::Display) {
         let now = Instant::now();
         *self.next_probe.lock().unwrap_or_else(|e| e.into_inner()) = now + self.probe_every;
-        *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = now;
+        let mut last = self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
+        *last = now;
         self.open.store(true, Ordering::Release);
         if !self.outage.swap(true, Ordering::AcqRel) {
             let episode = self.episodes.fetch_add(1, Ordering::Relaxed) + 1;
@@ -78,15 +84,25 @@ impl Breaker {
         }
     }
 
+    /// The background probe failed while decisions get answers (on a
+    /// Cluster, the failed shard is still down and the others answer): the
+    /// outage goes on, and the breaker stays closed for the others.
+    pub fn still_failing(&self) {
+        if self.in_outage() {
+            *self.last_failure.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
+    }
+
     pub fn success(&self) {
-        // Loads first: the hot path, with a healthy store, writes nothing.
+        // Loads first: the hot path, with a healthy store, writes nothing
+        // and takes no lock.
         if self.open.load(Ordering::Acquire) {
             self.open.store(false, Ordering::Release);
         }
         if !self.outage.load(Ordering::Acquire) {
             return;
         }
-        let last = *self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
+        let last = self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
         if last.elapsed() >= SETTLE && self.outage.swap(false, Ordering::AcqRel) {
             METRICS.store_up.set(1);
             tracing::info!(
@@ -143,5 +159,23 @@ mod tests {
         assert!(!b.in_outage());
         b.failure(why, &"refused");
         assert_eq!(b.episodes.load(Ordering::Relaxed), 2, "a new outage");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_background_probe_keeps_the_outage_without_opening_the_breaker() {
+        let b = Breaker::new(Duration::from_millis(500));
+        b.still_failing();
+        assert!(!b.in_outage(), "no outage, nothing to keep");
+        b.failure(super::super::Fallback::Unreachable, &"refused");
+        b.success();
+        assert!(!b.is_open() && b.in_outage());
+        tokio::time::advance(SETTLE).await;
+        b.still_failing();
+        assert!(!b.is_open(), "the other shards are still asked");
+        b.success();
+        assert!(b.in_outage(), "the probe failed less than SETTLE ago");
+        tokio::time::advance(SETTLE).await;
+        b.success();
+        assert!(!b.in_outage());
     }
 }

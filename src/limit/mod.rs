@@ -201,12 +201,6 @@ impl Limiter {
         self.breaker.is_open()
     }
 
-    /// Whether a store outage was logged and is not over yet: the store
-    /// is probed in the background until it is.
-    pub fn in_outage(&self) -> bool {
-        self.breaker.in_outage()
-    }
-
     pub fn on_unavailable(&self) -> OnUnavailable {
         self.on_unavailable
     }
@@ -398,25 +392,38 @@ impl Limiter {
     }
 
     /// Asks the store whether it answers, outside any request: at start-up
-    /// and, while decisions fall back, until it is back.
+    /// and, while decisions fall back or an outage is not over, until it
+    /// is back. With the breaker closed during an outage (decisions get answers: on a
+    /// Cluster, the other shards), a failure only keeps the outage going:
+    /// it neither opens the breaker nor remakes the shared connection.
     pub async fn probe(&self) {
         let near = self
             .failed_near
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        match tokio::time::timeout(
+        // Closed in an outage: the decisions get answers, only not all.
+        let open = self.breaker.is_open() || !self.breaker.in_outage();
+        let answer = tokio::time::timeout(
             self.timeout.max(Duration::from_millis(200)),
-            self.store.probe(near.as_deref()),
-        )
-        .await
-        {
-            Ok(Ok(())) => self.breaker.success(),
-            Ok(Err(e)) => self.breaker.failure(Fallback::of(&e), &e),
-            Err(_) => self
-                .breaker
-                .failure(Fallback::TimedOut, &"store ping timed out"),
+            self.store.probe(near.as_deref(), open),
+        );
+        let failed = match answer.await {
+            Ok(Ok(())) => return self.breaker.success(),
+            Ok(Err(e)) => (Fallback::of(&e), e.to_string()),
+            Err(_) => (Fallback::TimedOut, "store ping timed out".to_string()),
+        };
+        if open {
+            self.breaker.failure(failed.0, &failed.1);
+        } else {
+            self.breaker.still_failing();
         }
+    }
+
+    /// Whether the background probe should run: decisions fall back, or an
+    /// outage has not been logged over yet.
+    pub fn needs_probe(&self) -> bool {
+        self.breaker.is_open() || self.breaker.in_outage()
     }
 
     /// Releases every lease this process still holds (shutdown).

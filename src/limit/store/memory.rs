@@ -148,7 +148,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn probe(&self, _near: Option<&str>) -> Result<(), StoreError> {
+    async fn probe(&self, _near: Option<&str>, _renew: bool) -> Result<(), StoreError> {
         Ok(())
     }
 }

@@ -74,6 +74,7 @@ pub trait Store: Send + Sync {
 
     /// A cheap call that proves the store can decide again (background
     /// probe while decisions fall back), on the shard of `near` (a key
-    /// whose call failed) when there are shards.
-    async fn probe(&self, near: Option<&str>) -> Result<(), StoreError>;
+    /// whose call failed) when there are shards. `renew`: a failure also
+    /// drops the shared connection, so the next call makes it afresh.
+    async fn probe(&self, near: Option<&str>, renew: bool) -> Result<(), StoreError>;
 }

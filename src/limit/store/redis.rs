@@ -506,14 +506,13 @@ impl Store for RedisStore {
 
     /// A real script call on a probe bucket (on the shard of the key that
     /// last failed, so a Cluster's outage ends when that shard is back):
-    /// recovery means decisions work
-    /// again, not merely that PING answers (under `maxmemory` with
-    /// `noeviction`, PING works and writes fail). Through the shared
-    /// connection when requests have made it, and a failure drops it so it
-    /// is made afresh; otherwise on a throwaway connection, so that the
+    /// recovery means decisions work again, not merely that PING answers
+    /// (under `maxmemory` with `noeviction`, PING works and writes fail).
+    /// Through the shared connection when requests have made it, and with
+    /// `renew` a failure drops it so it is made afresh; otherwise on a throwaway connection, so that the
     /// shared one is always made, and driven, on the proxy's own runtime
     /// (a driver on another thread costs a cross-thread wake-up per call).
-    async fn probe(&self, near: Option<&str>) -> Result<(), StoreError> {
+    async fn probe(&self, near: Option<&str>, renew: bool) -> Result<(), StoreError> {
         let near = near.and_then(|k| crate::limit::keys::probe_near(&self.probe_key, k));
         let keys = [near.as_deref().unwrap_or(self.probe_key.as_str())];
         let args: [u64; 4] = [1, 1_000_000, 1, 0];
@@ -536,7 +535,7 @@ impl Store for RedisStore {
                 .run_confirmed(&self.bucket, &keys, &args)
                 .await
                 .and_then(|(_, acks)| unconfirmed(acks));
-            if result.is_err() {
+            if result.is_err() && renew {
                 match &self.conn {
                     Conn::Single { server, .. } => server.manager.store(None),
                     Conn::Cluster(cluster) => cluster.conn.store(None),
