@@ -522,3 +522,46 @@ routes:
     .await;
     assert!(healthy, "the dead target was never skipped");
 }
+
+/// Found by the chaos soak: a retry picked its target like a first attempt
+/// (round robin), so under concurrent requests it often went back to the
+/// target that had just refused the connection, before any health check
+/// took it out, and the client got a 502. It goes to another target now.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_never_goes_back_to_the_target_that_just_failed() {
+    let echo = EchoProcess::start();
+    // Healthy at the gateway's first (and, in this test, only) health
+    // check, then gone: every connection to it is refused.
+    let doomed = EchoProcess::start();
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
+upstreams:
+  api: {{targets: ["{}", "{}"], health_check_interval: 1h}}
+routes:
+  - {{name: api, match: {{path_prefix: /}}, upstream: api, auth: none, exempt: true, retries: {{attempts: 2, retry_on: [connect_failure]}}}}
+"#,
+            doomed.addr, echo.addr
+        ))
+        .start()
+        .await;
+    drop(doomed);
+    let clients = (0..8).map(|_| {
+        let url = gw.url("/x");
+        tokio::spawn(async move {
+            let c = client();
+            let mut statuses = Vec::new();
+            for _ in 0..50 {
+                statuses.push(c.get(&url).send().await.unwrap().status().as_u16());
+            }
+            statuses
+        })
+    });
+    let mut statuses = Vec::new();
+    for run in clients.collect::<Vec<_>>() {
+        statuses.extend(run.await.unwrap());
+    }
+    let failed = statuses.iter().filter(|s| **s != 200).count();
+    assert_eq!(failed, 0, "{failed} of 400 not 200");
+    assert_eq!(echo.requests(), 400);
+}

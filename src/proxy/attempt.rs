@@ -56,8 +56,13 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         }
         _ => None,
     };
+    // A retry goes to another target while there is one in rotation.
+    let avoid = match ctx.upstream.count {
+        0 => None,
+        _ => ctx.upstream.target,
+    };
     let mut peer = pool
-        .peer(key)
+        .peer(key, avoid)
         .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "no upstream target"))?;
     let upgrade = session
         .is_upgrade_req()

@@ -132,9 +132,15 @@ impl Pool {
     }
 
     /// A target in rotation (healthy, not ejected) by the pool's `balance`
-    /// (`key`: what a hash balance hashes); if none is in rotation, one
-    /// anyway, so the client gets a real 502 rather than a guess.
-    pub fn peer(&self, key: Option<&[u8]>) -> Option<HttpPeer> {
+    /// (`key`: what a hash balance hashes), other than `avoid` (a retry's
+    /// failed target) while another is in rotation; if none is in
+    /// rotation, one anyway, so the client gets a real 502 rather than a
+    /// guess.
+    pub fn peer(
+        &self,
+        key: Option<&[u8]>,
+        avoid: Option<std::net::SocketAddr>,
+    ) -> Option<HttpPeer> {
         let now = Instant::now();
         let out = |b: &pingora::lb::Backend| {
             let addr = b.addr.as_inet().copied();
@@ -142,15 +148,21 @@ impl Pool {
             addr.and_then(|a| passive.get(&a)?.1)
                 .is_some_and(|until| until > now)
         };
+        let avoided =
+            |b: &pingora::lb::Backend| avoid.is_some() && b.addr.as_inet() == avoid.as_ref();
         let balancer = self.balancer.load();
         let backend = match (&self.upstream.balance, key) {
             (Balance::RoundRobin, _) | (Balance::Hash(_), None) => balancer
-                .select_with(b"", 256, |b, healthy| healthy && !out(b))
+                .select_with(b"", 256, |b, healthy| healthy && !out(b) && !avoided(b))
+                .or_else(|| balancer.select_with(b"", 256, |b, healthy| healthy && !out(b)))
                 .or_else(|| balancer.select_with(b"", 256, |_, _| true))?,
             (policy, key) => {
                 let all = balancer.backends().get_backend();
                 let ready = |b: &&pingora::lb::Backend| balancer.backends().ready(b) && !out(b);
                 let mut live: Vec<&pingora::lb::Backend> = all.iter().filter(ready).collect();
+                if live.iter().any(|b| !avoided(b)) {
+                    live.retain(|b| !avoided(b));
+                }
                 if live.is_empty() {
                     live = all.iter().collect();
                 }
