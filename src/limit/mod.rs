@@ -393,27 +393,27 @@ impl Limiter {
 
     /// Asks the store whether it answers, outside any request: at start-up
     /// and, while decisions fall back or an outage is not over, until it
-    /// is back. With the breaker closed during an outage (decisions get answers: on a
-    /// Cluster, the other shards), a failure only keeps the outage going:
-    /// it neither opens the breaker nor remakes the shared connection.
+    /// is back. In an outage with the breaker closed (decisions get
+    /// answers: on a Cluster, from the other shards), a failure only keeps
+    /// the outage going: it neither opens the breaker nor remakes the
+    /// shared connection.
     pub async fn probe(&self) {
         let near = self
             .failed_near
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        // Closed in an outage: the decisions get answers, only not all.
-        let open = self.breaker.is_open() || !self.breaker.in_outage();
+        let renew = self.breaker.is_open() || !self.breaker.in_outage();
         let answer = tokio::time::timeout(
             self.timeout.max(Duration::from_millis(200)),
-            self.store.probe(near.as_deref(), open),
+            self.store.probe(near.as_deref(), renew),
         );
         let failed = match answer.await {
             Ok(Ok(())) => return self.breaker.success(),
             Ok(Err(e)) => (Fallback::of(&e), e.to_string()),
             Err(_) => (Fallback::TimedOut, "store ping timed out".to_string()),
         };
-        if open {
+        if renew {
             self.breaker.failure(failed.0, &failed.1);
         } else {
             self.breaker.still_failing();
