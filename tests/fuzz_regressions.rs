@@ -94,24 +94,16 @@ fn a_problem_at_the_end_of_the_input_is_placed_there() {
 /// as it would applied to a cluster.
 #[test]
 fn an_ingress_given_twice_is_imported_once() {
-    let ingress = "apiVersion: networking.k8s.io/v1
+    let ingress = format!(
+        "apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
   name: headers
   namespace: app
   annotations:
-    nginx.ingress.kubernetes.io/limit-rps: \"{rps}\"
-spec:
-  ingressClassName: nginx
-  rules:
-    - host: a.example
-      http:
-        paths:
-          - path: /
-            pathType: Prefix
-            backend:
-              service: {name: app, port: {number: 80}}
-";
+    nginx.ingress.kubernetes.io/limit-rps: \"{{rps}}\"
+{A_EXAMPLE_SPEC}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("twice.yaml");
     let text = format!(
@@ -149,9 +141,10 @@ spec:
 /// imported policy did not load. The annotation is now not supported.
 #[test]
 fn a_custom_header_with_an_empty_value_is_not_imported() {
-    let manifests = "apiVersion: v1
+    let manifests = format!(
+        "apiVersion: v1
 kind: ConfigMap
-metadata: {name: security-headers, namespace: app}
+metadata: {{name: security-headers, namespace: app}}
 data:
   X-Frame-Options: DENY
   X-Empty: \"\"
@@ -163,17 +156,8 @@ metadata:
   namespace: app
   annotations:
     nginx.ingress.kubernetes.io/custom-headers: app/security-headers
-spec:
-  ingressClassName: nginx
-  rules:
-    - host: a.example
-      http:
-        paths:
-          - path: /
-            pathType: Prefix
-            backend:
-              service: {name: app, port: {number: 80}}
-";
+{A_EXAMPLE_SPEC}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("headers.yaml");
     std::fs::write(&file, manifests).unwrap();
@@ -230,6 +214,19 @@ spec:
         "host \"\" and no host import differently"
     );
 }
+
+/// The spec of an Ingress with one rule, host `a.example`, path `/`.
+const A_EXAMPLE_SPEC: &str = "spec:
+  ingressClassName: nginx
+  rules:
+    - host: a.example
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service: {name: app, port: {number: 80}}
+";
 
 /// `fairgate import ingress-nginx FILE` with every other option at its default.
 fn import_options(file: &std::path::Path) -> fairgate::import::Options {
