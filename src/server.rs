@@ -185,7 +185,7 @@ fn proxy_service(
     );
     let tls_listen = server_cfg.tls.as_ref().map(|t| t.listen);
     for addr in server_cfg.listen.iter().chain(&tls_listen) {
-        proxy.add_listener(ListenerConfig::tcp(addr.to_string()).l4_buffer(l4_buffers(server_cfg)));
+        proxy.add_listener(ListenerConfig::tcp(addr.to_string()).l4_buffer(l4_buffers()));
         listening.push(*addr);
     }
     Ok(proxy)
@@ -209,15 +209,15 @@ fn tls_settings(shared: &Arc<Shared>) -> Result<TlsSettings, StartError> {
     Ok(settings)
 }
 
-/// The read buffer under a client connection: as large as the largest
-/// request head (`max_header_size`, at least 4 KiB, at most Pingora's
-/// default of 64 KiB), not 64 KiB whatever the bound. Pingora allocates it
-/// at accept and holds it while the connection idles; it must hold a whole
-/// refused head, or the unread rest makes the close a reset and the client
-/// never reads its 431 (tests/third_attack.rs).
-fn l4_buffers(server: &crate::config::Server) -> L4BufferSettings {
+/// No read buffer under a client connection: Pingora's default is 64 KiB,
+/// allocated at accept and held while the connection idles, the largest
+/// part of an idle keep-alive connection's memory. Reads go to the socket
+/// into the buffer of whoever reads (Pingora's head buffer, rustls' record
+/// buffer, h2's frame buffer, the body's); a refused head drains what the
+/// client already sent before its answer (`Guarded::refuse`).
+fn l4_buffers() -> L4BufferSettings {
     L4BufferSettings {
-        read: Some(server.max_header_size.clamp(4 << 10, 64 << 10) as usize),
+        read: Some(0),
         write: None,
     }
 }

@@ -233,6 +233,16 @@ async fn finding_4_the_edge_answers_say_their_true_length() {
     let (status, body) =
         parsed_answer(stall(from("127.0.0.3"), gw.listen, big.as_bytes()).await).await;
     assert_eq!((status, body["status"].as_u64()), (431, Some(431)));
+    // Also when 60 KiB of it came at once: the edge reads the rest before
+    // answering (a close with unread bytes is a reset, and the client would
+    // drop the answer), and has no read buffer that would have taken it.
+    let huge = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(60 << 10)
+    );
+    let (status, body) =
+        parsed_answer(stall(from("127.0.0.5"), gw.listen, huge.as_bytes()).await).await;
+    assert_eq!((status, body["status"].as_u64()), (431, Some(431)));
 
     // 408: a head that does not arrive in time.
     let slow = stall(

@@ -185,6 +185,7 @@ impl Guarded {
     /// Best effort: the answer goes out if the socket takes it now.
     fn refuse(&mut self, cx: &mut Context<'_>, reason: EdgeReason) -> std::io::Error {
         reason.count();
+        self.drain(cx);
         let answer = match reason {
             EdgeReason::HeaderTimeout => &self.answers.head_timeout,
             _ => &self.answers.head_too_large,
@@ -195,6 +196,28 @@ impl Guarded {
         std::io::Error::other(format!("request head refused: {}", reason.as_str()))
     }
 }
+
+impl Guarded {
+    /// Reads and drops what the client has already sent, up to 64 KiB:
+    /// closing with unread bytes resets the connection, and a reset makes
+    /// the client drop the answer before reading it.
+    fn drain(&mut self, cx: &mut Context<'_>) {
+        let mut scratch = [0u8; 4096];
+        let mut left = DRAIN;
+        while left > 0 {
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
+                    left = left.saturating_sub(buf.filled().len());
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// How much of a refused head's rest is read before the answer.
+const DRAIN: usize = 64 << 10;
 
 impl AsyncRead for Guarded {
     fn poll_read(
