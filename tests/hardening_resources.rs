@@ -235,3 +235,43 @@ async fn review_an_idle_kept_alive_connection_is_closed_and_gives_its_share_back
     .await;
     assert!(ok);
 }
+
+/// An idle kept-alive connection waits for its next request outside
+/// Pingora's request state; a stopping server still closes it at once (not
+/// at its keep-alive timeout, nor when a request still in flight is done).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_kept_alive_connection_is_closed_when_the_server_stops() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let up = Upstream::start().await;
+    let mut gw = Policy::new()
+        .server("keepalive_timeout: 60s\nshutdown_grace: 30s")
+        .catch_all(up.addr)
+        .start()
+        .await;
+    let mut idle = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    for _ in 0..3 {
+        idle.write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(read_response(&mut idle).await, 200);
+    }
+    // A request in flight for 5 s keeps the server from leaving at once.
+    let url = format!("http://{}/slow?sleep_ms=5000", gw.listen);
+    let slow = tokio::spawn(async move { reqwest::get(url).await.map(|r| r.status()) });
+    let started = eventually(Duration::from_secs(5), || async {
+        up.stats.in_flight.load(SeqCst) == 1
+    })
+    .await;
+    assert!(started);
+    gw.signal(libc::SIGTERM);
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(3), idle.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "still open 3 s after SIGTERM");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert_eq!(up.stats.in_flight.load(SeqCst), 1, "closed by the exit");
+    assert_eq!(slow.await.unwrap().unwrap(), 200);
+    let status = gw.wait_exit(Duration::from_secs(10)).await;
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", gw.logs());
+    assert_eq!(up.requests(), 4);
+}

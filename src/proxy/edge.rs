@@ -145,7 +145,7 @@ pub struct Edge<A> {
 impl<A> Edge<A> {
     pub fn new(app: A, bounds: Bounds, tls: Option<TlsListener>) -> Self {
         Edge {
-            http: Arc::new(Heads { app: Arc::new(app) }),
+            http: Arc::new(Heads::new(app)),
             answers: Arc::new(Answers::new(&bounds)),
             bounds: Arc::new(bounds),
             tls,
@@ -392,7 +392,7 @@ where
     }
 
     async fn cleanup(&self) {
-        self.http.app.http_cleanup().await;
+        self.http.http_cleanup().await;
     }
 }
 

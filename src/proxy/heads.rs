@@ -6,6 +6,7 @@
 //! come pre-rendered from `respond.rs` through the edge.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -20,6 +21,7 @@ use pingora::protocols::{
 };
 use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
 use crate::metrics::EdgeReason;
@@ -30,6 +32,9 @@ use crate::proxy::h2::Resets;
 /// bounds once a request has ended and its body has been drained.
 pub struct Heads<A> {
     pub(crate) app: Arc<A>,
+    /// The server is closing: kept-alive connections take no next request.
+    closing: AtomicBool,
+    closed: Notify,
 }
 
 #[async_trait]
@@ -50,6 +55,7 @@ where
                 .downcast::<Guarded>()
                 .expect("checked type");
             guarded.expect_head();
+            self.next_head(&mut guarded).await?;
             guarded
         } else {
             stream
@@ -66,7 +72,42 @@ where
     }
 
     async fn http_cleanup(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.closed.notify_waiters();
         self.app.http_cleanup().await;
+    }
+}
+
+impl<A> Heads<A> {
+    pub(crate) fn new(app: A) -> Self {
+        Heads {
+            app: Arc::new(app),
+            closing: AtomicBool::new(false),
+            closed: Notify::new(),
+        }
+    }
+
+    /// Waits for the first bytes of a kept-alive connection's next request
+    /// here, in this small future, so that an idle connection holds none of
+    /// Pingora's request future (the whole proxy's state, made again for
+    /// each request, tens of KiB). `None`: the client closed, the keep-alive
+    /// timeout passed, or the server is closing. Pipelining is off, so no
+    /// bytes of the next request are left with the last one.
+    async fn next_head(&self, guarded: &mut Guarded) -> Option<()> {
+        let closed = self.closed.notified();
+        tokio::pin!(closed);
+        closed.as_mut().enable();
+        if self.closing.load(Ordering::Acquire) {
+            return None;
+        }
+        tokio::select! {
+            biased;
+            read = std::future::poll_fn(|cx| guarded.poll_next_head(cx)) => match read {
+                Ok(n) if n > 0 => Some(()),
+                _ => None,
+            },
+            _ = closed => None,
+        }
     }
 }
 
@@ -198,6 +239,22 @@ impl Guarded {
 }
 
 impl Guarded {
+    /// Reads the first bytes of the next head into `early` (the head reader
+    /// takes and counts them from there), within the keep-alive timeout:
+    /// 0 when the client closed or the timeout passed.
+    fn poll_next_head(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
+        let mut scratch = [0u8; 4096];
+        let mut buf = ReadBuf::new(&mut scratch);
+        match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => {
+                self.early.extend_from_slice(buf.filled());
+                Poll::Ready(Ok(buf.filled().len()))
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Ok(0)),
+            other => other.map_ok(|()| 0),
+        }
+    }
+
     /// Reads and drops what the client has already sent, up to 64 KiB:
     /// closing with unread bytes resets the connection, and a reset makes
     /// the client drop the answer before reading it.
