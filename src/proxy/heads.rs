@@ -5,6 +5,7 @@
 //! resets; `Heads` re-arms it before each kept-alive request. Its answers
 //! come pre-rendered from `respond.rs` through the edge.
 
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -243,8 +244,8 @@ impl Guarded {
     /// takes and counts them from there), within the keep-alive timeout:
     /// 0 when the client closed or the timeout passed.
     fn poll_next_head(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<usize>> {
-        let mut scratch = [0u8; 4096];
-        let mut buf = ReadBuf::new(&mut scratch);
+        let mut scratch = [MaybeUninit::uninit(); 4096];
+        let mut buf = ReadBuf::uninit(&mut scratch);
         match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
             Poll::Ready(Ok(())) => {
                 self.early.extend_from_slice(buf.filled());
@@ -259,10 +260,10 @@ impl Guarded {
     /// closing with unread bytes resets the connection, and a reset makes
     /// the client drop the answer before reading it.
     fn drain(&mut self, cx: &mut Context<'_>) {
-        let mut scratch = [0u8; 4096];
+        let mut scratch = [MaybeUninit::uninit(); 4096];
         let mut left = DRAIN;
         while left > 0 {
-            let mut buf = ReadBuf::new(&mut scratch);
+            let mut buf = ReadBuf::uninit(&mut scratch);
             match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
                     left = left.saturating_sub(buf.filled().len());
