@@ -213,8 +213,9 @@ fn tls_settings(shared: &Arc<Shared>) -> Result<TlsSettings, StartError> {
 /// allocated at accept and held while the connection idles, the largest
 /// part of an idle keep-alive connection's memory. Reads go to the socket
 /// into the buffer of whoever reads (Pingora's head buffer, rustls' record
-/// buffer, h2's frame buffer, the body's); a refused head drains what the
-/// client already sent before its answer (`Guarded::refuse`).
+/// buffer, h2's frame buffer, the body's); a refused head, and a closing
+/// connection, drain what the client already sent and nobody read
+/// (`Guarded::drain`).
 fn l4_buffers() -> L4BufferSettings {
     L4BufferSettings {
         read: Some(0),

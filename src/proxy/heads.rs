@@ -92,9 +92,13 @@ impl<A> Heads<A> {
     /// here, in this small future, so that an idle connection holds none of
     /// Pingora's request future (the whole proxy's state, made again for
     /// each request, tens of KiB). `None`: the client closed, the keep-alive
-    /// timeout passed, or the server is closing. Pipelining is off, so no
-    /// bytes of the next request are left with the last one.
+    /// timeout passed, or the server is closing. Pipelining must stay off
+    /// (Pingora's default): with it, the next request's first bytes could
+    /// be in Pingora's hands already, and this would wait for more.
     async fn next_head(&self, guarded: &mut Guarded) -> Option<()> {
+        if !guarded.early.is_empty() {
+            return Some(());
+        }
         let closed = self.closed.notified();
         tokio::pin!(closed);
         closed.as_mut().enable();
@@ -256,9 +260,10 @@ impl Guarded {
         }
     }
 
-    /// Reads and drops what the client has already sent, up to 64 KiB:
-    /// closing with unread bytes resets the connection, and a reset makes
-    /// the client drop the answer before reading it.
+    /// Reads and drops what the client has already sent, up to 64 KiB (a
+    /// refused head's rest, a refused request's body): closing with unread
+    /// bytes resets the connection, and a reset makes the client drop the
+    /// answer before reading it.
     fn drain(&mut self, cx: &mut Context<'_>) {
         let mut scratch = [MaybeUninit::uninit(); 4096];
         let mut left = DRAIN;
@@ -317,6 +322,10 @@ impl Guarded {
             let n = this.early.len().min(buf.remaining());
             buf.put_slice(&this.early[..n]);
             this.early.drain(..n);
+            if this.early.is_empty() {
+                // Not held while the connection idles.
+                this.early = Vec::new();
+            }
             return Poll::Ready(this.head_read(cx, buf, start));
         }
         if !this.in_head {
@@ -395,7 +404,10 @@ impl AsyncWrite for Guarded {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
+    /// What the client sent and nobody read (a refused request's body) is
+    /// drained first, or the close would be a reset that loses the answer.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.drain(cx);
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
@@ -415,6 +427,11 @@ impl AsyncWrite for Guarded {
 #[async_trait]
 impl Shutdown for Guarded {
     async fn shutdown(&mut self) {
+        std::future::poll_fn(|cx| {
+            self.drain(cx);
+            Poll::Ready(())
+        })
+        .await;
         Shutdown::shutdown(&mut *self.inner).await
     }
 }
