@@ -275,3 +275,40 @@ async fn an_idle_kept_alive_connection_is_closed_when_the_server_stops() {
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", gw.logs());
     assert_eq!(up.requests(), 4);
 }
+
+/// What an idle kept-alive connection costs: its socket's state and the
+/// edge's guard, not a read buffer or Pingora's per-request state (about
+/// 80 KiB each in a release build before, 20 now; `bench/edge.py` measures
+/// it beside nginx). 500 connections, each after one request.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_kept_alive_connection_holds_no_buffers() {
+    use tokio::io::AsyncWriteExt;
+    let up = Upstream::start().await;
+    let gw = Policy::new()
+        .server("keepalive_timeout: 60s\nmax_connections_per_ip: 1000")
+        .catch_all(up.addr)
+        .start()
+        .await;
+    let open = |n: usize| {
+        let listen = gw.listen;
+        async move {
+            let mut held = Vec::new();
+            for _ in 0..n {
+                let mut c = tokio::net::TcpStream::connect(listen).await.unwrap();
+                c.write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+                    .await
+                    .unwrap();
+                assert_eq!(read_response(&mut c).await, 200);
+                held.push(c);
+            }
+            held
+        }
+    };
+    // The first connections warm the allocator and the pools.
+    let _warm = open(50).await;
+    let before = proc_status_kib(gw.pid(), "VmRSS:");
+    let held = open(500).await;
+    let each = (proc_status_kib(gw.pid(), "VmRSS:") - before) as f64 / held.len() as f64;
+    println!("RSS per idle kept-alive connection: {each:.1} KiB");
+    assert!(each < 32.0, "{each:.1} KiB per idle connection");
+}

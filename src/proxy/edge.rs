@@ -369,8 +369,10 @@ where
             .as_ref()
             .is_some_and(|l| l.serves(local_addr(&stream)));
         // Counted from accept, before any PROXY header or handshake, and
-        // counted out however the connection's task ends.
-        let (mut stream, mut early, _open) = self.accept(stream, tls).await?;
+        // counted out however the connection's task ends. Boxed: the
+        // handshake's state (7.5 KiB) is freed once done, not held in this
+        // future for the connection's life.
+        let (mut stream, mut early, _open) = Box::pin(self.accept(stream, tls)).await?;
         // HTTP/2 frames its own headers (h2's limits apply); only HTTP/1
         // heads are read here, and only HTTP/2 resets are counted.
         let h2 = match stream.selected_alpn_proto() {
@@ -387,7 +389,11 @@ where
         let answers = self.answers.clone();
         let mut guarded = Guarded::new(stream, self.bounds.clone(), answers, !h2);
         guarded.early = early;
-        self.http.process_new(Box::new(guarded), shutdown).await;
+        if h2 {
+            self.http.process_new(Box::new(guarded), shutdown).await;
+        } else {
+            self.http.serve_h1(guarded, shutdown).await;
+        }
         None
     }
 

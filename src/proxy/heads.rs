@@ -79,6 +79,32 @@ where
     }
 }
 
+impl<A> Heads<A>
+where
+    A: HttpServerApp + Send + Sync + 'static,
+{
+    /// HTTP/1's keep-alive loop, as Pingora's `ServerApp` for an
+    /// `HttpServerApp` runs it (keep-alive on unless closing, the request
+    /// limit of the server options, each next session with the last one's
+    /// settings), without that future's HTTP/2 state held for the
+    /// connection's life.
+    pub(crate) async fn serve_h1(self: &Arc<Self>, guarded: Guarded, shutdown: &ShutdownWatch) {
+        let mut session = ServerSession::new_http1(Box::new(guarded));
+        session.set_keepalive((!*shutdown.borrow()).then_some(60));
+        let limit = self
+            .server_options()
+            .and_then(|o| o.keepalive_request_limit);
+        session.set_keepalive_reuses_remaining(limit);
+        while let Some(reused) = self.process_new_http(session, shutdown).await {
+            let (stream, settings) = reused.consume();
+            session = ServerSession::new_http1(stream);
+            if let Some(settings) = settings {
+                settings.apply_to_session(&mut session);
+            }
+        }
+    }
+}
+
 impl<A> Heads<A> {
     pub(crate) fn new(app: A) -> Self {
         Heads {
