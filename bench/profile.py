@@ -63,7 +63,7 @@ def group(dso, kind, sym):
 # does too: its HTTP/1 loop, tokio, the allocator and the kernel.
 HOOK = r"^<fairgate::proxy::gateway::Gateway as pingora_proxy::proxy_trait::ProxyHttp>::"
 HOOKS = [
-    ("edge guard: head scanner and byte counting on the client socket",
+    ("edge guard: reading the head (scanner, bounds) on the client socket",
      r"^(<fairgate::proxy::heads::Guarded as|fairgate::proxy::heads::Guarded::)"),
     ("request filter", HOOK + r"(request_filter|early_request_filter)"),
     ("upstream choice (upstream_peer)", HOOK + r"upstream_peer"),
@@ -104,11 +104,25 @@ def stacks(data):
     return folded
 
 
+# The HTTP/1 keep-alive loop: under it, either Pingora's request (a child
+# frame of pingora_proxy) or the wait for the next request's first bytes,
+# inlined into it (`Heads::next_head`: the edge guard's read of the head).
+HEADS = r"^<fairgate::proxy::heads::Heads<A> as pingora_core::apps::HttpServerApp>::process_new_http"
+
+
+def next_head(frames):
+    at = next((i for i, f in enumerate(frames) if re.match(HEADS, f)), None)
+    return at is not None and at + 1 < len(frames) and \
+        not frames[at + 1].startswith("<pingora_proxy::")
+
+
 def by_component(folded):
     counts = dict.fromkeys(COMPONENTS, 0)
     for stack, n in folded.items():
         frames = stack.split(";")
         hook = next((h for f in frames for h, pat in HOOKS if re.match(pat, f)), None)
+        if hook is None and next_head(frames):
+            hook = HOOKS[0][0]
         if hook == "request filter":
             hook = next((c for f in reversed(frames) for c, pat in WITHIN_REQUEST
                          if re.match(pat, f)), "request filter: the rest")

@@ -278,7 +278,7 @@ async fn an_idle_kept_alive_connection_is_closed_when_the_server_stops() {
 
 /// What an idle kept-alive connection costs: its socket's state and the
 /// edge's guard, not a read buffer or Pingora's per-request state (about
-/// 80 KiB each in a release build before, 20 now; `bench/edge.py` measures
+/// 80 KiB each in a release build before, 16 now; `bench/edge.py` measures
 /// it beside nginx). 500 connections, each after one request.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_kept_alive_connection_holds_no_buffers() {

@@ -389,6 +389,9 @@ where
         let answers = self.answers.clone();
         let mut guarded = Guarded::new(stream, self.bounds.clone(), answers, !h2);
         guarded.early = early;
+        // h2c is decided above, from the setting that also turns on
+        // Pingora's h2c (`server.http2.h2c`); Pingora's own preface check
+        // is not run again for HTTP/1.
         if h2 {
             self.http.process_new(Box::new(guarded), shutdown).await;
         } else {
