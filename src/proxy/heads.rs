@@ -30,7 +30,8 @@ use crate::proxy::edge::{Answers, Bounds};
 use crate::proxy::h2::Resets;
 
 /// Runs the proxy's requests on a guarded stream, re-arming the head
-/// bounds once a request has ended and its body has been drained.
+/// bounds once a request has ended and its body has been drained, and
+/// waiting for the next request's first bytes outside Pingora's request.
 pub struct Heads<A> {
     pub(crate) app: Arc<A>,
     /// The server is closing: kept-alive connections take no next request.
@@ -305,7 +306,8 @@ impl Guarded {
     }
 }
 
-/// How much of a refused head's rest is read before the answer.
+/// How much of what the client sent and nobody read is read and dropped
+/// before a refusal's answer or a close.
 const DRAIN: usize = 64 << 10;
 
 impl AsyncRead for Guarded {
