@@ -231,8 +231,9 @@ def main():
 
 
 def tls_rows(up):
-    """fairgate and nginx under full TLS 1.3 handshakes (ECDSA P-256,
-    openssl s_time -new) and HTTP/2 over TLS (h2load -c8 -m16)."""
+    """fairgate and nginx under full and resumed TLS 1.3 handshakes (ECDSA
+    P-256, openssl s_time -new and -reuse) and HTTP/2 over TLS (h2load -c8
+    -m16)."""
     import edge
     certs = edge.certificates()
     rows = []
@@ -241,6 +242,8 @@ def tls_rows(up):
         s_time = ["taskset", "-c", "0", "openssl", "s_time", "-connect", f"127.0.0.1:{port}",
                   "-new", "-time", str(SECONDS + 2), "-www", "/"]
         rows.append(profile(f"{name}, full TLS handshakes", port, proc.pid, load=s_time))
+        resumed = [*s_time[:-5], "-reuse", *s_time[-4:]]
+        rows.append(profile(f"{name}, resumed TLS handshakes", port, proc.pid, load=resumed))
         h2load = ["taskset", "-c", "0", "h2load", "-c8", "-m16", "-D", str(SECONDS + 2),
                   f"https://127.0.0.1:{port}/"]
         rows.append(profile(f"{name}, HTTP/2 over TLS", port, proc.pid, load=h2load))
