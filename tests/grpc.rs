@@ -114,19 +114,23 @@ fn with_messages<'a>(auth: &'a str, messages: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// The upload-style stream took a slot of its concurrency policy, and
-/// gave it back.
+/// gave it back (in the logging phase, one store round trip after the
+/// call's trailers went out).
 async fn assert_the_upload_slot_was_taken_and_freed(gw: &Gateway) {
-    let metrics = gw.metrics().await;
+    let freed = eventually(std::time::Duration::from_secs(2), || async {
+        metric(
+            &gw.metrics().await,
+            "fairgate_slots_held{policy=\"uploads\"}",
+        ) == Some(0.0)
+    })
+    .await;
+    assert!(freed, "the upload's slot is still held");
     assert_eq!(
         metric(
-            &metrics,
+            &gw.metrics().await,
             "fairgate_slots_acquired_total{policy=\"uploads\"}"
         ),
         Some(1.0)
-    );
-    assert_eq!(
-        metric(&metrics, "fairgate_slots_held{policy=\"uploads\"}"),
-        Some(0.0)
     );
 }
 
