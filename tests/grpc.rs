@@ -114,7 +114,7 @@ fn with_messages<'a>(auth: &'a str, messages: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// The upload-style stream took a slot of its concurrency policy, and
-/// gave it back (in the logging phase, one store round trip after the
+/// gave it back (the held gauge drops in the logging phase, after the
 /// call's trailers went out).
 async fn assert_the_upload_slot_was_taken_and_freed(gw: &Gateway) {
     let freed = eventually(std::time::Duration::from_secs(2), || async {
@@ -242,13 +242,21 @@ async fn the_gateways_own_answers_are_grpc_statuses() {
     // No route: UNIMPLEMENTED.
     let r = call(&target, "/other.Service/Method", &["--metadata", &auth]);
     assert_eq!(r["code"], "UNIMPLEMENTED", "{r}");
-    // Five OK calls reached the peer; the access log keeps the decided statuses.
-    let statuses: Vec<u64> = gw
-        .log_lines()
-        .iter()
-        .filter(|l| l["target"] == "access")
-        .filter_map(|l| l["status"].as_u64())
-        .collect();
+    // Seven calls, one access line each, with the decided statuses (a line is
+    // written after its call's trailers went out).
+    let statuses = || -> Vec<u64> {
+        gw.log_lines()
+            .iter()
+            .filter(|l| l["target"] == "access")
+            .filter_map(|l| l["status"].as_u64())
+            .collect()
+    };
+    let logged = eventually(std::time::Duration::from_secs(2), || async {
+        statuses().len() >= 7
+    })
+    .await;
+    let statuses = statuses();
+    assert!(logged, "{statuses:?}");
     assert_eq!(
         statuses.iter().filter(|s| **s == 429).count(),
         1,

@@ -73,14 +73,13 @@ routes:
     }
     assert_eq!(env.script_calls(), before, "probes reached the store");
     assert!(env.keys().is_empty());
-    let m = gw.metrics().await;
-    assert_eq!(
-        metric(
-            &m,
-            r#"fairgate_requests_total{route="health",status_class="2xx"}"#
-        ),
-        Some(1000.0)
-    );
+    // Counted in the logging phase, after the last byte went out.
+    let series = r#"fairgate_requests_total{route="health",status_class="2xx"}"#;
+    let counted = eventually(std::time::Duration::from_secs(2), || async {
+        metric(&gw.metrics().await, series) == Some(1000.0)
+    })
+    .await;
+    assert!(counted, "{:?}", metric(&gw.metrics().await, series));
 }
 
 async fn keys_have_exactly_the_spec_shapes(backend: Backend) {

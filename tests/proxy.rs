@@ -608,7 +608,21 @@ async fn admin_reports_health_readiness_and_metrics() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.text().await.unwrap(), "ready generation=1\n");
 
+    // Counted in the logging phase, after the last byte went out.
+    let counted = eventually(Duration::from_secs(2), || async {
+        let m = gw.metrics().await;
+        metric(
+            &m,
+            r#"fairgate_requests_total{route="none",status_class="4xx"}"#,
+        ) == Some(1.0)
+            && metric(
+                &m,
+                r#"fairgate_upstream_duration_seconds_count{route="api"}"#,
+            ) == Some(3.0)
+    })
+    .await;
     let m = gw.metrics().await;
+    assert!(counted, "{m}");
     assert_eq!(
         metric(
             &m,

@@ -14,6 +14,16 @@ use std::time::Duration;
 use common::*;
 
 /// Which of `pools` served one request (the one whose count went up).
+/// Sends `request` and reads its body, so the connection goes back to the
+/// pool: the next request on it is read only once this one's context (and
+/// its count of requests in flight) is gone. Returns the status.
+async fn read_whole(request: reqwest::RequestBuilder) -> u16 {
+    let r = request.send().await.unwrap();
+    let status = r.status().as_u16();
+    r.bytes().await.unwrap();
+    status
+}
+
 async fn served_by(pools: &[&EchoProcess], send: impl std::future::Future<Output = u16>) -> usize {
     let before: Vec<u64> = pools.iter().map(|p| p.requests()).collect();
     assert_eq!(send.await, 200);
@@ -435,10 +445,7 @@ routes:
     assert!(held);
     let busy = if a.requests() == 1 { 0 } else { 1 };
     for _ in 0..10 {
-        let got = served_by(&pools, async {
-            c.get(gw.url("/l")).send().await.unwrap().status().as_u16()
-        })
-        .await;
+        let got = served_by(&pools, read_whole(c.get(gw.url("/l")))).await;
         assert_eq!(got, 1 - busy);
     }
     assert_eq!(slow.await.unwrap().unwrap().status(), 200);
