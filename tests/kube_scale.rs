@@ -120,8 +120,9 @@ type Socket =
 
 /// Opens a WebSocket to `host` through the gateway that echoes once; a
 /// socket closed before its first echo is tried again, at most twice, and
-/// counted in `retried` (seen under parallel test load, cause not found
-/// yet: the upgraded connection ends with 0 bytes after the 101).
+/// counted in `retried` (under parallel test load the upgraded connection
+/// sometimes ends with 0 bytes after the 101: cloudflare/pingora#946, shown
+/// by tests/pingora_upgrade.rs).
 async fn open_socket(gw: &Gateway, host: &str, retried: &mut u32) -> Socket {
     for _ in 0..3 {
         let mut request = format!("ws://{}/live", gw.listen)

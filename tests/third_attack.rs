@@ -363,8 +363,8 @@ routes:
         .start()
         .await;
     // A new WebSocket sometimes ends right after its 101 on a loaded
-    // machine (an open gateway bug, see issue 27's note): one that has not
-    // echoed once is opened again, at most twice.
+    // machine (cloudflare/pingora#946, shown by tests/pingora_upgrade.rs):
+    // one that has not echoed once is opened again, at most twice.
     let slots = || {
         let keys = scan_keys(redis.port);
         let key = keys.iter().find(|k| k.contains(":slots:live"));
