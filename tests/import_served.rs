@@ -38,7 +38,13 @@ fn serveable(
     let mut policy = policy
         .replace("0.0.0.0:8080", "$LISTEN")
         .replace("127.0.0.1:9090", "$ADMIN")
-        .replace("redis://fairgate-redis:6379/0", &redis.url());
+        // The store's 50 ms default timeout is for production; a test
+        // process sharing 2 cores with others may stall longer, and the
+        // local fallback would then admit what the bucket refuses.
+        .replace(
+            "\"redis://fairgate-redis:6379/0\"",
+            &format!("\"{}\", timeout: 2s", redis.url()),
+        );
     for (name, addr) in services {
         let before = policy.clone();
         policy = policy.replace(name, &addr.to_string());
