@@ -39,6 +39,10 @@ RUN apt-get update \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src/ src/
+# Cargo.toml declares the `micro` bench: cargo refuses a manifest whose
+# targets are missing, even for `--bin fairgate` (scripts/docker-context
+# builds exactly this context in CI).
+COPY benches/ benches/
 COPY lua/ lua/
 # config/demo.yaml is compiled into the binary (the `demo` command).
 COPY config/ config/

@@ -1,14 +1,15 @@
 //! The base policy file with the cluster's part merged in, as one YAML
 //! tree for the config reader: the cluster's pools, limits, concurrency
-//! policies and authentication methods added to the base's mappings, the server-wide settings of the
-//! controller ConfigMap where the base has none, its routes after the base's
-//! (first match wins: an Ingress, which anyone allowed to create one in
-//! any namespace may write, never takes a host or path from the operator's
-//! own routes), its certificates after the base's (whose first stays the
-//! default). Every
-//! node keeps its place: the base's in the file, the cluster's in the
-//! imported text, whose lines are numbered after the file's so a problem
-//! tells which side it is in.
+//! policies and authentication methods added to the base's mappings, the
+//! server-wide settings of the controller ConfigMap where the base has
+//! none, its routes after the base's (with `limits: []` where they name
+//! none; first match wins: an Ingress, which anyone allowed to create one
+//! in any namespace may write, never takes a host or path from the
+//! operator's own routes), its certificates after the base's (whose first
+//! stays the default; a base's one `cert` and `key` become that list's
+//! first). Every node keeps its place: the base's in the file, the
+//! cluster's in the imported text, whose lines are numbered after the
+//! file's so a problem tells which side it is in.
 
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode, MarkedSequenceNode};
 use marked_yaml::{Node, Span};
@@ -42,7 +43,7 @@ pub fn merge(base: &mut Node, cluster: &Node) -> Vec<String> {
     methods(base, cluster, &mut clashes);
     let routes = cluster.get_sequence("routes");
     if let Some((theirs, ours)) = routes.zip(sequence_at(base, "routes")) {
-        ours.extend(theirs.iter().cloned());
+        ours.extend(theirs.iter().cloned().map(unlimited_unless_asked));
     }
     server_settings(base, cluster);
     let certs = cluster
@@ -54,10 +55,47 @@ pub fn merge(base: &mut Node, cluster: &Node) -> Vec<String> {
         .and_then(Node::as_mapping_mut)
         .and_then(|s| s.get_mut("tls"))
         .and_then(Node::as_mapping_mut);
-    if let Some((certs, ours)) = certs.zip(base_tls.and_then(|t| sequence_at(t, "certificates"))) {
-        ours.extend(certs.iter().cloned());
+    if let Some((certs, tls)) = certs.zip(base_tls) {
+        one_certificate_as_list(tls);
+        if let Some(ours) = sequence_at(tls, "certificates") {
+            ours.extend(certs.iter().cloned());
+        }
     }
     clashes
+}
+
+/// The base's `server.tls: {cert, key}` shorthand as the first item of a
+/// `certificates` list, its nodes (and so their places in the file) kept,
+/// so that the Secrets' certificates can follow it.
+fn one_certificate_as_list(tls: &mut MarkedMappingNode) {
+    if tls.contains_key("certificates") {
+        return;
+    }
+    let (Some(cert), Some(key)) = (tls.get("cert").cloned(), tls.get("key").cloned()) else {
+        return;
+    };
+    tls.remove("cert");
+    tls.remove("key");
+    let mut item = MarkedMappingNode::new_empty(Span::new_blank());
+    item.insert(MarkedScalarNode::from("cert_file"), cert);
+    item.insert(MarkedScalarNode::from("key_file"), key);
+    let mut list = MarkedSequenceNode::new_empty(Span::new_blank());
+    list.push(Node::from(item));
+    tls.insert(MarkedScalarNode::from("certificates"), Node::from(list));
+}
+
+/// A route made from an Ingress or a Gateway API route spends the limits
+/// its annotations or RoutePolicy name, and no others: the base's
+/// `default_limits` are for the base's own routes, as ingress-nginx limits
+/// an Ingress only when an annotation asks (SPEC §11).
+fn unlimited_unless_asked(mut route: Node) -> Node {
+    if let Some(map) = route.as_mapping_mut() {
+        if !map.contains_key("limits") {
+            let none = MarkedSequenceNode::new_empty(Span::new_blank());
+            map.insert(MarkedScalarNode::from("limits"), Node::from(none));
+        }
+    }
+    route
 }
 
 /// The Ingresses' `auth.methods` (their `auth-url`, `auth-type`) added

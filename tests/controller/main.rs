@@ -1,0 +1,27 @@
+//! Controller mode and the import: Ingresses and the Gateway API through the
+//! API stand-in and the real kubectl, and `fairgate import`.
+//!
+//! One test crate: the harness (`tests/common`) is compiled once here, and
+//! each module is one suite (it was `tests/<module>.rs`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod kube_api;
+mod kube_attack;
+mod kube_auth;
+mod kube_controller;
+mod kube_doors;
+mod kube_scale;
+mod kube_traffic;
+mod gateway_api_attack;
+mod gateway_api_filters;
+mod gateway_api_grpc;
+mod gateway_api_hostnames;
+mod gateway_api_matching;
+mod gateway_api_policy;
+mod gateway_api_refs;
+mod import;
+mod import_gateway_api;
+mod import_served;
+mod third_attack;

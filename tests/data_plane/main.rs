@@ -1,0 +1,35 @@
+//! The gateway's data plane: proxying, routing, authentication, TLS, HTTP/2
+//! and gRPC, the edge's bounds, reload, tracing, the admin listener and the
+//! demo, each against the real binary.
+//!
+//! One test crate: the harness (`tests/common`) is compiled once here, and
+//! each module is one suite (it was `tests/<module>.rs`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod access_log;
+mod admin_api;
+mod auth;
+mod auth_attack;
+mod auth_basic_keys;
+mod auth_external;
+mod token_cache;
+mod jwks;
+mod hardening;
+mod hardening_resources;
+mod http2;
+mod grpc;
+mod tls;
+mod tls_sessions;
+mod proxy_protocol;
+mod pingora_upgrade;
+mod proxy;
+mod quota_headers;
+mod routing;
+mod routing_upstreams;
+mod slots;
+mod reload;
+mod tracing;
+mod ops;
+mod demo;
