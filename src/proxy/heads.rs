@@ -306,6 +306,33 @@ impl Guarded {
     }
 }
 
+/// Reads at most `room` bytes of `inner` into `buf` without zeroing its
+/// unfilled part, as tokio's `Take` does, and counts them.
+fn read_at_most<R: AsyncRead + Unpin>(
+    inner: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+    room: usize,
+) -> Poll<std::io::Result<usize>> {
+    let mut limited = buf.take(room);
+    let ours = limited.filled().as_ptr();
+    std::task::ready!(Pin::new(inner).poll_read(cx, &mut limited))?;
+    // A reader that put a buffer of its own in our `ReadBuf` filled none of
+    // ours: counting its bytes would hand on memory nobody initialised.
+    assert_eq!(
+        limited.filled().as_ptr(),
+        ours,
+        "the stream swapped the read buffer"
+    );
+    let n = limited.filled().len();
+    // SAFETY: the reader initialised and filled the first `n` unfilled
+    // bytes of `buf` (the same memory, checked above); `assume_init`
+    // counts from the filled part.
+    unsafe { buf.assume_init(n) };
+    buf.advance(n);
+    Poll::Ready(Ok(n))
+}
+
 /// How much of what the client sent and nobody read is read and dropped
 /// before a refusal's answer or a close.
 const DRAIN: usize = 64 << 10;
@@ -362,32 +389,26 @@ impl Guarded {
         // One byte past the bound is enough to know it was crossed.
         let room =
             this.bounds.max_header_size + 1 - this.head_bytes.min(this.bounds.max_header_size);
-        let n = {
-            let mut limited = buf.take(room);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut limited) {
-                Poll::Ready(Ok(())) => limited.filled().len(),
-                // Bytes that are there are taken; the deadline is looked
-                // at whenever the head must wait, so a trickle is cut off
-                // at it, a read at most after.
-                Poll::Pending if this.expired(cx) => {
-                    if this.idle {
-                        // Nothing was asked: end of stream, and Pingora closes quietly.
-                        this.in_head = false;
-                        return Poll::Ready(Ok(()));
-                    }
-                    return Poll::Ready(Err(this.refuse(cx, EdgeReason::HeaderTimeout)));
+        let n = match read_at_most(&mut this.inner, cx, buf, room) {
+            Poll::Ready(Ok(n)) => n,
+            // Bytes that are there are taken; the deadline is looked at
+            // whenever the head must wait, so a trickle is cut off at it,
+            // a read at most after.
+            Poll::Pending if this.expired(cx) => {
+                if this.idle {
+                    // Nothing was asked: end of stream, and Pingora closes quietly.
+                    this.in_head = false;
+                    return Poll::Ready(Ok(()));
                 }
-                other => return other,
+                return Poll::Ready(Err(this.refuse(cx, EdgeReason::HeaderTimeout)));
             }
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
         };
         if n == 0 {
             return Poll::Ready(Ok(()));
         }
-        let start = buf.filled().len();
-        // SAFETY: the inner stream initialised and filled the first `n`
-        // unfilled bytes (`assume_init` counts from the filled part).
-        unsafe { buf.assume_init(n) };
-        buf.advance(n);
+        let start = buf.filled().len() - n;
         Poll::Ready(this.head_read(cx, buf, start))
     }
 }
@@ -530,6 +551,63 @@ impl Peek for Guarded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Gives whatever it holds, at most as much as is asked.
+    struct Bytes(&'static [u8]);
+
+    impl AsyncRead for Bytes {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            let n = self.0.len().min(buf.remaining());
+            buf.put_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Puts a buffer of its own in the caller's `ReadBuf`, filled.
+    struct Swapper;
+
+    impl AsyncRead for Swapper {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            let own: &'static mut [u8] = Box::leak(vec![7u8; 8].into_boxed_slice());
+            *buf = ReadBuf::new(own);
+            buf.set_filled(8);
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn read<R: AsyncRead + Unpin>(reader: &mut R, room: usize) -> (usize, Vec<u8>) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut storage = [MaybeUninit::<u8>::uninit(); 16];
+        let mut buf = ReadBuf::uninit(&mut storage);
+        buf.put_slice(b"ab");
+        let Poll::Ready(Ok(n)) = read_at_most(reader, &mut cx, &mut buf, room) else {
+            panic!("not ready")
+        };
+        (n, buf.filled().to_vec())
+    }
+
+    #[test]
+    fn item_7_a_head_read_takes_at_most_its_room_after_what_was_filled() {
+        let (n, filled) = read(&mut Bytes(b"GET / HTTP/1.1\r\n"), 5);
+        assert_eq!((n, filled.as_slice()), (5, &b"abGET /"[..]));
+        let (n, filled) = read(&mut Bytes(b"xyz"), 100);
+        assert_eq!((n, filled.as_slice()), (3, &b"abxyz"[..]));
+    }
+
+    #[test]
+    #[should_panic(expected = "the stream swapped the read buffer")]
+    fn item_7_a_stream_that_swaps_the_read_buffer_is_caught_not_trusted() {
+        read(&mut Swapper, 4);
+    }
 
     #[test]
     fn blank_lines_before_a_request_line_do_not_end_the_head() {
