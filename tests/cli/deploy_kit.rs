@@ -246,7 +246,8 @@ fn item_1_the_image_build_context_holds_every_target_cargo_names() {
         .output()
         .expect("run scripts/docker-context (needs python3)");
     assert!(staged.status.success(), "{staged:?}");
-    for file in ["Cargo.toml", "Cargo.lock", "src/main.rs", "lua/slots.lua", "config/demo.yaml"] {
+    for file in ["Cargo.toml", "Cargo.lock", "src/main.rs", "lua/slots.lua", "config/demo.yaml",
+        "vendor/pingora-proxy/Cargo.toml"] {
         assert!(context.join(file).is_file(), "the build stage lacks {file}");
     }
     assert!(!context.join("tests").exists(), ".dockerignore keeps tests/ out");
