@@ -85,10 +85,11 @@ async fn first_frames_both_ways(gw: &Gateway, n: usize) -> Result<(), String> {
         .body(())
         .unwrap();
     let within = Duration::from_secs(10);
-    let (mut ws, answer) = tokio::time::timeout(within, tokio_tungstenite::client_async(request, tcp))
-        .await
-        .map_err(|_| "no 101 in time".to_string())?
-        .map_err(|e| format!("handshake: {e}"))?;
+    let (mut ws, answer) =
+        tokio::time::timeout(within, tokio_tungstenite::client_async(request, tcp))
+            .await
+            .map_err(|_| "no 101 in time".to_string())?
+            .map_err(|e| format!("handshake: {e}"))?;
     assert_eq!(answer.status(), 101);
     let first = tokio::time::timeout(within, ws.next()).await;
     match first {
