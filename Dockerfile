@@ -43,6 +43,8 @@ COPY src/ src/
 # targets are missing, even for `--bin fairgate` (scripts/docker-context
 # builds exactly this context in CI).
 COPY benches/ benches/
+# The one patched Pingora crate ([patch.crates-io] in Cargo.toml).
+COPY vendor/ vendor/
 COPY lua/ lua/
 # config/demo.yaml is compiled into the binary (the `demo` command).
 COPY config/ config/

@@ -252,6 +252,7 @@ fn item_1_the_image_build_context_holds_every_target_cargo_names() {
         "src/main.rs",
         "lua/slots.lua",
         "config/demo.yaml",
+        "vendor/pingora-proxy/Cargo.toml",
     ] {
         assert!(context.join(file).is_file(), "the build stage lacks {file}");
     }
