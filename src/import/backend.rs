@@ -68,14 +68,25 @@ pub struct Verify {
     pub sni: Option<String>,
 }
 
-/// The upstream pool for a backend: the Service's cluster DNS name and port.
+/// Where a backend's requests go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Served {
+    /// The upstream pool of this name.
+    Pool(String),
+    /// Nowhere for now: in the cluster, the Service has no ready endpoint,
+    /// and its paths answer `503` (as ingress-nginx's do) until it has.
+    Unavailable,
+}
+
+/// The upstream pool for a backend: the Service's cluster DNS name and
+/// port, or in the cluster its ready endpoints.
 pub fn upstream(
     draft: &mut Draft<'_>,
     ing: &Object,
     backend: &Value,
     protocol: Protocol,
     verify: &Verify,
-) -> Option<String> {
+) -> Option<Served> {
     let id = ing.id();
     // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
     // `serviceName` and `servicePort` (a number or a port name).
@@ -115,12 +126,10 @@ pub fn upstream(
         true => match endpoints::targets(draft.objects, &ing.namespace, &service, &port) {
             Ok(targets) => targets,
             Err(why) => {
-                draft.line(
-                    &id,
-                    "backend",
-                    Verdict::Unsupported(format!("{why}: the path is not served")),
-                );
-                return None;
+                let why =
+                    format!("{why}: its paths answer 503 until it has, as ingress-nginx's do");
+                draft.line(&id, "backend", Verdict::Approximated(why));
+                return Some(Served::Unavailable);
             }
         },
         false => vec![format!(
@@ -134,7 +143,7 @@ pub fn upstream(
         protocol: protocol.wire(),
         connect_timeout: connect_timeout(draft),
     };
-    Some(pool(draft, name, node))
+    Some(Served::Pool(pool(draft, name, node)))
 }
 
 /// ingress-nginx's `proxy-connect-timeout`: the ConfigMap's, else its

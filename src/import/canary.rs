@@ -29,8 +29,11 @@ pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
         };
         let protocol = annotations::protocol_of(draft, ing);
         let verify = Verify::default();
-        if let Some(upstream) = backend::upstream(draft, ing, &backend, protocol, &verify) {
-            targets.push((main, upstream));
+        // A canary whose Service has no ready endpoint takes no share.
+        if let Some(backend::Served::Pool(pool)) =
+            backend::upstream(draft, ing, &backend, protocol, &verify)
+        {
+            targets.push((main, pool));
         }
     }
     apply(draft, ing, &targets);

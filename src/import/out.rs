@@ -124,6 +124,12 @@ keys! {
 }
 
 keys! {
+    DirectKey at ["routes[].direct_response"] {
+        Status = "status",
+    }
+}
+
+keys! {
     ConcurrencyKey at ["concurrency.<name>"] {
         Scope = "scope",
         Slots = "slots",
@@ -154,6 +160,7 @@ keys! {
         Retries = "retries",
         Cors = "cors",
         Canary = "canary",
+        DirectResponse = "direct_response",
     }
 }
 
@@ -595,6 +602,7 @@ mod tests {
             texts(RetryKey::ALL, RetryKey::AT),
             texts(CorsKey::ALL, CorsKey::AT),
             texts(CanaryKey::ALL, CanaryKey::AT),
+            texts(DirectKey::ALL, DirectKey::AT),
             texts(AuthKey::ALL, AuthKey::AT),
             texts(MethodKey::ALL, MethodKey::AT),
             texts(ExternalKey::ALL, ExternalKey::AT),

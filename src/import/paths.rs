@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::annotations;
+use super::backend::Served;
 use super::draft::Draft;
 use super::headers;
 use super::manifests::{text, Object};
@@ -121,7 +122,7 @@ pub fn route(
     host: Option<String>,
     path: String,
     kind: String,
-    upstream: String,
+    served: Served,
 ) -> Option<Route> {
     let id = ing.id();
     let regex = draft.regex_hosts.contains_key(&host);
@@ -157,7 +158,10 @@ pub fn route(
         keys.rewrite = None;
         keys.max_body = None;
     } else {
-        keys.upstream = Some(upstream);
+        match served {
+            Served::Pool(pool) => keys.upstream = Some(pool),
+            Served::Unavailable => keys.unavailable = true,
+        }
     }
     keys.auth.get_or_insert(Auth::Off);
     let tls = host.as_deref().is_some_and(|h| draft.covered(h));

@@ -288,3 +288,62 @@ async fn a_lost_api_server_leaves_the_last_policy_and_its_return_is_relisted() {
         "no relist"
     );
 }
+
+/// Issue 39, item 7: a Service with no ready endpoint answers `503` on its
+/// Ingress's paths, as ingress-nginx does (fairgate answered `404`, and a
+/// host-less Ingress of another namespace could take the request), and is
+/// forwarded to once an endpoint turns ready.
+#[tokio::test]
+async fn item_7_a_service_without_a_ready_endpoint_answers_503_until_one_is_ready() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = api.kubeconfig(dir.path());
+    api.apply(service("shop", "idle"));
+    let starting = Endpoint {
+        addr: &echo.addr,
+        ready: false,
+        terminating: false,
+    };
+    api.apply(slice("shop", "idle-1", "idle", &[starting]));
+    api.apply(ingress(
+        "shop",
+        "idle",
+        Some("fairgate"),
+        "idle.example",
+        "/",
+        "idle",
+    ));
+    // A catch-all of another namespace, which must not answer for idle.example.
+    api.apply(service("other", "web"));
+    api.apply(slice("other", "web-1", "web", &[ready(&echo.addr)]));
+    let mut catch_all = ingress("other", "all", Some("fairgate"), "x", "/", "web");
+    catch_all["spec"]["rules"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("host");
+    api.apply(catch_all);
+    let gw = controller(&base_policy(""), &kc, "fairgate-0").await;
+    assert_eq!(
+        host_status(&gw, "any.example", "/").await,
+        200,
+        "{}",
+        gw.logs()
+    );
+    let before = echo.requests();
+    for path in ["/", "/cart", "/deep/path?q=1"] {
+        assert_eq!(host_status(&gw, "idle.example", path).await, 503, "{path}");
+    }
+    assert_eq!(
+        echo.requests(),
+        before,
+        "nothing is forwarded for idle.example"
+    );
+
+    api.apply(slice("shop", "idle-1", "idle", &[ready(&echo.addr)]));
+    let served = eventually(Duration::from_secs(10), || async {
+        host_status(&gw, "idle.example", "/cart").await == 200
+    })
+    .await;
+    assert!(served, "not served once ready:\n{}", gw.logs());
+}

@@ -2,8 +2,8 @@
 //! (`RouteKeys`, in `RouteKey`'s order), each a typed value.
 
 use super::{
-    CanaryKey, CorsKey, EditKey, MatchKey, RedirectKey, RegexKey, RetryKey, RewriteKey, RouteKey,
-    TimeoutKey,
+    CanaryKey, CorsKey, DirectKey, EditKey, MatchKey, RedirectKey, RegexKey, RetryKey, RewriteKey,
+    RouteKey, TimeoutKey,
 };
 use crate::import::emit::{Fields, Node};
 
@@ -52,6 +52,9 @@ pub struct RouteKeys {
     pub retries: Option<Retries>,
     pub cors: Option<Cors>,
     pub canary: Option<Canary>,
+    /// Answered `503` by the gateway, never forwarded: the Service has no
+    /// ready endpoint (ingress-nginx's answer). Written when true.
+    pub unavailable: bool,
 }
 
 /// A route's `auth`.
@@ -253,6 +256,11 @@ impl RouteKeys {
         f.maybe(RouteKey::Retries, self.retries.as_ref().map(retries));
         f.maybe(RouteKey::Cors, self.cors.as_ref().map(cors));
         f.maybe(RouteKey::Canary, self.canary.as_ref().map(canary));
+        if self.unavailable {
+            let mut direct = Fields::default();
+            direct.put(DirectKey::Status, 503u64);
+            f.put(RouteKey::DirectResponse, direct.node());
+        }
     }
 
     /// The header edits of one side, made when first asked for.
