@@ -4,12 +4,15 @@
 //! headers, never its body. A 2xx lets the request on with the answer's
 //! headers; a 401/403 is the client's answer; anything else, or no answer
 //! within the timeout, fails closed. A breaker keeps a dead service to one
-//! call per interval; 2xx answers may be cached by a session value.
+//! call per interval; 2xx answers may be cached by a session value. The
+//! service's certificate is checked against the system's roots and the
+//! method's `ca_file`, which the policy builder loaded; this opens no file.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use rustls::pki_types::CertificateDer;
 
 use crate::config::{AnswerCache, CacheKey, External};
 use crate::metrics::METRICS;
@@ -97,6 +100,10 @@ pub struct ExternalAuth {
     kept: Vec<HeaderName>,
     /// Shared with the same method of the policies before and after.
     state: Arc<State>,
+    /// Shared by every method that trusts the same roots; none when it
+    /// could not be built, and then every check is unavailable (never a
+    /// client that would follow a redirect to a page answering 200).
+    client: Option<Arc<reqwest::Client>>,
 }
 
 /// What outlives a reload of an unchanged method: a controller rebuilds
@@ -134,8 +141,13 @@ fn state(name: &str, config: &External, kept: &[HeaderName]) -> Arc<State> {
 
 impl ExternalAuth {
     /// `read` are the answer headers the identity map reads besides
-    /// `response_headers`.
-    pub fn new(name: &str, config: &External, read: Vec<HeaderName>) -> Self {
+    /// `response_headers`; `roots` the CA certificates of its `ca_file`.
+    pub fn new(
+        name: &str,
+        config: &External,
+        read: Vec<HeaderName>,
+        roots: &[CertificateDer<'static>],
+    ) -> Self {
         let mut kept = config.response_headers.clone();
         kept.extend(read);
         kept.sort_by(|a, b| a.as_str().cmp(b.as_str()));
@@ -143,11 +155,16 @@ impl ExternalAuth {
         // The method's breaker series exists (0) from its first policy on,
         // so an alert on it has something to read; a live state keeps its value.
         let _ = METRICS.external_auth_open.with_label_values(&[name]);
+        let client = client(roots);
+        if client.is_none() {
+            tracing::error!(method = name, "auth.external.client_failed");
+        }
         ExternalAuth {
             name: name.to_string(),
             state: state(name, config, &kept),
             config: config.clone(),
             kept,
+            client,
         }
     }
 
@@ -250,7 +267,7 @@ impl ExternalAuth {
     }
 
     async fn call(&self, original: &Original<'_>) -> Outcome {
-        let Some(client) = client() else {
+        let Some(client) = &self.client else {
             return Outcome::Unavailable(Failure::Unreachable);
         };
         let url = match (self.config.url.contains("$host"), original.route_host) {
@@ -387,22 +404,41 @@ fn answer_cache(c: &AnswerCache) -> moka::sync::Cache<[u8; 32], Arc<Answer>> {
 /// The most of an answer's body read (and dropped).
 const MAX_BODY_READ: usize = 64 << 10;
 
-/// The one client of every external method: pooled connections, no
-/// redirects followed, no proxy from the environment. None when it cannot
-/// be built: every check is then unavailable (never a client that would
-/// follow a redirect to a page answering 200).
-fn client() -> Option<&'static reqwest::Client> {
-    static CLIENT: OnceLock<Option<reqwest::Client>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy()
-                .pool_idle_timeout(Duration::from_secs(60))
-                .build()
-                .ok()
-        })
-        .as_ref()
+/// The client of the external methods that trust the system's roots and
+/// `private` (a `ca_file`'s): pooled connections (idle for 60 s at most),
+/// no redirects followed, no proxy from the environment. Methods trusting
+/// the same certificates share one while a policy holds it, across
+/// reloads; methods trusting others never share a connection with them,
+/// so one verified against one CA never serves a method that trusts
+/// another. The system's roots are read when one is made.
+fn client(private: &[CertificateDer<'static>]) -> Option<Arc<reqwest::Client>> {
+    use std::collections::HashMap;
+    type Clients = Mutex<HashMap<[u8; 32], Weak<reqwest::Client>>>;
+    static CLIENTS: OnceLock<Clients> = OnceLock::new();
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for der in private {
+        digest.update(&(der.len() as u64).to_be_bytes());
+        digest.update(der);
+    }
+    let key: [u8; 32] = digest.finish().as_ref().try_into().ok()?;
+    let clients = CLIENTS.get_or_init(Default::default);
+    let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(live) = clients.get(&key).and_then(Weak::upgrade) {
+        return Some(live);
+    }
+    clients.retain(|_, c| c.strong_count() > 0);
+    let roots = crate::tls::trust::client_roots(private);
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .pool_idle_timeout(Duration::from_secs(60))
+        .tls_built_in_root_certs(roots.built_in);
+    for cert in roots.certs {
+        builder = builder.add_root_certificate(cert);
+    }
+    let client = Arc::new(builder.build().ok()?);
+    clients.insert(key, Arc::downgrade(&client));
+    Some(client)
 }
 
 /// Closed: every request calls. After `failures` failures in a row, open
@@ -478,6 +514,7 @@ mod tests {
                 failures,
                 open_for: Duration::from_secs(5),
             },
+            ca_file: None,
         }
     }
 

@@ -466,3 +466,46 @@ routes:
     assert_eq!(auth.calls().await, 1);
     assert_eq!(echo.requests(), 1);
 }
+
+/// An auth service over HTTPS whose certificate (for `localhost`) a
+/// private CA signed, as cert-manager's does in a cluster; session `s-ann`
+/// known. Returns the CA's directory with it.
+async fn private_ca_auth() -> (tempfile::TempDir, Pki, ForwardAuth) {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cluster");
+    let (cert, key) = pki.leaf("sso", "localhost", &["localhost"], "0b");
+    let auth = ForwardAuth::start_tls(&cert, &key, &pki.ca());
+    auth.session("s-ann", "ann", "ann@acme.test", "acme").await;
+    (dir, pki, auth)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_5_external_auth_trusts_its_ca_file() {
+    let (_dir, pki, auth) = private_ca_auth().await;
+    let echo = Upstream::start().await;
+    let ca = format!(", ca_file: \"{}\"", pki.ca().display());
+    let gw = policy(&auth.auth_url(), &ca, echo.addr, 100).start().await;
+    let r = get_with(&gw, "/x", &[("cookie", "_oauth2_proxy=s-ann")]).await;
+    assert_eq!(r.status(), 200, "{}", gw.logs());
+    assert_eq!(auth.calls().await, 1);
+    assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_5_external_auth_without_its_ca_file_fails_closed() {
+    let (_dir, _pki, auth) = private_ca_auth().await;
+    let echo = Upstream::start().await;
+    let gw = policy(&auth.auth_url(), "", echo.addr, 100).start().await;
+    let r = get_with(&gw, "/x", &[("cookie", "_oauth2_proxy=s-ann")]).await;
+    // The system's roots do not know the CA: the handshake fails, so the
+    // service is never asked and nothing reaches the upstream.
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(auth.calls().await, 0);
+    assert_eq!(echo.requests(), 0);
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics.contains("fairgate_external_auth_total{method=\"sso\",result=\"unreachable\"} 1"),
+        "{metrics}"
+    );
+}
