@@ -126,6 +126,11 @@ pub struct AnswerCache {
     pub ttl: Duration,
     pub entries: u64,
     pub max_bytes: u64,
+    /// Whether an answer holds for one path and query only (`per_uri`), for
+    /// services that decide per path; else for the session's requests to
+    /// the route and host with the same method, as ingress-nginx's
+    /// `auth-cache-key` caches per location.
+    pub per_uri: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

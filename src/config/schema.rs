@@ -124,7 +124,7 @@ pub const AUTH_EXTERNAL: &[&str] = &[
     "ca_file",
 ];
 pub const AUTH_SIGNIN: &[&str] = &["url", "param", "hosts"];
-pub const AUTH_CACHE: &[&str] = &["cookie", "header", "ttl", "entries", "max_bytes"];
+pub const AUTH_CACHE: &[&str] = &["cookie", "header", "per_uri", "ttl", "entries", "max_bytes"];
 pub const AUTH_BREAKER: &[&str] = &["failures", "open_for"];
 pub const AUTH_BASIC: &[&str] = &["htpasswd_file", "htpasswd", "realm", "users_file", "users"];
 pub const AUTH_API_KEY: &[&str] = &["header", "query", "keys_file", "keys"];

@@ -282,11 +282,13 @@ fn answer_cache(r: &mut Reader<'_>, at: &At<'_>) -> Option<AnswerCache> {
         .get("max_bytes")
         .and_then(|b| r.size(&b))
         .unwrap_or(16 << 20);
+    let per_uri = f.get("per_uri").and_then(|p| r.bool(&p)).unwrap_or(false);
     Some(AnswerCache {
         key,
         ttl,
         entries,
         max_bytes,
+        per_uri,
     })
 }
 
