@@ -246,11 +246,23 @@ fn item_1_the_image_build_context_holds_every_target_cargo_names() {
         .output()
         .expect("run scripts/docker-context (needs python3)");
     assert!(staged.status.success(), "{staged:?}");
-    for file in ["Cargo.toml", "Cargo.lock", "src/main.rs", "lua/slots.lua", "config/demo.yaml"] {
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "src/main.rs",
+        "lua/slots.lua",
+        "config/demo.yaml",
+    ] {
         assert!(context.join(file).is_file(), "the build stage lacks {file}");
     }
-    assert!(!context.join("tests").exists(), ".dockerignore keeps tests/ out");
-    let host = std::process::Command::new("rustc").arg("-vV").output().unwrap();
+    assert!(
+        !context.join("tests").exists(),
+        ".dockerignore keeps tests/ out"
+    );
+    let host = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .unwrap();
     let host = String::from_utf8(host.stdout).unwrap();
     let host = host.lines().find_map(|l| l.strip_prefix("host: ")).unwrap();
     let fetch = std::process::Command::new(env!("CARGO"))
