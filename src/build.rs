@@ -1,6 +1,7 @@
 //! The policy builder's loading: the ONE place that reads the files (or
 //! the PEM handed over in memory) a config names into certificates, keys,
-//! CA roots and JWKS key sets, each exactly once per load. `check`, start
+//! CA roots (an upstream's, a JWKS endpoint's, an external auth service's,
+//! the OTLP collector's) and JWKS key sets, each exactly once per load. `check`, start
 //! and every reload all go through `load`, so what `check` accepted is
 //! what is served. A failure is reported where the reader found the value
 //! (`FILE:LINE:COL: CODE: message`), from the places the model keeps. It
@@ -35,6 +36,8 @@ pub struct Material {
     pub upstream_roots: HashMap<String, Vec<CertificateDer<'static>>>,
     /// What `rediss://` store connections trust and present.
     pub store_tls: StoreTlsPem,
+    /// `telemetry.otlp.ca_file`'s roots, trusted besides the system's.
+    pub otlp_roots: Vec<CertificateDer<'static>>,
 }
 
 /// A file that read without errors and whose material loaded: what
@@ -97,6 +100,7 @@ impl Material {
             methods: Arc::new(methods(config, problems)),
             upstream_roots: upstream_roots(config, problems),
             store_tls: store_tls(config, problems),
+            otlp_roots: otlp_roots(config, problems),
         }
     }
 }
@@ -190,6 +194,33 @@ fn upstream_roots(
     out
 }
 
+/// The roots in a `ca_file` of one of the gateway's own HTTPS clients (an
+/// external auth service, the OTLP collector), reported at it as `code`.
+fn client_ca(
+    ca: Option<&crate::config::Located<PemSource>>,
+    code: &'static str,
+    problems: &mut Problems,
+) -> Option<Vec<CertificateDer<'static>>> {
+    let Some(ca) = ca else {
+        return Some(Vec::new());
+    };
+    open(&ca.value)
+        .and_then(Pem::roots)
+        .map_err(|e| problems.push_at(&ca.place, code, e))
+        .ok()
+}
+
+/// `telemetry.otlp.ca_file`: loaded here, so `check` reports it, though
+/// only a start puts it in force (a change to `otlp` needs a restart).
+fn otlp_roots(config: &Config, problems: &mut Problems) -> Vec<CertificateDer<'static>> {
+    let ca = config
+        .telemetry
+        .otlp
+        .as_ref()
+        .and_then(|o| o.ca_file.as_ref());
+    client_ca(ca, "telemetry.ca_invalid", problems).unwrap_or_default()
+}
+
 /// `store.tls`'s files, each decoded once to check it (the roots, the
 /// client pair and that its key is the certificate's) and handed to the
 /// Redis client as the PEM it takes.
@@ -253,7 +284,10 @@ fn methods(config: &Config, problems: &mut Problems) -> Authenticators {
                 for map in routes.filter_map(|r| r.identity.as_ref()) {
                     read.extend(crate::auth::methods::header_sources(map));
                 }
-                let external = crate::auth::external::ExternalAuth::new(name, e, read);
+                let Some(roots) = client_ca(e.ca_file.as_ref(), "auth.ca_invalid", problems) else {
+                    continue;
+                };
+                let external = crate::auth::external::ExternalAuth::new(name, e, read, &roots);
                 Kind::External(Box::new(external))
             }
             MethodKind::Basic(b) => match basic(b, problems) {

@@ -102,6 +102,7 @@ pub fn run(checked: Checked, config_path: Option<PathBuf>) -> Result<(), StartEr
 /// happens here, so valid tokens pass from the start.
 fn shared_state(checked: Checked) -> Result<Arc<Shared>, StartError> {
     let store_tls = checked.material.store_tls.clone();
+    let otlp_roots = checked.material.otlp_roots.clone();
     let policy = Policy::build(checked, 1).map_err(|e| StartError::Build(Box::new(e)))?;
     if let Some(verifier) = &policy.verifier {
         if !verifier.remote.is_empty() {
@@ -116,7 +117,8 @@ fn shared_state(checked: Checked) -> Result<Arc<Shared>, StartError> {
         crate::limit::Limiter::new(&policy.config, &store_tls).map_err(StartError::Store)?;
     let telemetry = match &policy.config.telemetry.otlp {
         Some(otlp) => {
-            Some(crate::telemetry::Telemetry::start(otlp).map_err(StartError::Telemetry)?)
+            let telemetry = crate::telemetry::Telemetry::start(otlp, &otlp_roots);
+            Some(telemetry.map_err(StartError::Telemetry)?)
         }
         None => None,
     };

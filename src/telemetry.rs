@@ -2,7 +2,9 @@
 //! started anew, with child spans for the store call and the upstream
 //! exchange, exported over OTLP (HTTP/protobuf) in batches from a thread of
 //! the SDK's own. Off unless `telemetry.otlp` is set, and then a request
-//! costs one `Option` check (docs/benchmarks.md).
+//! costs one `Option` check (docs/benchmarks.md). An `https://` collector's
+//! certificate is checked against the system's roots and `ca_file`'s,
+//! which the policy builder loaded.
 
 use std::time::Duration;
 
@@ -20,6 +22,7 @@ use opentelemetry_sdk::trace::{
 };
 use opentelemetry_sdk::Resource;
 use pingora::http::RequestHeader;
+use rustls::pki_types::CertificateDer;
 
 use crate::config::Otlp;
 use crate::metrics::METRICS;
@@ -42,18 +45,24 @@ pub enum StartError {
 }
 
 impl Telemetry {
-    /// Starts the batch exporter. Nothing is sent until a span ends; an
-    /// endpoint that is down costs failed exports, never a request.
-    pub fn start(otlp: &Otlp) -> Result<Telemetry, StartError> {
+    /// Starts the batch exporter, trusting the system's roots and `roots`
+    /// (`ca_file`'s). Nothing is sent until a span ends; an endpoint that
+    /// is down costs failed exports, never a request.
+    pub fn start(otlp: &Otlp, roots: &[CertificateDer<'static>]) -> Result<Telemetry, StartError> {
         // Never redirected: a redirect would carry the collector's
         // credentials (OTEL_EXPORTER_OTLP_HEADERS) to another host. The
         // blocking client is made off any runtime, as the exporter does.
         let timeout = otlp.timeout;
+        let roots = crate::tls::trust::client_roots(roots);
         let client = std::thread::spawn(move || {
-            reqwest::blocking::Client::builder()
+            let mut builder = reqwest::blocking::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(timeout)
-                .build()
+                .tls_built_in_root_certs(roots.built_in);
+            for cert in roots.certs {
+                builder = builder.add_root_certificate(cert);
+            }
+            builder.build()
         })
         .join()
         .map_err(|_| StartError::ClientThread)??;

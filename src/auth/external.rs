@@ -4,12 +4,15 @@
 //! headers, never its body. A 2xx lets the request on with the answer's
 //! headers; a 401/403 is the client's answer; anything else, or no answer
 //! within the timeout, fails closed. A breaker keeps a dead service to one
-//! call per interval; 2xx answers may be cached by a session value.
+//! call per interval; 2xx answers may be cached by a session value. The
+//! service's certificate is checked against the system's roots and the
+//! method's `ca_file`, which the policy builder loaded; this opens no file.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use rustls::pki_types::CertificateDer;
 
 use crate::config::{AnswerCache, CacheKey, External};
 use crate::metrics::METRICS;
@@ -71,9 +74,9 @@ impl Failure {
 
 /// What the subrequest says about the original request.
 pub struct Original<'a> {
-    /// What else an answer holds for besides the session: the route and
-    /// host (an auth service may decide per host or path, as ingress-nginx
-    /// caches per location).
+    /// What else a cached answer holds for besides the session and method:
+    /// the route and host (an auth service may decide per host or route,
+    /// as ingress-nginx caches per location).
     pub scope: &'a str,
     /// The route's exact host, which `$host` in the URL names (a route
     /// without one cannot call such a URL: the address would come from
@@ -97,6 +100,10 @@ pub struct ExternalAuth {
     kept: Vec<HeaderName>,
     /// Shared with the same method of the policies before and after.
     state: Arc<State>,
+    /// Shared by every method that trusts the same roots; none when it
+    /// could not be built, and then every check is unavailable (never a
+    /// client that would follow a redirect to a page answering 200).
+    client: Option<Arc<reqwest::Client>>,
 }
 
 /// What outlives a reload of an unchanged method: a controller rebuilds
@@ -134,8 +141,13 @@ fn state(name: &str, config: &External, kept: &[HeaderName]) -> Arc<State> {
 
 impl ExternalAuth {
     /// `read` are the answer headers the identity map reads besides
-    /// `response_headers`.
-    pub fn new(name: &str, config: &External, read: Vec<HeaderName>) -> Self {
+    /// `response_headers`; `roots` the CA certificates of its `ca_file`.
+    pub fn new(
+        name: &str,
+        config: &External,
+        read: Vec<HeaderName>,
+        roots: &[CertificateDer<'static>],
+    ) -> Self {
         let mut kept = config.response_headers.clone();
         kept.extend(read);
         kept.sort_by(|a, b| a.as_str().cmp(b.as_str()));
@@ -143,11 +155,16 @@ impl ExternalAuth {
         // The method's breaker series exists (0) from its first policy on,
         // so an alert on it has something to read; a live state keeps its value.
         let _ = METRICS.external_auth_open.with_label_values(&[name]);
+        let client = client(roots);
+        if client.is_none() {
+            tracing::error!(method = name, "auth.external.client_failed");
+        }
         ExternalAuth {
             name: name.to_string(),
             state: state(name, config, &kept),
             config: config.clone(),
             kept,
+            client,
         }
     }
 
@@ -219,38 +236,56 @@ impl ExternalAuth {
         self.state.breaker.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// When answers are cached and the request carries a session value:
-    /// the digest of everything the service would decide by — the route
-    /// and host, method, URI, client address and the exact bytes of every
-    /// header passed to it. An answer is reused only for the same
-    /// subrequest, never for another method, path or session spelling.
+    /// Where a request's answer is cached, when answers are and the request
+    /// names its session unambiguously: the digest of the session value's
+    /// exact bytes, the route and host, scheme and method, the path and
+    /// query with `per_uri` only, and the exact bytes of every other header
+    /// passed to the service. So one session's requests to one route and
+    /// host cost one call per method, whatever their paths (ingress-nginx's
+    /// `auth-cache-key` is per location, too).
+    ///
+    /// Why the rest: route, host, scheme and method are what a service may
+    /// decide by for one session (a cached `GET` never admits a `DELETE`).
+    /// The other passed headers may carry a credential the service reads
+    /// before the session (oauth2-proxy reads its cookie before a bearer
+    /// token): an answer it earned is never reused without it. A session
+    /// named twice, in any spelling a server may read as the same name, is
+    /// not cached at all: the gateway and the service could read different
+    /// values, and the answer to one would be kept under the other.
     fn cache_key(&self, o: &Original<'_>) -> Option<[u8; 32]> {
         let cache = self.config.cache.as_ref()?;
-        let session = match &cache.key {
-            CacheKey::Header(h) => o.headers.get(h).map(|v| v.as_bytes().to_vec()),
-            CacheKey::Cookie(name) => cookie(o.headers, name).map(String::into_bytes),
+        let (session, carrier) = match &cache.key {
+            CacheKey::Header(h) => (only_value(o.headers, h)?, h),
+            CacheKey::Cookie(name) => (session_cookie(o.headers, name)?, &http::header::COOKIE),
         };
-        if session.is_none_or(|s| s.is_empty()) {
+        if session.is_empty() {
             return None;
         }
         let mut context = ring::digest::Context::new(&ring::digest::SHA256);
-        for part in [o.scope, o.scheme, o.method, o.uri, &o.client_ip] {
-            context.update(part.as_bytes());
-            context.update(&[0]);
+        // Each part with its length: no two requests' parts run together.
+        let mut part = |bytes: &[u8]| {
+            context.update(&(bytes.len() as u64).to_be_bytes());
+            context.update(bytes);
+        };
+        part(session);
+        for fact in [o.scope, o.scheme, o.method] {
+            part(fact.as_bytes());
         }
-        for name in &self.config.request_headers {
+        if cache.per_uri {
+            part(o.uri.as_bytes());
+        }
+        let others = self.config.request_headers.iter().filter(|n| *n != carrier);
+        for name in others {
             for value in o.headers.get_all(name) {
-                context.update(name.as_str().as_bytes());
-                context.update(b":");
-                context.update(value.as_bytes());
-                context.update(&[0]);
+                part(name.as_str().as_bytes());
+                part(value.as_bytes());
             }
         }
         context.finish().as_ref().try_into().ok()
     }
 
     async fn call(&self, original: &Original<'_>) -> Outcome {
-        let Some(client) = client() else {
+        let Some(client) = &self.client else {
             return Outcome::Unavailable(Failure::Unreachable);
         };
         let url = match (self.config.url.contains("$host"), original.route_host) {
@@ -370,6 +405,71 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
+/// The value of header `name` when the request has exactly one (a service
+/// may read another of several).
+fn only_value<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
+    let mut values = headers.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (Some(v), None) => Some(v.as_bytes()),
+        _ => None,
+    }
+}
+
+/// The value of session cookie `name`, as sent (quotes and all: another
+/// spelling is another entry), when the request names it once: no other
+/// pair of its Cookie headers has a name some server reads as the same
+/// (`loose`), and every Cookie header is text. Else none: not cached.
+fn session_cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h [u8]> {
+    let wanted = loose(name.as_bytes());
+    let mut found = None;
+    for line in headers.get_all(http::header::COOKIE) {
+        // Bytes the gateway cannot read as text, a server may read as pairs.
+        line.to_str().ok()?;
+        for pair in line.as_bytes().split(|b| *b == b';') {
+            let pair = pair.trim_ascii();
+            let (k, v) = match pair.iter().position(|b| *b == b'=') {
+                Some(i) => (&pair[..i], &pair[i + 1..]),
+                None => (pair, &pair[pair.len()..]),
+            };
+            if loose(k) != wanted {
+                continue;
+            }
+            if found.is_some() || k != name.as_bytes() {
+                return None;
+            }
+            found = Some(v);
+        }
+    }
+    found
+}
+
+/// A cookie name as the most lenient server reads it: percent-decoded,
+/// its letters in one case, and nothing but letters and digits (Go trims
+/// spaces, PHP reads `.` and ` ` as `_`, some frameworks ignore case).
+fn loose(name: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(name.len());
+    let mut i = 0;
+    while i < name.len() {
+        let mut b = name[i];
+        if b == b'%' {
+            let pair = name
+                .get(i + 1)
+                .and_then(|h| hex(*h))
+                .zip(name.get(i + 2).and_then(|l| hex(*l)));
+            if let Some((h, l)) = pair {
+                b = (h * 16 + l) as u8;
+                i += 2;
+            }
+        }
+        if b.is_ascii_alphanumeric() {
+            out.push(b.to_ascii_lowercase());
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Each entry weighs at least `max_bytes / entries`, so the cache holds
 /// at most `entries` answers and at most `max_bytes` of them.
 fn answer_cache(c: &AnswerCache) -> moka::sync::Cache<[u8; 32], Arc<Answer>> {
@@ -387,22 +487,41 @@ fn answer_cache(c: &AnswerCache) -> moka::sync::Cache<[u8; 32], Arc<Answer>> {
 /// The most of an answer's body read (and dropped).
 const MAX_BODY_READ: usize = 64 << 10;
 
-/// The one client of every external method: pooled connections, no
-/// redirects followed, no proxy from the environment. None when it cannot
-/// be built: every check is then unavailable (never a client that would
-/// follow a redirect to a page answering 200).
-fn client() -> Option<&'static reqwest::Client> {
-    static CLIENT: OnceLock<Option<reqwest::Client>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy()
-                .pool_idle_timeout(Duration::from_secs(60))
-                .build()
-                .ok()
-        })
-        .as_ref()
+/// The client of the external methods that trust the system's roots and
+/// `private` (a `ca_file`'s): pooled connections (idle for 60 s at most),
+/// no redirects followed, no proxy from the environment. Methods trusting
+/// the same certificates share one while a policy holds it, across
+/// reloads; methods trusting others never share a connection with them,
+/// so one verified against one CA never serves a method that trusts
+/// another. The system's roots are read when one is made.
+fn client(private: &[CertificateDer<'static>]) -> Option<Arc<reqwest::Client>> {
+    use std::collections::HashMap;
+    type Clients = Mutex<HashMap<[u8; 32], Weak<reqwest::Client>>>;
+    static CLIENTS: OnceLock<Clients> = OnceLock::new();
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for der in private {
+        digest.update(&(der.len() as u64).to_be_bytes());
+        digest.update(der);
+    }
+    let key: [u8; 32] = digest.finish().as_ref().try_into().ok()?;
+    let clients = CLIENTS.get_or_init(Default::default);
+    let mut clients = clients.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(live) = clients.get(&key).and_then(Weak::upgrade) {
+        return Some(live);
+    }
+    clients.retain(|_, c| c.strong_count() > 0);
+    let roots = crate::tls::trust::client_roots(private);
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .pool_idle_timeout(Duration::from_secs(60))
+        .tls_built_in_root_certs(roots.built_in);
+    for cert in roots.certs {
+        builder = builder.add_root_certificate(cert);
+    }
+    let client = Arc::new(builder.build().ok()?);
+    clients.insert(key, Arc::downgrade(&client));
+    Some(client)
 }
 
 /// Closed: every request calls. After `failures` failures in a row, open
@@ -478,6 +597,7 @@ mod tests {
                 failures,
                 open_for: Duration::from_secs(5),
             },
+            ca_file: None,
         }
     }
 
@@ -517,6 +637,137 @@ mod tests {
             b.admit(later + Duration::from_secs(5), T)
                 && b.admit(later + Duration::from_secs(5), T)
         );
+    }
+
+    fn cached(key: CacheKey, per_uri: bool) -> ExternalAuth {
+        let mut c = config(3);
+        c.request_headers = vec![http::header::COOKIE, http::header::AUTHORIZATION];
+        c.cache = Some(AnswerCache {
+            key,
+            ttl: Duration::from_secs(30),
+            entries: 10,
+            max_bytes: 1 << 20,
+            per_uri,
+        });
+        ExternalAuth::new("m", &c, vec![], &[])
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    /// The cache key of a request of `method` to `uri` on `scope`.
+    fn key(
+        auth: &ExternalAuth,
+        scope: &str,
+        method: &str,
+        uri: &str,
+        h: &HeaderMap,
+    ) -> Option<[u8; 32]> {
+        let original = Original {
+            scope,
+            route_host: None,
+            method,
+            uri,
+            scheme: "https",
+            host: "app.test",
+            client_ip: "192.0.2.1".into(),
+            request_id: "r",
+            headers: h,
+        };
+        auth.cache_key(&original)
+    }
+
+    #[test]
+    fn one_session_has_one_entry_per_route_host_and_method_whatever_the_path() {
+        let auth = cached(CacheKey::Cookie("_oauth2_proxy".into()), false);
+        let ann = headers(&[("cookie", "a=1; _oauth2_proxy=s-ann")]);
+        let k = |scope, method, uri, h| key(&auth, scope, method, uri, h);
+        let first = k("app\0app.test", "GET", "/orders/1", &ann).unwrap();
+        assert_eq!(
+            k("app\0app.test", "GET", "/orders/2?x=1", &ann),
+            Some(first)
+        );
+        for (scope, method) in [
+            ("app\0other.test", "GET"),
+            ("api\0app.test", "GET"),
+            ("app\0app.test", "POST"),
+        ] {
+            assert_ne!(
+                k(scope, method, "/orders/1", &ann),
+                Some(first),
+                "{scope} {method}"
+            );
+        }
+        // Another session, or another credential passed besides it.
+        let bob = headers(&[("cookie", "a=1; _oauth2_proxy=s-bob")]);
+        assert_ne!(k("app\0app.test", "GET", "/orders/1", &bob), Some(first));
+        let mut plus = ann.clone();
+        plus.append(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer t"),
+        );
+        assert_ne!(k("app\0app.test", "GET", "/orders/1", &plus), Some(first));
+        // Other cookies are not part of it.
+        let other = headers(&[("cookie", "_oauth2_proxy=s-ann; theme=dark")]);
+        assert_eq!(k("app\0app.test", "GET", "/orders/1", &other), Some(first));
+        // With per_uri, the path and query too.
+        let per_uri = cached(CacheKey::Cookie("_oauth2_proxy".into()), true);
+        let one = key(&per_uri, "app\0app.test", "GET", "/orders/1", &ann);
+        assert!(one.is_some());
+        assert_eq!(
+            key(&per_uri, "app\0app.test", "GET", "/orders/1", &ann),
+            one
+        );
+        assert_ne!(
+            key(&per_uri, "app\0app.test", "GET", "/orders/2", &ann),
+            one
+        );
+    }
+
+    #[test]
+    fn nothing_is_cached_without_one_unambiguous_session() {
+        let auth = cached(CacheKey::Cookie("_oauth2_proxy".into()), false);
+        let k = |pairs: &[(&str, &str)]| key(&auth, "app", "GET", "/", &headers(pairs));
+        assert!(k(&[("cookie", "_oauth2_proxy=s-ann")]).is_some());
+        for cookies in [
+            "",
+            "a=1",
+            "_oauth2_proxy=",
+            "oauth2_proxy=s-ann",
+            "_oauth2_proxy=s-ann; _oauth2_proxy=s-bob",
+            "_oauth2_proxy =s-ann; _oauth2_proxy=s-bob",
+            "_OAUTH2_PROXY=s-ann; _oauth2_proxy=s-bob",
+            "%5Foauth2_proxy=s-ann; _oauth2_proxy=s-bob",
+            "_oauth2.proxy=s-ann; _oauth2_proxy=s-bob",
+        ] {
+            assert_eq!(k(&[("cookie", cookies)]), None, "{cookies:?}");
+        }
+        assert_eq!(
+            k(&[
+                ("cookie", "_oauth2_proxy=s-ann"),
+                ("cookie", "_oauth2_proxy=s-bob")
+            ]),
+            None
+        );
+        // The value's bytes as sent: another spelling, another entry.
+        let quoted = k(&[("cookie", "_oauth2_proxy=\"s-ann\"")]);
+        assert!(quoted.is_some());
+        assert_ne!(quoted, k(&[("cookie", "_oauth2_proxy=s-ann")]));
+
+        let auth = cached(CacheKey::Header(http::header::AUTHORIZATION), false);
+        let k = |pairs: &[(&str, &str)]| key(&auth, "app", "GET", "/", &headers(pairs));
+        assert!(k(&[("authorization", "Bearer a")]).is_some());
+        let twice = [("authorization", "Bearer a"), ("authorization", "Bearer b")];
+        assert_eq!(k(&twice), None);
+        assert_eq!(k(&[("cookie", "_oauth2_proxy=s-ann")]), None);
     }
 
     #[test]

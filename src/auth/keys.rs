@@ -358,17 +358,15 @@ pub fn jwks_client(
     url: &str,
     private: &[CertificateDer<'static>],
 ) -> Result<reqwest::Client, KeyError> {
+    let roots = crate::tls::trust::client_roots(private);
     let mut builder = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .redirect(reqwest::redirect::Policy::limited(3))
         // An https endpoint is never followed to plain http.
-        .https_only(url.starts_with("https://"));
-    let system = rustls_native_certs::load_native_certs().unwrap_or_default();
-    builder = builder.tls_built_in_root_certs(system.is_empty());
-    for der in system.iter().chain(private) {
-        if let Ok(cert) = reqwest::Certificate::from_der(der) {
-            builder = builder.add_root_certificate(cert);
-        }
+        .https_only(url.starts_with("https://"))
+        .tls_built_in_root_certs(roots.built_in);
+    for cert in roots.certs {
+        builder = builder.add_root_certificate(cert);
     }
     builder.build().map_err(KeyError::Client)
 }

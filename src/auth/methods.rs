@@ -222,8 +222,9 @@ mod tests {
                 failures: 3,
                 open_for: std::time::Duration::from_secs(5),
             },
+            ca_file: None,
         };
-        let ext = ExternalAuth::new("sso", &config, vec![]);
+        let ext = ExternalAuth::new("sso", &config, vec![], &[]);
         Authenticator {
             name: "sso".into(),
             kind: Kind::External(Box::new(ext)),

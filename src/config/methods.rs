@@ -42,7 +42,8 @@ pub struct Method {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum MethodKind {
-    External(External),
+    /// Boxed: its settings outweigh the other kinds' several times.
+    External(Box<External>),
     Basic(Basic),
     ApiKey(ApiKey),
 }
@@ -87,6 +88,10 @@ pub struct External {
     pub signin: Option<SignIn>,
     pub cache: Option<AnswerCache>,
     pub breaker: Breaker,
+    /// PEM roots trusted for an `https://` service besides the system's
+    /// (a cluster's private CA, e.g. cert-manager's); loaded by the policy
+    /// builder.
+    pub ca_file: Option<Located<PemSource>>,
 }
 
 /// Where a 401 sends a browser to sign in: `url` (`$host` in it is the
@@ -121,6 +126,11 @@ pub struct AnswerCache {
     pub ttl: Duration,
     pub entries: u64,
     pub max_bytes: u64,
+    /// Whether an answer holds for one path and query only (`per_uri`), for
+    /// services that decide per path; else for the session's requests to
+    /// the route and host with the same method, as ingress-nginx's
+    /// `auth-cache-key` caches per location.
+    pub per_uri: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

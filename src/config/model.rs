@@ -141,6 +141,9 @@ pub struct Otlp {
     /// Share of new traces recorded; a request with a parent follows it.
     pub ratio: f64,
     pub service_name: String,
+    /// PEM roots trusted for an `https://` collector besides the system's;
+    /// loaded by the policy builder.
+    pub ca_file: Option<Located<PemSource>>,
 }
 
 /// The fields an access line can have, in the order they are written;

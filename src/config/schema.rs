@@ -37,7 +37,7 @@ pub const KUBERNETES: &[&str] = &[
     "gateway_controller",
 ];
 pub const TELEMETRY: &[&str] = &["otlp", "sampling", "service_name", "tenant_attribute"];
-pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout"];
+pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout", "ca_file"];
 pub const TELEMETRY_SAMPLING: &[&str] = &["ratio"];
 pub const LOG_ACCESS: &[&str] = &["fields", "sample"];
 pub const SERVER: &[&str] = &[
@@ -121,9 +121,10 @@ pub const AUTH_EXTERNAL: &[&str] = &[
     "signin",
     "cache",
     "breaker",
+    "ca_file",
 ];
 pub const AUTH_SIGNIN: &[&str] = &["url", "param", "hosts"];
-pub const AUTH_CACHE: &[&str] = &["cookie", "header", "ttl", "entries", "max_bytes"];
+pub const AUTH_CACHE: &[&str] = &["cookie", "header", "per_uri", "ttl", "entries", "max_bytes"];
 pub const AUTH_BREAKER: &[&str] = &["failures", "open_for"];
 pub const AUTH_BASIC: &[&str] = &["htpasswd_file", "htpasswd", "realm", "users_file", "users"];
 pub const AUTH_API_KEY: &[&str] = &["header", "query", "keys_file", "keys"];

@@ -68,6 +68,10 @@ bad_configs! {
     auth_api_keys_invalid: "config/bad/auth.api_keys_invalid.yaml" => [
         r#"config/bad/auth.api_keys_invalid.yaml:11:11: auth.api_keys_invalid: auth.methods.partners.api_key.keys: line 2: keys[0].sha256: must be 64 hex digits"#,
     ],
+    item_5_auth_ca_invalid: "config/bad/auth.ca_invalid.yaml" => [
+        r#"config/bad/auth.ca_invalid.yaml:9:72: auth.ca_invalid: auth.methods.sso.external.ca_file "../certs/api.key": config/bad/../certs/api.key: holds no usable CA certificate"#,
+        r#"config/bad/auth.ca_invalid.yaml:11:71: auth.ca_invalid: auth.methods.plain.external.ca_file: ca_file needs an https:// URL: over http:// nothing is verified"#,
+    ],
     auth_htpasswd_invalid: "config/bad/auth.htpasswd_invalid.yaml" => [
         r#"config/bad/auth.htpasswd_invalid.yaml:10:11: auth.htpasswd_invalid: auth.methods.staff.basic.htpasswd: line 2: the password is not hashed as bcrypt, {SHA} or $apr1$ (plain text, as htpasswd -p writes, is refused); re-create the entry with htpasswd -B"#,
     ],
@@ -319,6 +323,9 @@ bad_configs! {
     ],
     telemetry_endpoint_invalid: "config/bad/telemetry.endpoint_invalid.yaml" => [
         r#"config/bad/telemetry.endpoint_invalid.yaml:12:15: telemetry.endpoint_invalid: telemetry.otlp.endpoint "grpc://collector:4317": expected an http:// or https:// URL"#,
+    ],
+    item_5_telemetry_ca_invalid: "config/bad/telemetry.ca_invalid.yaml" => [
+        r#"config/bad/telemetry.ca_invalid.yaml:14:14: telemetry.ca_invalid: telemetry.otlp.ca_file "../certs/api.key": config/bad/../certs/api.key: holds no usable CA certificate"#,
     ],
     telemetry_ratio_invalid: "config/bad/telemetry.ratio_invalid.yaml" => [
         r#"config/bad/telemetry.ratio_invalid.yaml:12:21: telemetry.ratio_invalid: telemetry.sampling.ratio "1.5": must be a number from 0 to 1"#,

@@ -1,36 +1,57 @@
 //! A forward-auth peer behaving as oauth2-proxy's `/oauth2/auth` and
 //! `/oauth2/start` (`tests/peers/forward_auth.py`), and its control calls:
 //! sessions, the sign-in user, the behaviour mode, the count and the last
-//! auth call it received. Ended by PID when dropped.
+//! auth call it received. Plain HTTP, or HTTPS with a certificate of the
+//! test's own. Ended by PID when dropped.
 
 use super::upstream::Peer;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub struct ForwardAuth {
     peer: Peer,
     pub port: u16,
+    /// Over HTTPS: the CA its certificate (for `localhost`) chains to.
+    ca: Option<PathBuf>,
 }
 
 impl ForwardAuth {
     /// Starts the peer; `/oauth2/start` accepts an `rd` only on these hosts
     /// (exact names, no port).
     pub fn start(allow_hosts: &[&str]) -> ForwardAuth {
+        Self::spawn(allow_hosts, None)
+    }
+
+    /// Starts the peer over HTTPS with `cert` and `key` (PEM, a
+    /// certificate for `localhost` signed by `ca`).
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> ForwardAuth {
+        Self::spawn(&[], Some((cert, key, ca)))
+    }
+
+    fn spawn(allow_hosts: &[&str], tls: Option<(&Path, &Path, &Path)>) -> ForwardAuth {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/forward_auth.py");
         let mut cmd = Command::new("python3");
         cmd.arg("-u").arg(script);
         for host in allow_hosts {
             cmd.arg("--allow-host").arg(host);
         }
+        if let Some((cert, key, _)) = tls {
+            cmd.arg("--tls-cert").arg(cert).arg("--tls-key").arg(key);
+        }
         let peer = Peer::spawn(
             &mut cmd,
             "python3 is needed: apt-get install python3 (scripts/deps does)",
         );
         let port = peer.listening_port();
-        ForwardAuth { peer, port }
+        let ca = tls.map(|(_, _, ca)| ca.to_path_buf());
+        ForwardAuth { peer, port, ca }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        match self.ca {
+            Some(_) => format!("https://localhost:{}{path}", self.port),
+            None => format!("http://127.0.0.1:{}{path}", self.port),
+        }
     }
 
     /// `http://127.0.0.1:PORT/oauth2/auth`, the auth check.
@@ -45,11 +66,14 @@ impl ForwardAuth {
 
     /// Sends a control call and asserts a 2xx; the JSON it answered.
     async fn control(&self, post: bool, path: &str, query: &[(&str, &str)]) -> serde_json::Value {
-        let client = reqwest::Client::builder()
+        let mut client = reqwest::Client::builder()
             .no_proxy()
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .unwrap();
+            .timeout(std::time::Duration::from_secs(30));
+        if let Some(ca) = &self.ca {
+            let pem = std::fs::read(ca).unwrap();
+            client = client.add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap());
+        }
+        let client = client.build().unwrap();
         let url = self.url(path);
         let request = if post {
             client.post(&url)

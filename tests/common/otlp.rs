@@ -1,6 +1,7 @@
 //! An OTLP/HTTP traces receiver: takes `POST /v1/traces` bodies, decodes
 //! them as `ExportTraceServiceRequest` protobuf (the `opentelemetry-proto`
-//! types) and keeps every span, as a collector would receive it.
+//! types) and keeps every span, as a collector would receive it. Plain
+//! HTTP, or HTTPS with a certificate of the test's own.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -39,8 +40,13 @@ impl ReceivedSpan {
     }
 }
 
+type Spans = Arc<Mutex<Vec<ReceivedSpan>>>;
+type Posts = Arc<Mutex<Vec<(String, ::http::HeaderMap)>>>;
+
 pub struct OtlpReceiver {
     pub addr: SocketAddr,
+    /// `http://127.0.0.1:PORT`, or `https://localhost:PORT` over TLS.
+    endpoint: String,
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
     /// Requests it answered, by path and headers, in order.
     pub posts: Arc<Mutex<Vec<(String, ::http::HeaderMap)>>>,
@@ -50,53 +56,68 @@ impl OtlpReceiver {
     /// Answers every export with `status` (200 takes the spans; another
     /// status refuses them, as a collector that is down or overloaded).
     pub async fn start(status: u16) -> OtlpReceiver {
+        Self::start_with(status, None).await
+    }
+
+    /// As `start`, over HTTPS with `cert` and `key` (PEM files; a
+    /// certificate for `localhost`, which the endpoint names).
+    pub async fn start_tls(status: u16, cert: &Path, key: &Path) -> OtlpReceiver {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(key).unwrap();
+        let config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(fairgate::tls::provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap();
+        let acceptor = pingora::tls::TlsAcceptor::from(Arc::new(config));
+        Self::start_with(status, Some(acceptor)).await
+    }
+
+    async fn start_with(status: u16, tls: Option<pingora::tls::TlsAcceptor>) -> OtlpReceiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let spans: Arc<Mutex<Vec<ReceivedSpan>>> = Arc::default();
-        let posts: Arc<Mutex<Vec<(String, ::http::HeaderMap)>>> = Arc::default();
+        let endpoint = match tls {
+            Some(_) => format!("https://localhost:{}", addr.port()),
+            None => format!("http://{addr}"),
+        };
+        let spans: Spans = Arc::default();
+        let posts: Posts = Arc::default();
         let (kept, seen) = (spans.clone(), posts.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let (kept, seen) = (kept.clone(), seen.clone());
+                let (kept, seen, tls) = (kept.clone(), seen.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
-                            let (kept, seen) = (kept.clone(), seen.clone());
-                            async move {
-                                let path = req.uri().path().to_string();
-                                let headers = req.headers().clone();
-                                let body = req.into_body().collect().await?.to_bytes();
-                                seen.lock().unwrap().push((path, headers));
-                                if status == 200 {
-                                    let request = ExportTraceServiceRequest::decode(body)
-                                        .expect("an ExportTraceServiceRequest");
-                                    kept.lock().unwrap().extend(flatten(request));
-                                }
-                                let reply = ExportTraceServiceResponse::default().encode_to_vec();
-                                Ok::<_, hyper::Error>(
-                                    hyper::Response::builder()
-                                        .status(status)
-                                        .header("content-type", "application/x-protobuf")
-                                        .body(Full::new(bytes::Bytes::from(reply)))
-                                        .unwrap(),
-                                )
+                    match tls {
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(stream).await {
+                                serve(stream, status, kept, seen).await;
                             }
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                        }
+                        None => serve(stream, status, kept, seen).await,
+                    }
                 });
             }
         });
-        OtlpReceiver { addr, spans, posts }
+        OtlpReceiver {
+            addr,
+            endpoint,
+            spans,
+            posts,
+        }
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.endpoint.clone()
     }
 
     pub fn spans(&self) -> Vec<ReceivedSpan> {
@@ -126,6 +147,38 @@ impl OtlpReceiver {
         }
         spans
     }
+}
+
+/// Answers the exports of one connection with `status`, keeping their spans.
+async fn serve<S>(stream: S, status: u16, kept: Spans, seen: Posts)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let (kept, seen) = (kept.clone(), seen.clone());
+        async move {
+            let path = req.uri().path().to_string();
+            let headers = req.headers().clone();
+            let body = req.into_body().collect().await?.to_bytes();
+            seen.lock().unwrap().push((path, headers));
+            if status == 200 {
+                let request =
+                    ExportTraceServiceRequest::decode(body).expect("an ExportTraceServiceRequest");
+                kept.lock().unwrap().extend(flatten(request));
+            }
+            let reply = ExportTraceServiceResponse::default().encode_to_vec();
+            Ok::<_, hyper::Error>(
+                hyper::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/x-protobuf")
+                    .body(Full::new(bytes::Bytes::from(reply)))
+                    .unwrap(),
+            )
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
 }
 
 fn flatten(request: ExportTraceServiceRequest) -> Vec<ReceivedSpan> {

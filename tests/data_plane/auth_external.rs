@@ -466,3 +466,149 @@ routes:
     assert_eq!(auth.calls().await, 1);
     assert_eq!(echo.requests(), 1);
 }
+
+/// An auth service over HTTPS whose certificate (for `localhost`) a
+/// private CA signed, as cert-manager's does in a cluster; session `s-ann`
+/// known. Returns the CA's directory with it.
+async fn private_ca_auth() -> (tempfile::TempDir, Pki, ForwardAuth) {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cluster");
+    let (cert, key) = pki.leaf("sso", "localhost", &["localhost"], "0b");
+    let auth = ForwardAuth::start_tls(&cert, &key, &pki.ca());
+    auth.session("s-ann", "ann", "ann@acme.test", "acme").await;
+    (dir, pki, auth)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_5_external_auth_trusts_its_ca_file() {
+    let (_dir, pki, auth) = private_ca_auth().await;
+    let echo = Upstream::start().await;
+    let ca = format!(", ca_file: \"{}\"", pki.ca().display());
+    let gw = policy(&auth.auth_url(), &ca, echo.addr, 100).start().await;
+    let r = get_with(&gw, "/x", &[("cookie", "_oauth2_proxy=s-ann")]).await;
+    assert_eq!(r.status(), 200, "{}", gw.logs());
+    assert_eq!(auth.calls().await, 1);
+    assert_eq!(echo.requests(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_5_external_auth_without_its_ca_file_fails_closed() {
+    let (_dir, _pki, auth) = private_ca_auth().await;
+    let echo = Upstream::start().await;
+    let gw = policy(&auth.auth_url(), "", echo.addr, 100).start().await;
+    let r = get_with(&gw, "/x", &[("cookie", "_oauth2_proxy=s-ann")]).await;
+    // The system's roots do not know the CA: the handshake fails, so the
+    // service is never asked and nothing reaches the upstream.
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(auth.calls().await, 0);
+    assert_eq!(echo.requests(), 0);
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics.contains("fairgate_external_auth_total{method=\"sso\",result=\"unreachable\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// A gateway whose `sso` method caches answers by the session cookie
+/// (`more` adds keys to `cache:`), with session `s-ann` known.
+async fn cached(more: &str) -> (ForwardAuth, Upstream, Gateway) {
+    let auth = ForwardAuth::start(&[]);
+    auth.session("s-ann", "ann", "ann@acme.test", "acme").await;
+    let echo = Upstream::start().await;
+    let cache = format!(", cache: {{cookie: _oauth2_proxy, ttl: 60s{more}}}");
+    let gw = policy(&auth.auth_url(), &cache, echo.addr, 1000)
+        .start()
+        .await;
+    (auth, echo, gw)
+}
+
+/// GETs `/orders/0` to `/orders/19` with session `s-ann`; each must be 200.
+async fn twenty_paths(gw: &Gateway) {
+    for i in 0..20 {
+        let path = format!("/orders/{i}?view=full");
+        let r = get_with(gw, &path, &[("cookie", "a=1; _oauth2_proxy=s-ann")]).await;
+        assert_eq!(r.status(), 200, "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_6_one_session_on_20_paths_costs_one_auth_call() {
+    let (auth, echo, gw) = cached("").await;
+    twenty_paths(&gw).await;
+    assert_eq!(auth.calls().await, 1);
+    assert_eq!(echo.requests(), 20);
+    let metrics = gw.metrics().await;
+    assert!(
+        metrics.contains("fairgate_external_auth_total{method=\"sso\",result=\"cached\"} 19"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_6_per_uri_cache_asks_once_per_path() {
+    let (auth, echo, gw) = cached(", per_uri: true").await;
+    twenty_paths(&gw).await;
+    assert_eq!(auth.calls().await, 20, "one call per path and query");
+    twenty_paths(&gw).await;
+    assert_eq!(auth.calls().await, 20, "the same paths again: all cached");
+    assert_eq!(echo.requests(), 40);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_6_another_method_host_or_request_never_uses_anothers_entry() {
+    let (auth, echo, gw) = cached("").await;
+    let port = gw.listen.port();
+    let ask =
+        |method: reqwest::Method, host: String, headers: Vec<(&'static str, &'static str)>| {
+            let mut request = client()
+                .request(method, gw.url("/orders/1"))
+                .header("host", host);
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            async move { request.send().await.unwrap().status().as_u16() }
+        };
+    let session = || vec![("cookie", "_oauth2_proxy=s-ann")];
+    let here = format!("localhost:{port}");
+    assert_eq!(
+        ask(reqwest::Method::GET, here.clone(), session()).await,
+        200
+    );
+    assert_eq!(
+        ask(reqwest::Method::GET, here.clone(), session()).await,
+        200
+    );
+    assert_eq!(
+        auth.calls().await,
+        1,
+        "the same session, route, host, method"
+    );
+    // Another method, then another host: each its own entry, asked once.
+    assert_eq!(
+        ask(reqwest::Method::DELETE, here.clone(), session()).await,
+        200
+    );
+    assert_eq!(auth.calls().await, 2, "a DELETE is never the GET's answer");
+    let there = format!("127.0.0.1:{port}");
+    assert_eq!(ask(reqwest::Method::GET, there, session()).await, 200);
+    assert_eq!(auth.calls().await, 3, "another host asks");
+    // Without the session, with another, or with the session named twice
+    // (the service might read either): asked, refused, never the entry's.
+    for headers in [
+        vec![],
+        vec![("cookie", "_oauth2_proxy=s-bob")],
+        vec![("cookie", "_oauth2_proxy=nobody; _OAUTH2_PROXY=s-ann")],
+    ] {
+        let status = ask(reqwest::Method::GET, here.clone(), headers.clone()).await;
+        assert_eq!(status, 401, "{headers:?}");
+    }
+    assert_eq!(auth.calls().await, 6);
+    // Another credential passed besides the session: its own entry, as
+    // the service may decide by it first.
+    let mut both = session();
+    both.push(("authorization", "Bearer s-bob"));
+    assert_eq!(ask(reqwest::Method::GET, here, both).await, 200);
+    assert_eq!(auth.calls().await, 7);
+    assert_eq!(echo.requests(), 5);
+}

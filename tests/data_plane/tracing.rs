@@ -592,3 +592,45 @@ telemetry: {{otlp: {{endpoint: "{}"}}}}
     let twice = attempts.iter().filter(|a| *a == "2").count() as u64;
     assert_eq!(twice, retried, "{attempts:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn item_5_otlp_exporter_trusts_its_ca_file() {
+    // A collector over HTTPS whose certificate a private CA signed.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "collector");
+    let (cert, key) = pki.leaf("otlp", "localhost", &["localhost"], "0c");
+    let otlp = OtlpReceiver::start_tls(200, &cert, &key).await;
+    let echo = Upstream::start().await;
+    let start = |ca: String| {
+        let telemetry = format!(
+            "telemetry: {{otlp: {{endpoint: \"{}\"{ca}}}}}",
+            otlp.endpoint()
+        );
+        let yaml = config(echo.addr, 10, &telemetry);
+        async move { Gateway::start_hs256(&yaml, GatewayOptions::default()).await }
+    };
+
+    let trusting = start(format!(", ca_file: \"{}\"", pki.ca().display())).await;
+    let started = assert_a_trace_is_started(&trusting, &otlp).await;
+    assert!(!started.is_empty());
+
+    // Without it the system's roots do not know the CA: every export fails
+    // its handshake, and the requests are served all the same.
+    let before = otlp.spans().len();
+    let plain = start(String::new()).await;
+    assert_eq!(send(&plain, &[]).await.0, 200);
+    let failed = eventually(Duration::from_secs(15), || async {
+        metric(
+            &plain.metrics().await,
+            "fairgate_trace_spans_total{result=\"failed\"}",
+        )
+        .is_some_and(|n| n >= 1.0)
+    })
+    .await;
+    assert!(failed, "{}", plain.metrics().await);
+    assert_eq!(
+        otlp.spans().len(),
+        before,
+        "nothing arrived without ca_file"
+    );
+}

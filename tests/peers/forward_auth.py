@@ -1,7 +1,8 @@
 """A forward-auth peer that behaves as oauth2-proxy's endpoints do, for the
-gateway's external-auth tests: `forward_auth.py [--allow-host NAME]...`.
-Binds 127.0.0.1 on a free port, prints `listening on PORT` once ready and
-serves until killed. HTTP/1.1 with a Content-Length on every answer, so a
+gateway's external-auth tests: `forward_auth.py [--allow-host NAME]...
+[--tls-cert CERT --tls-key KEY]`. Binds 127.0.0.1 on a free port (HTTPS
+with the PEM certificate and key when given, control calls too), prints
+`listening on PORT` once ready and serves until killed. HTTP/1.1 with a Content-Length on every answer, so a
 client keeps its connection for the next request, as with the real one.
 Python 3 standard library only.
 
@@ -32,6 +33,7 @@ Python 3 standard library only.
 import argparse
 import http.server
 import json
+import ssl
 import sys
 import threading
 import time
@@ -268,9 +270,15 @@ def main():
     global STATE
     parser = argparse.ArgumentParser(description="oauth2-proxy-like forward-auth peer")
     parser.add_argument("--allow-host", action="append", default=[], metavar="NAME")
+    parser.add_argument("--tls-cert", metavar="CERT")
+    parser.add_argument("--tls-key", metavar="KEY")
     args = parser.parse_args()
     STATE = State(args.allow_host)
     server = Server(("127.0.0.1", 0), Handler)
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     print(f"listening on {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()

@@ -77,7 +77,7 @@ fn method(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Method> {
     }
     let inner = f.get(kinds[0])?;
     let kind = match kinds[0] {
-        "external" => MethodKind::External(external(r, &inner)?),
+        "external" => MethodKind::External(Box::new(external(r, &inner, base)?)),
         "basic" => MethodKind::Basic(basic(r, &inner, base)?),
         _ => MethodKind::ApiKey(api_key(r, &inner, base)?),
     };
@@ -88,7 +88,7 @@ fn method(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Method> {
     Some(Method { kind, identity })
 }
 
-fn external(r: &mut Reader<'_>, at: &At<'_>) -> Option<External> {
+fn external(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<External> {
     let f = r.mapping(at, schema::AUTH_EXTERNAL)?;
     let Some(url_at) = f.get("url") else {
         missing(r, at, "url");
@@ -97,20 +97,7 @@ fn external(r: &mut Reader<'_>, at: &At<'_>) -> Option<External> {
     // Read on after a bad URL, so that every problem is said at once.
     let url = http_url(r, &url_at);
     let method = match f.get("method") {
-        Some(m) => {
-            let text = r.string(&m)?;
-            match METHODS.contains(&text.as_str()) {
-                true => http::Method::from_bytes(text.as_bytes()).ok()?,
-                false => {
-                    r.error_value(
-                        &m,
-                        "auth.method_invalid",
-                        format!("must be one of {}", METHODS.join(", ")),
-                    );
-                    return None;
-                }
-            }
-        }
+        Some(m) => subrequest_method(r, &m)?,
         None => http::Method::GET,
     };
     let timeout = match f.get("timeout") {
@@ -164,9 +151,24 @@ fn external(r: &mut Reader<'_>, at: &At<'_>) -> Option<External> {
             failures: 3,
             open_for: Duration::from_secs(5),
         }),
+        ca_file: ca_file(r, &f, url.as_deref(), "auth.ca_invalid", base),
     };
     external.url = url?;
     Some(external)
+}
+
+/// An external method's `method`: one HTTP's own.
+fn subrequest_method(r: &mut Reader<'_>, at: &At<'_>) -> Option<http::Method> {
+    let text = r.string(at)?;
+    if !METHODS.contains(&text.as_str()) {
+        r.error_value(
+            at,
+            "auth.method_invalid",
+            format!("must be one of {}", METHODS.join(", ")),
+        );
+        return None;
+    }
+    http::Method::from_bytes(text.as_bytes()).ok()
 }
 
 /// An absolute `http://` or `https://` URL with a host (a sign-in URL
@@ -280,11 +282,13 @@ fn answer_cache(r: &mut Reader<'_>, at: &At<'_>) -> Option<AnswerCache> {
         .get("max_bytes")
         .and_then(|b| r.size(&b))
         .unwrap_or(16 << 20);
+    let per_uri = f.get("per_uri").and_then(|p| r.bool(&p)).unwrap_or(false);
     Some(AnswerCache {
         key,
         ttl,
         entries,
         max_bytes,
+        per_uri,
     })
 }
 

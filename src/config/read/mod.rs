@@ -113,7 +113,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     let identity_headers = identity_headers(r, top.get("identity_headers"));
     let acknowledge = acknowledge(r, top.get("acknowledge"));
     let access_log = access_log(r, top.get("log"));
-    let telemetry = telemetry(r, top.get("telemetry"));
+    let telemetry = telemetry(r, top.get("telemetry"), base);
     let kubernetes = top.get("kubernetes").and_then(|at| kubernetes(r, &at));
     let mut config = Config {
         server,
@@ -224,7 +224,7 @@ fn access_log(r: &mut Reader<'_>, at: Option<At<'_>>) -> AccessLog {
 
 /// `telemetry`: the OTLP endpoint (spans are exported only with one), the
 /// sampling ratio and what request spans carry.
-fn telemetry(r: &mut Reader<'_>, at: Option<At<'_>>) -> Telemetry {
+fn telemetry(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Telemetry {
     let mut out = Telemetry::default();
     let Some(f) = at.and_then(|at| r.mapping(&at, schema::TELEMETRY)) else {
         return out;
@@ -273,18 +273,52 @@ fn telemetry(r: &mut Reader<'_>, at: Option<At<'_>>) -> Telemetry {
     let Some(endpoint) = r.string(&at) else {
         return out;
     };
-    match otlp_endpoint(&endpoint) {
-        Ok(endpoint) => {
-            out.otlp = Some(Otlp {
-                endpoint,
-                timeout,
-                ratio,
-                service_name,
-            })
-        }
-        Err(why) => r.error_value(&at, "telemetry.endpoint_invalid", why),
+    let endpoint = otlp_endpoint(&endpoint)
+        .map_err(|why| r.error_value(&at, "telemetry.endpoint_invalid", why))
+        .ok();
+    // Read after a bad endpoint too, so that every problem is said at once.
+    let ca_file = ca_file(r, &otlp, endpoint.as_deref(), "telemetry.ca_invalid", base);
+    if let Some(endpoint) = endpoint {
+        out.otlp = Some(Otlp {
+            endpoint,
+            timeout,
+            ratio,
+            service_name,
+            ca_file,
+        });
     }
     out
+}
+
+/// The `ca_file` of one of the gateway's own HTTPS clients (an external
+/// auth service, the OTLP collector): an existing file, loaded by the
+/// policy builder. Beside an `http://` URL it is `code`: nothing would be
+/// verified, whatever the file says.
+pub(super) fn ca_file(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    url: Option<&str>,
+    code: &'static str,
+    base: &Path,
+) -> Option<Located<PemSource>> {
+    let at = f.get("ca_file")?;
+    let https = |u: &str| {
+        u.get(..8)
+            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
+    };
+    if url.is_some_and(|u| !https(u)) {
+        r.error(
+            &at,
+            code,
+            "ca_file needs an https:// URL: over http:// nothing is verified",
+        );
+        return None;
+    }
+    let path = file_path(r, f, "ca_file", base)?;
+    Some(Located {
+        place: at.place_value(),
+        value: PemSource::File(path),
+    })
 }
 
 /// An OTLP/HTTP traces URL: `/v1/traces` is added to one without a path,
