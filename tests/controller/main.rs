@@ -7,13 +7,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod kube_api;
-mod kube_attack;
-mod kube_auth;
-mod kube_controller;
-mod kube_doors;
-mod kube_scale;
-mod kube_traffic;
 mod gateway_api_attack;
 mod gateway_api_filters;
 mod gateway_api_grpc;
@@ -23,5 +16,13 @@ mod gateway_api_policy;
 mod gateway_api_refs;
 mod import;
 mod import_gateway_api;
+mod import_gateway_api_built;
 mod import_served;
+mod kube_api;
+mod kube_attack;
+mod kube_auth;
+mod kube_controller;
+mod kube_doors;
+mod kube_scale;
+mod kube_traffic;
 mod third_attack;

@@ -122,7 +122,14 @@ fn base(policy: &Value, options: &Options) -> String {
         top.remove("upstreams");
         top.insert("kubernetes".into(), json!({"gateway": options.gateway}));
     }
-    if let Some(certs) = base["server"]["tls"]["certificates"].as_array_mut() {
+    // `get_mut`, not indexing, which would write `tls: {certificates:
+    // null}` into a policy without TLS.
+    let certs = base
+        .get_mut("server")
+        .and_then(|s| s.get_mut("tls"))
+        .and_then(|t| t.get_mut("certificates"))
+        .and_then(Value::as_array_mut);
+    if let Some(certs) = certs {
         certs.truncate(1);
         if let Some(first) = certs.first_mut().and_then(Value::as_object_mut) {
             first.remove("hosts");
