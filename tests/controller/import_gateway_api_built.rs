@@ -185,7 +185,14 @@ fn for_test(base: &Path, tls: SocketAddr) -> String {
 
 /// Starts a fairgate per Gateway written, each with its base; each must
 /// become ready and accept every route whose parentRefs name its Gateway.
-async fn serve(api: &KubeApi, kc: &Path, written: &Written, d: &Path, case: &str) -> Vec<Gateway> {
+/// Each with the address of its TLS listener.
+async fn serve(
+    api: &KubeApi,
+    kc: &Path,
+    written: &Written,
+    d: &Path,
+    case: &str,
+) -> Vec<(Gateway, SocketAddr)> {
     let mut gateways = Vec::new();
     for (i, (name, base)) in written.bases.iter().enumerate() {
         mount(api, base, &d.join("tls"));
@@ -218,7 +225,7 @@ async fn serve(api: &KubeApi, kc: &Path, written: &Written, d: &Path, case: &str
         accepted(api, written, name, &gw, case);
         assert!(!gw.logs().contains("build_failed"), "{}", gw.logs());
         gw.wait_ready().await;
-        gateways.push(gw);
+        gateways.push((gw, tls));
     }
     gateways
 }
@@ -304,6 +311,126 @@ async fn item_7_gateway_api_import_builds_for_every_case() {
     }
 }
 
+/// `n` Ingresses of namespace `web`, each for host `hI.example.com` with
+/// a TLS section of its own Secret `hI-tls`.
+fn tls_hosts(n: usize) -> String {
+    (1..=n)
+        .map(|i| {
+            format!(
+                "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\n\
+                 metadata: {{name: app-{i}, namespace: web}}\n\
+                 spec:\n  ingressClassName: nginx\n  tls: [{{hosts: [h{i}.example.com], secretName: h{i}-tls}}]\n\
+                 \x20 rules:\n  - host: h{i}.example.com\n    http: {{paths: [{{path: /, pathType: Prefix, \
+                 backend: {{service: {{name: site, port: {{number: 80}}}}}}}}]}}\n"
+            )
+        })
+        .collect()
+}
+
+/// The Gateway a route's parentRefs name (one, never two).
+fn parent(route: &Value) -> String {
+    let names: std::collections::BTreeSet<&str> = route["spec"]["parentRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1, "{route:#}");
+    names.into_iter().next().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn item_7_gateway_api_import_splits_past_64_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let manifest = d.join("ingresses.yaml");
+    std::fs::write(&manifest, tls_hosts(70)).unwrap();
+    let written = import(d, &manifest);
+    let gateways: Vec<&Value> = written
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "Gateway")
+        .collect();
+    assert!(gateways.len() >= 2, "{}", written.report);
+    // Which Gateway has the HTTPS listener of each host.
+    let mut home = BTreeMap::new();
+    for gw in &gateways {
+        let listeners = gw["spec"]["listeners"].as_array().unwrap();
+        assert!(
+            listeners.len() <= 64,
+            "{} listeners: {gw:#}",
+            listeners.len()
+        );
+        let name = gw["metadata"]["name"].as_str().unwrap();
+        for l in listeners {
+            if let Some(h) = l["hostname"].as_str() {
+                assert!(
+                    home.insert(h.to_string(), name.to_string()).is_none(),
+                    "{h} twice"
+                );
+            }
+        }
+    }
+    assert_eq!(home.len(), 70, "{home:?}");
+    assert!(
+        written
+            .report
+            .contains("gateway-api: gateway ingress/edge-2: approximated"),
+        "{}",
+        written.report
+    );
+    for route in written.objects.iter().filter(|o| o["kind"] == "HTTPRoute") {
+        let host = route["spec"]["hostnames"][0].as_str().unwrap();
+        assert_eq!(parent(route), home[host], "{route:#}");
+    }
+
+    let pki = Pki::new(d, "split");
+    let (api, kc, _echoes) = cluster(&manifest, d, &pki);
+    kubectl(
+        &kc,
+        &["create", "-f", written.objects_file.to_str().unwrap()],
+        None,
+    )
+    .unwrap_or_else(|e| panic!("kubectl create -f the import's objects: {e}"));
+    let served = serve(&api, &kc, &written, d, "70 TLS hosts").await;
+    // Every host answers over TLS from the fairgate of its Gateway, with
+    // its own certificate.
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(pki.ca()).unwrap()).unwrap();
+    for (i, (name, _)) in written.bases.iter().enumerate() {
+        let (_, tls) = &served[i];
+        for (host, _) in home.iter().filter(|(_, g)| *g == name).take(3) {
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .add_root_certificate(ca.clone())
+                .resolve(host, *tls)
+                .build()
+                .unwrap();
+            let url = format!("https://{host}:{}/", tls.port());
+            let status = client.get(&url).send().await.map(|r| r.status().as_u16());
+            assert_eq!(status.ok(), Some(200), "{host} on {name}");
+        }
+    }
+}
+
+/// The stand-in refuses a Gateway of more listeners than the CRD allows,
+/// as an API server with the Gateway API's CRDs does.
+#[test]
+fn item_7_a_gateway_of_65_listeners_is_refused_by_kubectl() {
+    let api = KubeApi::start();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = api.kubeconfig(dir.path());
+    let listeners: Vec<Value> = (0..65)
+        .map(|i| json!({"name": format!("l{i}"), "port": 80, "protocol": "HTTP", "hostname": format!("h{i}.example.com")}))
+        .collect();
+    let gw = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": "ingress"},
+        "spec": {"gatewayClassName": "fairgate", "listeners": listeners}
+    });
+    let err = kubectl(&kc, &["create", "-f", "-"], Some(&gw)).unwrap_err();
+    assert!(err.contains("must have at most 64 items"), "{err}");
+}
+
 /// Issue 39 item 7: a Gateway whose certificates do not compose with the
 /// base's (here a host-less HTTPS listener whose Secret, not the base's
 /// default certificate, claims the default's name) stops the build, and
@@ -349,13 +476,15 @@ async fn item_7_a_gateway_that_does_not_build_is_named_in_the_log() {
         "  lease_duration: 3s\n  gateway: ingress/edge\n",
     );
     let kc = api.kubeconfig(dir.path());
-    let mut options = GatewayOptions::default();
-    options.wait_ready = false;
-    options.env = vec![
-        ("KUBECONFIG".into(), kc.display().to_string()),
-        ("POD_NAME".into(), "fairgate-0".into()),
-        ("POD_NAMESPACE".into(), "ingress".into()),
-    ];
+    let options = GatewayOptions {
+        wait_ready: false,
+        env: vec![
+            ("KUBECONFIG".into(), kc.display().to_string()),
+            ("POD_NAME".into(), "fairgate-0".into()),
+            ("POD_NAMESPACE".into(), "ingress".into()),
+        ],
+        ..GatewayOptions::default()
+    };
     let gw = Gateway::start_with(&base, options).await;
     let failed = eventually(Duration::from_secs(20), || {
         let logs = gw.logs();
