@@ -125,7 +125,7 @@ impl Composer {
                 }
                 Attempt::Refused(blame) => blame,
                 Attempt::Untraced(problems) => {
-                    self.culprit(&build, &served, &mut budget).ok_or(problems)?
+                    self.culprit(&build, &served, &mut budget, problems)?
                 }
             };
             withheld.extend(blamed);
@@ -143,9 +143,27 @@ impl Composer {
     /// reader's places do not trace (a certificate, text that does not
     /// parse, a canary's route): the shortest failing prefix of `served`
     /// (mains before canaries, so a canary is blamed, not its main), found
-    /// by bisection, ends with it. None when even the base alone fails or
-    /// the search has spent its builds.
+    /// by bisection, ends with it. When the base and the Gateway's
+    /// listeners fail without any of them, theirs are the problems, and no
+    /// Ingress or route is blamed; so are `problems` when the search has
+    /// spent its builds.
     fn culprit(
+        &self,
+        build: &Build<'_>,
+        served: &[&Object],
+        budget: &mut usize,
+        problems: Problems,
+    ) -> Result<BTreeMap<String, String>, Problems> {
+        match self.attempt(build, &[]) {
+            Attempt::Built(..) => {}
+            Attempt::Untraced(own) => return Err(own),
+            Attempt::Refused(_) => return Err(problems),
+        }
+        self.bisect(build, served, budget).ok_or(problems)
+    }
+
+    /// `culprit`'s search, the empty prefix known to build.
+    fn bisect(
         &self,
         build: &Build<'_>,
         served: &[&Object],
@@ -212,7 +230,8 @@ impl Composer {
         let reading = Config::read_node(&shown, &root, &source, dir);
         match crate::build::checked(reading) {
             Ok(checked) => Attempt::Built(Box::new(checked), imported.report, gateway.statuses),
-            Err(problems) => {
+            Err(mut problems) => {
+                name_gateway_certificates(&mut problems, &gateway_tree, &gateway.certificates);
                 let owners = super::blame::owners(&padded, base_lines, &problems, served);
                 match owners.is_empty() {
                     true => Attempt::Untraced(problems),
@@ -402,6 +421,32 @@ struct Build<'a> {
     base_methods: BTreeSet<String>,
     /// The names a RoutePolicy may use: the base file's own.
     base_names: gateway::BaseNames,
+}
+
+/// Prefixes the reader's problems at the Gateway's certificates with the
+/// listeners and Secret each came from: the merged text's places name only
+/// `server.tls.certificates[N]`. A problem is at its item's first line.
+fn name_gateway_certificates(
+    problems: &mut Problems,
+    tree: &marked_yaml::Node,
+    origins: &[String],
+) {
+    let items = tree
+        .as_mapping()
+        .and_then(|m| m.get_mapping("server"))
+        .and_then(|s| s.get_mapping("tls"))
+        .and_then(|t| t.get_sequence("certificates"));
+    let starts: Vec<Option<usize>> = items
+        .into_iter()
+        .flat_map(|seq| seq.iter())
+        .map(|item| item.span().start().map(|m| m.line()))
+        .collect();
+    for p in &mut problems.list {
+        let at = starts.iter().position(|l| *l == Some(p.line));
+        if let Some(origin) = at.and_then(|i| origins.get(i)) {
+            p.message = format!("{origin}: {}", p.message);
+        }
+    }
 }
 
 /// The class an Ingress names: `spec.ingressClassName`, else the legacy

@@ -4,7 +4,8 @@
 //! snippets, buffering) are called from `plan`; the annotations that stand
 //! alone (redirects, `backend-protocol`, body size, address ranges,
 //! rewrites) are read here, and so is what withholds an Ingress whose
-//! access rules do not carry over. `KNOWN` lists every annotation mapped.
+//! access rules do not carry over. `KNOWN` lists every annotation mapped;
+//! `ALIASES` the canonical names ingress-nginx reads an older name for.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +25,7 @@ use super::{auth, cors, headers, limits, nginx, proxy_ssl, retries, streaming, t
 /// any other is reported `not supported`. docs/migrating-from-ingress-nginx.md
 /// has a row for each (a test holds them together).
 pub const KNOWN: &[&str] = &[
+    "allowlist-source-range",
     "app-root",
     "auth-always-set-cookie",
     "auth-cache-duration",
@@ -65,6 +67,7 @@ pub const KNOWN: &[&str] = &[
     "enable-global-auth",
     "force-ssl-redirect",
     "limit-burst-multiplier",
+    "limit-allowlist",
     "limit-connections",
     "limit-rpm",
     "limit-rps",
@@ -98,6 +101,15 @@ pub const KNOWN: &[&str] = &[
     "x-forwarded-prefix",
 ];
 
+/// Each canonical name and the alias ingress-nginx still reads for it.
+/// Its parser reads the alias only when the canonical annotation is
+/// absent or empty (`checkAnnotation` in `annotations/parser`), so one of
+/// the two is read and the other is not.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("allowlist-source-range", "whitelist-source-range"),
+    ("limit-allowlist", "limit-whitelist"),
+];
+
 /// The Ingress's annotations under the controller's prefix, prefix removed.
 pub fn of(ing: &Object, prefix: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -128,9 +140,10 @@ pub fn protocol_of(draft: &Draft<'_>, ing: &Object) -> Protocol {
 
 /// Reads every annotation of a main Ingress once, reporting each.
 pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
-    let ann = of(ing, &draft.options.annotation_prefix);
+    let mut ann = of(ing, &draft.options.annotation_prefix);
     let mut plan = Plan::default();
     let mut lines: Vec<(String, Verdict)> = Vec::new();
+    unread_aliases(&mut ann, &draft.options.annotation_prefix, &mut lines);
     limits::read(draft, ing, &ann, &mut plan, &mut lines);
     cors::read(&ann, &mut plan, &mut lines);
     retries::read(draft, &ann, &mut plan, &mut lines);
@@ -166,6 +179,29 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
         });
     }
     plan
+}
+
+/// Of a canonical name and its alias both given, the one ingress-nginx
+/// does not read: out of `ann`, with a line saying so.
+fn unread_aliases(
+    ann: &mut BTreeMap<String, String>,
+    prefix: &str,
+    lines: &mut Vec<(String, Verdict)>,
+) {
+    for (canonical, alias) in ALIASES {
+        let (Some(value), Some(_)) = (ann.get(*canonical), ann.get(*alias)) else {
+            continue;
+        };
+        let why = match value.is_empty() {
+            false => format!(
+                "not read: {prefix}/{canonical} is given, and ingress-nginx reads its alias only when it is not"
+            ),
+            true => format!("empty, so not read: ingress-nginx reads {prefix}/{alias} instead"),
+        };
+        let unread = if value.is_empty() { canonical } else { alias };
+        ann.remove(*unread);
+        lines.push((unread.to_string(), Verdict::Mapped(why)));
+    }
 }
 
 /// Access rules that did not carry over (authentication, a source range
@@ -241,14 +277,14 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             }
             None => Verdict::Unsupported(format!("{value:?} is not an nginx size")),
         },
-        "whitelist-source-range" | "denylist-source-range" => match cidrs(value) {
+        "allowlist-source-range" | "whitelist-source-range" | "denylist-source-range" => match cidrs(value) {
             Ok(list) => {
-                let target = if key == "whitelist-source-range" {
-                    plan.keys.allow_cidrs = Some(list);
-                    RouteKey::AllowCidrs
-                } else {
+                let target = if key == "denylist-source-range" {
                     plan.keys.deny_cidrs = Some(list);
                     RouteKey::DenyCidrs
+                } else {
+                    plan.keys.allow_cidrs = Some(list);
+                    RouteKey::AllowCidrs
                 };
                 Verdict::Mapped(format!("{}; others get 403", target.as_str()))
             }

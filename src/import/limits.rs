@@ -1,7 +1,7 @@
 //! `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections`
-//! and `limit-whitelist`: ingress-nginx's per-pod rate and connection
-//! limits as fleet-wide `limits` and `concurrency` policies, sized by the
-//! controller's replica count.
+//! and `limit-allowlist` (or its alias `limit-whitelist`): ingress-nginx's
+//! per-pod rate and connection limits as fleet-wide `limits` and
+//! `concurrency` policies, sized by the controller's replica count.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +14,7 @@ use super::units::cidrs;
 use super::Verdict;
 
 /// `limit-rps`, `limit-rpm`, `limit-burst-multiplier`, `limit-connections`,
-/// `limit-whitelist`: per controller pod in ingress-nginx, for the fleet here.
+/// `limit-allowlist`: per controller pod in ingress-nginx, for the fleet here.
 pub fn read(
     draft: &mut Draft<'_>,
     ing: &Object,
@@ -75,7 +75,8 @@ pub fn read(
     connections(draft, &base, ann, plan, lines);
 }
 
-/// `limit-connections` (a concurrency policy) and `limit-whitelist`.
+/// `limit-connections` (a concurrency policy) and `limit-allowlist` (or
+/// `limit-whitelist`: `annotations::plan` left at most one of them).
 fn connections(
     draft: &mut Draft<'_>,
     base: &str,
@@ -109,7 +110,8 @@ fn connections(
             )),
         }
     }
-    if let Some(value) = ann.get("limit-whitelist") {
+    for key in ["limit-allowlist", "limit-whitelist"] {
+        let Some(value) = ann.get(key) else { continue };
         let verdict = match cidrs(value) {
             Ok(list) => {
                 plan.keys.limit_exempt_cidrs = Some(list);
@@ -122,6 +124,6 @@ fn connections(
             }
             Err(why) => Verdict::Unsupported(why.to_string()),
         };
-        lines.push(("limit-whitelist".into(), verdict));
+        lines.push((key.into(), verdict));
     }
 }

@@ -77,7 +77,9 @@ pub struct Options {
     pub to: Target,
     /// With `--to gateway-api`: where the base policy goes (server, store,
     /// auth methods, limits, concurrency policies; the controller's
-    /// ConfigMap).
+    /// ConfigMap). When the Gateway's listeners are shared among Gateways
+    /// NAME-2, ... (the Gateway API allows 64 a Gateway), theirs go beside
+    /// it: BASE-2.yaml, ...
     #[arg(long, required_if_eq("to", "gateway-api"))]
     pub base: Option<PathBuf>,
     /// With `--to gateway-api`: the Gateway written, as NAMESPACE/NAME.
@@ -234,7 +236,10 @@ fn run(options: &Options) -> Result<usize, Error> {
     if options.to == Target::GatewayApi {
         let converted = gateway_api::convert(&objects, options, &imported.policy);
         imported.report.extend(converted.report);
-        write(options.base.as_ref(), &converted.base, false)?;
+        for (k, base) in converted.bases.iter().enumerate() {
+            let path = options.base.as_ref().map(|p| numbered(p, k + 1));
+            write(path.as_ref(), base, false)?;
+        }
         imported.policy = converted.manifests;
     }
     let mut report: String = imported.report.iter().map(|l| format!("{l}\n")).collect();
@@ -247,6 +252,20 @@ fn run(options: &Options) -> Result<usize, Error> {
     write(options.output.as_ref(), &imported.policy, false)?;
     write(options.report.as_ref(), &report, true)?;
     Ok(unsupported)
+}
+
+/// The `n`th of several files written where `path` says: `path` itself,
+/// then `base-2.yaml` beside `base.yaml`, ...
+fn numbered(path: &std::path::Path, n: usize) -> PathBuf {
+    if n == 1 {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    path.with_file_name(name)
 }
 
 fn write(path: Option<&PathBuf>, text: &str, stderr: bool) -> Result<(), Error> {

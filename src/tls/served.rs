@@ -36,10 +36,14 @@ pub enum CertError {
     },
     /// Two certificates claim a name and neither (or both) list it.
     #[error(
-        "{name} is claimed by {cert} and an earlier certificate; \
+        "{name} is claimed by {cert} and by {earlier}; \
          list it under hosts: of the one that should serve it"
     )]
-    NameClaimedTwice { name: String, cert: String },
+    NameClaimedTwice {
+        name: String,
+        cert: String,
+        earlier: String,
+    },
     #[error("needs at least one certificate")]
     None,
 }
@@ -72,7 +76,8 @@ pub struct Certs {
 impl Certs {
     /// Adds a pair, in file order, serving `hosts` (empty: its SANs). A
     /// name two certificates claim is an error unless exactly one lists it
-    /// under `hosts:`, which then wins.
+    /// under `hosts:`, which then wins, or they are the same certificate
+    /// (a Secret that is also mounted as a file), which the first serves.
     pub fn add(&mut self, mut served: Served, hosts: &[String]) -> Result<(), CertError> {
         let index = self.served.len();
         for host in hosts {
@@ -92,9 +97,14 @@ impl Certs {
         for name in &served.names {
             match self.listed.get(name) {
                 Some(&other) if other == listed => {
+                    let earlier = &self.served[self.by_name[name]];
+                    if earlier.key.cert == served.key.cert {
+                        continue;
+                    }
                     return Err(CertError::NameClaimedTwice {
                         name: name.clone(),
                         cert: served.source.clone(),
+                        earlier: earlier.source.clone(),
                     });
                 }
                 Some(true) => continue,

@@ -116,7 +116,7 @@ bad_configs! {
         "config/bad/server.tls_invalid.yaml:7:9: server.tls_invalid: server.tls.certificates[0]: config/bad/../certs/legacy.key is not the key of config/bad/../certs/api.pem (their public keys differ)",
     ],
     server_tls_duplicate_name: "config/bad/server.tls_duplicate_name.yaml" => [
-        "config/bad/server.tls_duplicate_name.yaml:8:9: server.tls_duplicate_name: server.tls.certificates[1]: api.example.com is claimed by config/bad/../certs/api.pem and an earlier certificate; list it under hosts: of the one that should serve it",
+        "config/bad/server.tls_duplicate_name.yaml:9:9: server.tls_duplicate_name: server.tls.certificates[1]: api.example.com is claimed by config/bad/../certs/api-renewed.pem and by config/bad/../certs/api.pem; list it under hosts: of the one that should serve it",
     ],
     server_http2_invalid: "config/bad/server.http2_invalid.yaml" => [
         r#"config/bad/server.http2_invalid.yaml:4:46: server.http2_invalid: server.http2.max_concurrent_streams "0": must be at least 1"#,
@@ -492,6 +492,29 @@ routes:
             "ok",
         ]
     );
+}
+
+/// Issue 39 item 7: the same certificate twice (a Secret mounted as the
+/// default and named by a Gateway's listener as well) claims its names
+/// once; `config/bad/server.tls_duplicate_name.yaml` has two different ones.
+#[test]
+fn item_7_the_same_certificate_twice_claims_its_names_once() {
+    let certs = concat!(env!("CARGO_MANIFEST_DIR"), "/config/certs");
+    let pair = format!("{{cert_file: \"{certs}/api.pem\", key_file: \"{certs}/api.key\"}}");
+    let yaml = format!(
+        r#"server:
+  listen: ["127.0.0.1:8080"]
+  tls: {{listen: "127.0.0.1:8443", certificates: [{pair}, {pair}]}}
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+upstreams: {{api: {{targets: ["127.0.0.1:3000"]}}}}
+routes:
+  - {{name: api, match: {{host: api.example.com, path_prefix: /}}, upstream: api, auth: none}}
+"#
+    );
+    let (code, lines) = check_text(&yaml);
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(lines[0], "ok", "{lines:?}");
 }
 
 /// A policy whose `store` is `store` (one flow mapping).

@@ -509,3 +509,109 @@ fn finding_15_hsts_the_connect_timeout_and_buffering_carry_over() {
         assert!(report.contains(&format!("{line}\n")), "{line}\n{report}");
     }
 }
+
+/// The policy and report of one Ingress `a` with `annotations`.
+fn import_one(annotations: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = ingress("a", "a.example.com", annotations);
+    std::fs::write(dir.path().join("a.yaml"), manifest).unwrap();
+    let (policy, report, _) = import_with(&["--replicas", "1", dir.path().to_str().unwrap()]);
+    (policy, report)
+}
+
+/// A report's lines, whatever their order (sorted by annotation name).
+fn lines(report: &str) -> BTreeSet<&str> {
+    report.lines().collect()
+}
+
+/// Issue 39 item 7: `allowlist-source-range` (ingress-nginx's name since
+/// 1.9) is read as `whitelist-source-range` (its alias) is; given both,
+/// the canonical name's value is the one read, as ingress-nginx's parser
+/// reads an alias only when the canonical annotation is absent or empty.
+#[test]
+fn item_7_allowlist_source_range_is_an_alias() {
+    let p = "nginx.ingress.kubernetes.io";
+    let (alias, alias_report) = import_one(&format!(
+        "{p}/whitelist-source-range: \"10.0.0.0/8, 192.168.1.7\""
+    ));
+    let (canonical, report) = import_one(&format!(
+        "{p}/allowlist-source-range: \"10.0.0.0/8, 192.168.1.7\""
+    ));
+    assert!(
+        alias.contains("allow_cidrs: [\"10.0.0.0/8\", \"192.168.1.7\"]"),
+        "{alias}"
+    );
+    assert_eq!(canonical, alias);
+    assert_eq!(
+        lines(&report),
+        lines(&alias_report.replace("/whitelist-source-range", "/allowlist-source-range")),
+    );
+    assert!(!report.contains(": not supported"), "{report}");
+    // Both: the canonical one is read, the alias reported as not read.
+    let (both, report) = import_one(&format!(
+        "{p}/allowlist-source-range: \"10.0.0.0/8\", {p}/whitelist-source-range: \"0.0.0.0/0\""
+    ));
+    assert!(both.contains("allow_cidrs: [\"10.0.0.0/8\"]"), "{both}");
+    assert!(!both.contains("0.0.0.0/0"), "{both}");
+    assert!(
+        report.contains(&format!(
+            "t/a: {p}/whitelist-source-range: mapped (not read: {p}/allowlist-source-range is given, \
+             and ingress-nginx reads its alias only when it is not)"
+        )),
+        "{report}"
+    );
+    // An empty canonical value is absent to ingress-nginx: the alias is read.
+    let (empty, _) = import_one(&format!(
+        "{p}/allowlist-source-range: \"\", {p}/whitelist-source-range: \"10.0.0.0/8\""
+    ));
+    assert!(empty.contains("allow_cidrs: [\"10.0.0.0/8\"]"), "{empty}");
+    // A canonical value that does not parse withholds, as the alias's does.
+    let (broken, report) = import_one(&format!(
+        "{p}/allowlist-source-range: \"10.0.0.0/8, office\""
+    ));
+    assert!(!broken.contains("a.example.com"), "{broken}");
+    assert!(
+        report.contains("t/a: paths: not supported (not imported:"),
+        "{report}"
+    );
+}
+
+/// Issue 39 item 7: `limit-allowlist` is read as `limit-whitelist` is.
+#[test]
+fn item_7_limit_allowlist_is_an_alias() {
+    let p = "nginx.ingress.kubernetes.io";
+    let limits = format!("{p}/limit-rps: \"5\", {p}/limit-connections: \"2\"");
+    let (alias, alias_report) =
+        import_one(&format!("{limits}, {p}/limit-whitelist: \"10.0.0.0/8\""));
+    let (canonical, report) = import_one(&format!("{limits}, {p}/limit-allowlist: \"10.0.0.0/8\""));
+    assert!(
+        alias.contains("limit_exempt_cidrs: [\"10.0.0.0/8\"]"),
+        "{alias}"
+    );
+    assert_eq!(canonical, alias);
+    assert_eq!(
+        lines(&report),
+        lines(&alias_report.replace("/limit-whitelist", "/limit-allowlist"))
+    );
+    assert!(
+        report.contains(&format!(
+            "t/a: {p}/limit-allowlist: approximated (limit_exempt_cidrs:"
+        )),
+        "{report}"
+    );
+    let (both, report) = import_one(&format!(
+        "{limits}, {p}/limit-allowlist: \"10.0.0.0/8\", {p}/limit-whitelist: \"192.168.0.0/16\""
+    ));
+    assert!(
+        both.contains("limit_exempt_cidrs: [\"10.0.0.0/8\"]"),
+        "{both}"
+    );
+    assert!(!both.contains("192.168.0.0/16"), "{both}");
+    assert!(
+        report.contains(&format!(
+            "t/a: {p}/limit-whitelist: mapped (not read: {p}/limit-allowlist is given, \
+             and ingress-nginx reads its alias only when it is not)"
+        )),
+        "{report}"
+    );
+}

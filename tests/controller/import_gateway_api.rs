@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use yaml_rust2::{Yaml, YamlEmitter, YamlLoader};
 
 /// The gateway class and controller of the Gateway the import writes.
-const GATEWAY_CONTROLLER: &str = "fairgate.dev/gateway-controller";
+pub(crate) const GATEWAY_CONTROLLER: &str = "fairgate.dev/gateway-controller";
 
 /// What one request got back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,7 +234,7 @@ impl reqwest::dns::Resolve for Loopback {
 }
 
 /// The policy text with `edit` applied to its tree.
-fn edited(text: &str, edit: impl FnOnce(&mut yaml_rust2::yaml::Hash)) -> String {
+pub(crate) fn edited(text: &str, edit: impl FnOnce(&mut yaml_rust2::yaml::Hash)) -> String {
     let mut doc = YamlLoader::load_from_str(text).unwrap().remove(0);
     let Yaml::Hash(top) = &mut doc else {
         panic!("not a mapping: {text}")
@@ -245,7 +245,7 @@ fn edited(text: &str, edit: impl FnOnce(&mut yaml_rust2::yaml::Hash)) -> String 
     out
 }
 
-fn set(top: &mut yaml_rust2::yaml::Hash, key: &str, yaml: &str) {
+pub(crate) fn set(top: &mut yaml_rust2::yaml::Hash, key: &str, yaml: &str) {
     let value = YamlLoader::load_from_str(yaml).unwrap().remove(0);
     top.insert(Yaml::String(key.into()), value);
 }
@@ -284,7 +284,7 @@ async fn start(api: KubeApi, dir: &Path, base: String, pod: &str, tls: SocketAdd
 
 /// The objects a cluster adds to the case's manifests, copied from the
 /// Ingress door's stand-in into the Gateway door's.
-fn copy_cluster(from: &KubeApi, to: &KubeApi) {
+pub(crate) fn copy_cluster(from: &KubeApi, to: &KubeApi) {
     for gvr in [
         "v1/services",
         "discovery.k8s.io/v1/endpointslices",

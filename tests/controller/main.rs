@@ -16,6 +16,7 @@ mod gateway_api_policy;
 mod gateway_api_refs;
 mod import;
 mod import_gateway_api;
+mod import_gateway_api_built;
 mod import_served;
 mod kit;
 mod kube_api;

@@ -242,6 +242,10 @@ pub struct Translation {
     /// Ingresses'.
     pub policy: String,
     pub statuses: Vec<StatusWrite>,
+    /// Where each of the policy's certificates comes from, in its order
+    /// (`Gateway NS/NAME, listener https (Secret NS/NAME)`): what a
+    /// problem the reader finds in one names.
+    pub certificates: Vec<String>,
 }
 
 /// Translates the Gateway served and `routes` (some of `routes(..)`;
@@ -257,12 +261,13 @@ pub fn translate(
         return Translation {
             policy: String::new(),
             statuses,
+            certificates: Vec::new(),
         };
     };
     let grants = Grants::new(objects);
     let labels = attach::namespace_labels(objects);
     let mut listeners = attach::listeners(&spec);
-    let certificates = certificates(objects, gw, &mut listeners, &grants);
+    let (certificates, origins) = certificates(objects, gw, &mut listeners, &grants);
     let policies = policies(objects);
     let mut entries = Vec::new();
     let mut pools = BTreeMap::new();
@@ -303,6 +308,7 @@ pub fn translate(
     Translation {
         policy: yaml(&Node::Map(root)),
         statuses,
+        certificates: origins,
     }
 }
 
@@ -400,15 +406,26 @@ fn one_route(
     (Some(out), status)
 }
 
-/// The certificates of the HTTPS listeners, from their Secrets; a listener
-/// whose Secret is missing, not granted or broken is told so.
+/// One Secret's certificate as the HTTPS listeners naming it use it.
+struct ListenerCert {
+    cert: String,
+    key: String,
+    /// The listeners' hostnames; any host when one has none.
+    hosts: BTreeSet<String>,
+    any: bool,
+    listeners: Vec<String>,
+}
+
+/// The certificates of the HTTPS listeners, from their Secrets, and where
+/// each comes from; a listener whose Secret is missing, not granted or
+/// broken is told so.
 fn certificates(
     objects: &[Object],
     gw: &Object,
     listeners: &mut [Served],
     grants: &Grants,
-) -> Vec<Node> {
-    let mut out: BTreeMap<String, (Node, Node, BTreeSet<String>, bool)> = BTreeMap::new();
+) -> (Vec<Node>, Vec<String>) {
+    let mut out: BTreeMap<String, ListenerCert> = BTreeMap::new();
     for s in listeners
         .iter_mut()
         .filter(|s| s.listener.protocol == "HTTPS")
@@ -416,31 +433,42 @@ fn certificates(
         let tls = s.listener.tls.clone().unwrap_or_default();
         match listener_secret(objects, gw, &tls, grants) {
             Ok((id, cert, key)) => {
-                let entry = out.entry(id).or_insert((
-                    Node::str(cert),
-                    Node::str(key),
-                    BTreeSet::new(),
-                    false,
-                ));
+                let entry = out.entry(id).or_insert(ListenerCert {
+                    cert,
+                    key,
+                    hosts: BTreeSet::new(),
+                    any: false,
+                    listeners: Vec::new(),
+                });
+                entry.listeners.push(s.listener.name.clone());
                 match &s.listener.hostname {
                     Some(h) => {
-                        entry.2.insert(h.clone());
+                        entry.hosts.insert(h.clone());
                     }
-                    None => entry.3 = true,
+                    None => entry.any = true,
                 }
             }
             Err((reason, message)) => s.unresolved = Some((reason, message)),
         }
     }
-    out.into_values()
-        .map(|(cert, key, hosts, any)| {
-            let mut fields = vec![("cert_pem".to_string(), cert), ("key_pem".to_string(), key)];
-            if !any && !hosts.is_empty() {
-                fields.push(("hosts".into(), Node::strs(hosts)));
+    out.into_iter()
+        .map(|(id, c)| {
+            let mut fields = vec![
+                ("cert_pem".to_string(), Node::str(c.cert)),
+                ("key_pem".to_string(), Node::str(c.key)),
+            ];
+            if !c.any && !c.hosts.is_empty() {
+                fields.push(("hosts".into(), Node::strs(c.hosts)));
             }
-            Node::Map(fields)
+            let s = if c.listeners.len() == 1 { "" } else { "s" };
+            let origin = format!(
+                "Gateway {}, listener{s} {} (Secret {id})",
+                gw.id(),
+                c.listeners.join(", ")
+            );
+            (Node::Map(fields), origin)
         })
-        .collect()
+        .unzip()
 }
 
 fn listener_secret(

@@ -6,13 +6,16 @@
 //! rewrites, literal header edits) in the route and the rest (auth,
 //! limits, concurrency, CIDRs, body size, CORS, retries, timeouts, app
 //! root, template rewrites and header edits) in a fairgate RoutePolicy its
-//! rule names by an ExtensionRef. The Gateway has an HTTP listener and an
-//! HTTPS listener per TLS host, naming the Secret (with a ReferenceGrant
-//! where it lives in another namespace). The base policy (server, store,
-//! auth methods, limits and concurrency policies the RoutePolicies name)
-//! is written apart, for the controller's ConfigMap. Whatever cannot be
-//! carried is a `not supported` line of the report and its route is left
-//! out, never served differently.
+//! rule names by an ExtensionRef. The Gateway has an HTTP listener, an
+//! HTTPS listener for any host and one per TLS host, naming the Secret
+//! (with a ReferenceGrant where it lives in another namespace); past the
+//! 64 listeners the Gateway API allows, the hosts are shared among
+//! Gateways `NAME`, `NAME-2`, ..., each with listeners of its own and its
+//! routes attached to it. The base policy (server, store, auth methods,
+//! limits and concurrency policies the RoutePolicies name) is written
+//! apart, one per Gateway, for the ConfigMap of the controller serving it.
+//! Whatever cannot be carried is a `not supported` line of the report and
+//! its route is left out, never served differently.
 
 use std::collections::BTreeMap;
 
@@ -24,20 +27,71 @@ mod filters;
 
 use filters::carry;
 
-/// The manifests, the base policy and what became of each route.
+/// The manifests, the base policy of each Gateway (the first's for
+/// `--base`, then `NAME-2`'s, ...) and what became of each route.
 pub struct Converted {
     pub manifests: String,
-    pub base: String,
+    pub bases: Vec<String>,
     pub report: Vec<Line>,
 }
+
+/// The most listeners the Gateway API's CRD lets one Gateway have.
+pub const MAX_LISTENERS: usize = 64;
 
 /// What every route's conversion reads.
 struct Cx<'a> {
     options: &'a Options,
-    gateway: (String, String),
+    /// The Gateways' namespace.
+    namespace: String,
     pools: &'a Map<String, Value>,
+    gateways: Vec<Part>,
+}
+
+/// One Gateway written.
+struct Part {
+    name: String,
     /// HTTPS listeners by name, with the host each covers (None: any).
     https: Vec<(String, Option<String>)>,
+    /// The certificate (of the policy's) its listener for any host names,
+    /// which its base policy keeps as the default.
+    default: usize,
+    /// The hosts of its HTTPS listeners, for the report.
+    hosts: Vec<String>,
+}
+
+/// One HTTPS listener to write: the host it covers (None: any), its
+/// Secret, and the policy's certificate that is the Secret's mount.
+#[derive(Clone)]
+struct Tls {
+    host: Option<String>,
+    namespace: String,
+    secret: String,
+    cert: usize,
+}
+
+impl Cx<'_> {
+    /// The Gateway a route of `host` attaches to: the one with the HTTPS
+    /// listener of its host (exact, else a wildcard covering it), else
+    /// the first.
+    fn home(&self, host: Option<&str>) -> usize {
+        let Some(h) = host else { return 0 };
+        let with = |fits: &dyn Fn(&str) -> bool| {
+            self.gateways
+                .iter()
+                .position(|g| g.https.iter().any(|(_, l)| l.as_deref().is_some_and(fits)))
+        };
+        with(&|l| l == h)
+            .or_else(|| with(&|l| covers(l, h)))
+            .unwrap_or(0)
+    }
+}
+
+/// Whether listener hostname `listener` (maybe `*.example.com`) covers `host`.
+fn covers(listener: &str, host: &str) -> bool {
+    listener == host
+        || listener
+            .strip_prefix('*')
+            .is_some_and(|s| host.ends_with(s))
 }
 
 /// Converts the policy text `policy::run` wrote from `objects`.
@@ -50,16 +104,16 @@ pub fn convert(objects: &[Object], options: &Options, policy: &str) -> Converted
     };
     let empty = Map::new();
     let pools = policy["upstreams"].as_object().unwrap_or(&empty);
-    let (gateway_doc, grants, https) = gateway_objects(&policy, options, &gateway);
+    let (gateway_docs, grants, gateways) = gateway_objects(&policy, options, &gateway);
     let cx = Cx {
         options,
-        gateway,
+        namespace: gateway.0,
         pools,
-        https,
+        gateways,
     };
-    let mut docs = vec![gateway_doc];
+    let mut docs = gateway_docs;
     docs.extend(grants);
-    let mut report = Vec::new();
+    let mut report = split_lines(&cx);
     let owners = owners(objects);
     for route in policy["routes"].as_array().into_iter().flatten() {
         let name = route["name"].as_str().unwrap_or_default();
@@ -92,11 +146,50 @@ pub fn convert(objects: &[Object], options: &Options, policy: &str) -> Converted
         .map(|d| yaml(&json_node(d)))
         .collect::<Vec<_>>()
         .join("---\n");
+    let split = cx.gateways.len() > 1;
     Converted {
         manifests: format!("{HEADER}{manifests}"),
-        base: base(&policy, options),
+        bases: cx
+            .gateways
+            .iter()
+            .map(|g| base(&policy, &cx.namespace, g, split))
+            .collect(),
         report,
     }
+}
+
+/// A line for each Gateway past the first: where its hosts now are.
+fn split_lines(cx: &Cx<'_>) -> Vec<Line> {
+    let Some(first) = cx.gateways.first() else {
+        return Vec::new();
+    };
+    cx.gateways
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(k, g)| {
+            let why = format!(
+                "the Gateway API allows a Gateway {MAX_LISTENERS} listeners: the HTTPS listeners of {} hosts \
+                 ({} ... {}) are on Gateway {ns}/{name}, with an http listener and an https one for any host \
+                 of its own, and their routes attach to it; one fairgate deployment serves one Gateway: serve it \
+                 with the base policy written next to --base with -{n} (kubernetes.gateway {ns}/{name}, \
+                 lease_name fairgate-{name}) and a Service of its own, and point these hosts at its address, not \
+                 {ns}/{}'s",
+                g.hosts.len(),
+                g.hosts.first().map_or("", String::as_str),
+                g.hosts.last().map_or("", String::as_str),
+                first.name,
+                ns = cx.namespace,
+                name = g.name,
+                n = k + 1,
+            );
+            Line {
+                subject: "gateway-api".into(),
+                item: format!("gateway {}/{}", cx.namespace, g.name),
+                verdict: Verdict::Approximated(why),
+            }
+        })
+        .collect()
 }
 
 const HEADER: &str =
@@ -113,24 +206,47 @@ fn line(subject: &str, item: &str, verdict: Verdict) -> Line {
 }
 
 /// The import's policy without what the Gateway API objects now say
-/// (routes, pools, all certificates but the first, which the reader needs
-/// as the default), serving the Gateway.
-fn base(policy: &Value, options: &Options) -> String {
+/// (routes, pools, all certificates but the one of the Gateway's listener
+/// for any host, which the reader needs as the default), serving Gateway
+/// `gateway` (with a Lease of its own when there are several).
+fn base(policy: &Value, namespace: &str, gateway: &Part, split: bool) -> String {
     let mut base = policy.clone();
     if let Some(top) = base.as_object_mut() {
         top.remove("routes");
         top.remove("upstreams");
-        top.insert("kubernetes".into(), json!({"gateway": options.gateway}));
+        let mut kubernetes = json!({"gateway": format!("{namespace}/{}", gateway.name)});
+        if split {
+            kubernetes["lease_name"] = json!(format!("fairgate-{}", gateway.name));
+        }
+        top.insert("kubernetes".into(), kubernetes);
     }
-    if let Some(certs) = base["server"]["tls"]["certificates"].as_array_mut() {
-        certs.truncate(1);
+    // `get_mut`, not indexing, which would write `tls: {certificates:
+    // null}` into a policy without TLS.
+    let certs = base
+        .get_mut("server")
+        .and_then(|s| s.get_mut("tls"))
+        .and_then(|t| t.get_mut("certificates"))
+        .and_then(Value::as_array_mut);
+    if let Some(certs) = certs {
+        let default = certs.get(gateway.default).cloned();
+        certs.clear();
+        certs.extend(default);
         if let Some(first) = certs.first_mut().and_then(Value::as_object_mut) {
             first.remove("hosts");
         }
     }
-    let head = "# The base policy of `fairgate import ingress-nginx --to gateway-api`: the\n\
+    let head = match split {
+        false => "# The base policy of `fairgate import ingress-nginx --to gateway-api`: the\n\
 # controller's ConfigMap. Its auth methods, limits and concurrency policies\n\
-# are the ones the RoutePolicies name.\n";
+# are the ones the RoutePolicies name.\n"
+            .to_string(),
+        true => format!(
+            "# The base policy of `fairgate import ingress-nginx --to gateway-api` for\n\
+# Gateway {namespace}/{}: the ConfigMap of the controller serving it. Its auth\n\
+# methods, limits and concurrency policies are the ones the RoutePolicies name.\n",
+            gateway.name
+        ),
+    };
     format!("{head}{}", yaml(&json_node(&base)))
 }
 
@@ -165,30 +281,100 @@ fn owner<'a>(
         .map(|(_, owner)| owner)
 }
 
-/// The Gateway (an HTTP listener, an HTTPS listener for each host of each
-/// certificate), the ReferenceGrants its Secrets need, and its HTTPS
-/// listeners with their hosts.
-#[allow(clippy::type_complexity)]
+/// The Gateways (an HTTP listener, an HTTPS listener for any host and one
+/// for each host of each certificate, shared among Gateways of at most
+/// `MAX_LISTENERS`), the ReferenceGrants their Secrets need, and what
+/// each holds.
 fn gateway_objects(
     policy: &Value,
     options: &Options,
     (gw_ns, gw_name): &(String, String),
-) -> (Value, Vec<Value>, Vec<(String, Option<String>)>) {
+) -> (Vec<Value>, Vec<Value>, Vec<Part>) {
+    let tls = tls_listeners(policy, options);
+    let (any, hosts): (Vec<&Tls>, Vec<&Tls>) = tls.iter().partition(|t| t.host.is_none());
+    // Each Gateway's own `http` and `https` (any host) come first.
+    let chunks: Vec<&[&Tls]> = match hosts.is_empty() {
+        true => vec![&[]],
+        false => hosts.chunks(MAX_LISTENERS - 2).collect(),
+    };
+    let mut grants: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let (mut docs, mut parts) = (Vec::new(), Vec::new());
+    for (k, chunk) in chunks.into_iter().enumerate() {
+        // The first Gateway's listener for any host has the first
+        // certificate, as the import's policy's default; another's, the
+        // certificate of its first host.
+        let default = match k {
+            0 => any.first().map(|t| (*t).clone()),
+            _ => chunk.first().map(|t| Tls {
+                host: None,
+                ..(*t).clone()
+            }),
+        };
+        let name = match k {
+            0 => gw_name.clone(),
+            k => format!("{gw_name}-{}", k + 1),
+        };
+        let mine: Vec<&Tls> = default.iter().chain(chunk.iter().copied()).collect();
+        for t in mine.iter().filter(|t| t.namespace != *gw_ns) {
+            grants
+                .entry(t.namespace.clone())
+                .or_default()
+                .push(t.secret.clone());
+        }
+        let (doc, part) = one_gateway(&name, gw_ns, options, &mine);
+        docs.push(doc);
+        parts.push(part);
+    }
+    let grants = reference_grants(grants, gw_ns, gw_name);
+    (docs, grants, parts)
+}
+
+/// One Gateway of an `http` listener and the HTTPS listeners of `tls`
+/// (its listener for any host first).
+fn one_gateway(name: &str, ns: &str, options: &Options, tls: &[&Tls]) -> (Value, Part) {
     let all = json!({"namespaces": {"from": "All"}});
     let mut listeners =
         vec![json!({"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": all})];
     let mut https = Vec::new();
-    let mut grants: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (n, t) in tls.iter().enumerate() {
+        let listener_name = match n {
+            0 => "https".to_string(),
+            n => format!("https-{n}"),
+        };
+        let mut listener = json!({
+            "name": listener_name, "port": 443, "protocol": "HTTPS", "allowedRoutes": all,
+            "tls": {"mode": "Terminate", "certificateRefs": [
+                {"group": "", "kind": "Secret", "name": t.secret, "namespace": t.namespace}]}
+        });
+        if let Some(h) = &t.host {
+            listener["hostname"] = json!(h);
+        }
+        listeners.push(listener);
+        https.push((listener_name, t.host.clone()));
+    }
+    let gateway = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"gatewayClassName": options.gateway_class, "listeners": listeners}
+    });
+    let part = Part {
+        name: name.to_string(),
+        default: tls.first().map_or(0, |t| t.cert),
+        hosts: tls.iter().filter_map(|t| t.host.clone()).collect(),
+        https,
+    };
+    (gateway, part)
+}
+
+/// The HTTPS listeners the policy's certificates ask for: one for any host
+/// with the first certificate (as the base policy's default does), then
+/// one for each host of each certificate, each host once; only
+/// certificates mounted from a Secret (`--tls-dir/NAMESPACE/SECRET/`).
+fn tls_listeners(policy: &Value, options: &Options) -> Vec<Tls> {
     let prefix = format!("{}/", options.tls_dir.trim_end_matches('/'));
     let certs = policy["server"]["tls"]["certificates"].as_array();
-    // The first certificate also answers any host on a listener of its
-    // own, as the base policy's default does.
-    let first = certs.and_then(|c| c.first()).map(|c| {
-        let mut any = c.clone();
-        any["hosts"] = json!([]);
-        any
-    });
-    for cert in first.iter().chain(certs.into_iter().flatten()) {
+    let mut out: Vec<Tls> = Vec::new();
+    for (i, cert) in certs.into_iter().flatten().enumerate() {
         let path = cert["cert_file"].as_str().unwrap_or_default();
         let Some(rest) = path.strip_prefix(&prefix) else {
             continue;
@@ -197,43 +383,26 @@ fn gateway_objects(
         let [ns, secret, _] = parts[..] else {
             continue;
         };
-        let hosts: Vec<Option<String>> = match cert["hosts"].as_array() {
+        let mut hosts: Vec<Option<String>> = match cert["hosts"].as_array() {
             Some(h) if !h.is_empty() => h.iter().map(|h| h.as_str().map(String::from)).collect(),
             _ => vec![None],
         };
+        if i == 0 {
+            hosts.insert(0, None);
+        }
         for host in hosts {
-            if https.iter().any(|(_, h)| *h == host) {
+            if out.iter().any(|t| t.host == host) {
                 continue;
             }
-            let name = match https.len() {
-                0 => "https".to_string(),
-                n => format!("https-{n}"),
-            };
-            let mut listener = json!({
-                "name": name, "port": 443, "protocol": "HTTPS", "allowedRoutes": all,
-                "tls": {"mode": "Terminate", "certificateRefs": [
-                    {"group": "", "kind": "Secret", "name": secret, "namespace": ns}]}
+            out.push(Tls {
+                host,
+                namespace: ns.to_string(),
+                secret: secret.to_string(),
+                cert: i,
             });
-            if let Some(h) = &host {
-                listener["hostname"] = json!(h);
-            }
-            listeners.push(listener);
-            https.push((name, host));
-            if ns != gw_ns {
-                grants
-                    .entry(ns.to_string())
-                    .or_default()
-                    .push(secret.to_string());
-            }
         }
     }
-    let gateway = json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": gw_name, "namespace": gw_ns},
-        "spec": {"gatewayClassName": options.gateway_class, "listeners": listeners}
-    });
-    let grants = reference_grants(grants, gw_ns, gw_name);
-    (gateway, grants, https)
+    out
 }
 
 /// A ReferenceGrant in each namespace whose Secrets the Gateway names.
@@ -298,7 +467,8 @@ fn one_route(
     }
     let rules = rules(route, ns, &matched, &filters, backends, cx, &mut notes)?;
     let https_redirect = route["https_redirect"].as_bool() == Some(true);
-    let parents = parents(m["host"].as_str(), https_redirect, cx)?;
+    let home = cx.home(m["host"].as_str());
+    let parents = parents(m["host"].as_str(), https_redirect, cx, home)?;
     let kind = if grpc { "GRPCRoute" } else { "HTTPRoute" };
     let object = |name: &str, parents: Vec<Value>, rules: Vec<Value>| {
         let mut spec = json!({"parentRefs": parents, "rules": rules});
@@ -315,7 +485,7 @@ fn one_route(
         let rule = json!({"matches": [http_match(m)?], "filters": [to_https]});
         let mut plain = object(
             &format!("{name}-to-https"),
-            vec![parent_ref(cx, Some("http"))],
+            vec![parent_ref(cx, home, Some("http"))],
             vec![rule],
         );
         plain["kind"] = json!("HTTPRoute");
@@ -330,30 +500,36 @@ fn one_route(
     Ok((out, notes))
 }
 
-fn parent_ref(cx: &Cx<'_>, section: Option<&str>) -> Value {
-    let mut p = json!({"name": cx.gateway.1, "namespace": cx.gateway.0});
+/// Gateway `home` (of `cx.gateways`), or its listener `section`.
+fn parent_ref(cx: &Cx<'_>, home: usize, section: Option<&str>) -> Value {
+    let mut p = json!({"name": cx.gateways[home].name, "namespace": cx.namespace});
     if let Some(s) = section {
         p["sectionName"] = json!(s);
     }
     p
 }
 
-/// Where the route attaches: the whole Gateway, or (when plain HTTP is
-/// redirected) only the HTTPS listeners that cover its host.
-fn parents(host: Option<&str>, https_redirect: bool, cx: &Cx<'_>) -> Result<Vec<Value>, String> {
+/// Where the route attaches: the whole of Gateway `home`, or (when plain
+/// HTTP is redirected) only its HTTPS listeners that cover its host.
+fn parents(
+    host: Option<&str>,
+    https_redirect: bool,
+    cx: &Cx<'_>,
+    home: usize,
+) -> Result<Vec<Value>, String> {
     if !https_redirect {
-        return Ok(vec![parent_ref(cx, None)]);
+        return Ok(vec![parent_ref(cx, home, None)]);
     }
-    let covers = |listener: &Option<String>| match (listener, host) {
+    let fits = |listener: &Option<String>| match (listener, host) {
         (None, _) => true,
-        (Some(l), Some(h)) => l == h || l.strip_prefix('*').is_some_and(|s| h.ends_with(s)),
+        (Some(l), Some(h)) => covers(l, h),
         (Some(_), None) => false,
     };
-    let parents: Vec<Value> = cx
+    let parents: Vec<Value> = cx.gateways[home]
         .https
         .iter()
-        .filter(|(_, l)| covers(l))
-        .map(|(name, _)| parent_ref(cx, Some(name)))
+        .filter(|(_, l)| fits(l))
+        .map(|(name, _)| parent_ref(cx, home, Some(name)))
         .collect();
     if parents.is_empty() {
         return Err(

@@ -155,8 +155,12 @@ fn spec_of(object: &Value) -> Value {
     spec
 }
 
-/// A kubernetes.io/tls Secret must hold tls.crt and tls.key.
+/// A kubernetes.io/tls Secret must hold tls.crt and tls.key; a Gateway
+/// has at most 64 listeners (the Gateway API CRD's `maxItems`).
 fn validate(r: &Resource, object: &Value) -> Result<(), ApiError> {
+    if r.kind == "Gateway" {
+        return gateway_listeners(object);
+    }
     if r.kind != "Secret" || object["type"] != "kubernetes.io/tls" {
         return Ok(());
     }
@@ -175,6 +179,26 @@ fn validate(r: &Resource, object: &Value) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// The CRD's schema refuses a Gateway of more than 64 listeners, in the
+/// words of the API server's OpenAPI validation.
+fn gateway_listeners(object: &Value) -> Result<(), ApiError> {
+    let n = object["spec"]["listeners"].as_array().map_or(0, Vec::len);
+    if n <= 64 {
+        return Ok(());
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or("");
+    let message = format!(
+        "Gateway.gateway.networking.k8s.io {name:?} is invalid: spec.listeners: Too many: {n}: must have at most 64 items"
+    );
+    let cause = json!({"reason": "FieldValueTooMany", "message": format!("Too many: {n}: must have at most 64 items"),
+        "field": "spec.listeners"});
+    let details = json!({"name": name, "group": "gateway.networking.k8s.io", "kind": "Gateway", "causes": [cause]});
+    Err(ApiError {
+        details: Some(details),
+        ..ApiError::new(422, "Invalid", message)
+    })
 }
 
 impl Store {
