@@ -4,17 +4,21 @@
 //! (the Ingress's uid, reason and message), so the same note is written
 //! once however often it is built, by however many replicas (the second
 //! create is a 409 Conflict); this process also remembers what it wrote,
-//! and writes at most `PER_BUILD` Events a build.
+//! and writes at most `PER_BUILD` Events a build. A Warning whose cause
+//! stands (the last build said it again) is written again every
+//! `kubernetes.event_refresh`, its count raised, so the API server's
+//! Event TTL (an hour by default) never hides why an Ingress is withheld.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::compose::Note;
 use super::Pod;
@@ -25,24 +29,44 @@ const PER_BUILD: usize = 100;
 /// The most Events remembered as written.
 const REMEMBERED: usize = 100_000;
 
+/// What this process wrote, by Event key: when, last, and how often.
+type Written = Arc<Mutex<HashMap<u64, (Instant, i32)>>>;
+/// The last build's Warnings: their keys and Events.
+type Standing = Arc<Mutex<Vec<(u64, Event)>>>;
+
 pub struct Recorder {
     client: kube::Client,
     pod: Pod,
-    written: Arc<Mutex<HashSet<u64>>>,
+    written: Written,
+    standing: Standing,
 }
 
 impl Recorder {
-    pub fn new(client: kube::Client, pod: Pod) -> Recorder {
-        Recorder {
+    /// A recorder whose standing Warnings are written again every `refresh`.
+    pub fn new(client: kube::Client, pod: Pod, refresh: Duration) -> Recorder {
+        let recorder = Recorder {
             client,
             pod,
             written: Default::default(),
-        }
+            standing: Default::default(),
+        };
+        let (client, written) = (recorder.client.clone(), recorder.written.clone());
+        let standing = recorder.standing.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval((refresh / 4).max(Duration::from_millis(250)));
+            loop {
+                tick.tick().await;
+                refresh_standing(&client, &written, &standing, refresh).await;
+            }
+        });
+        recorder
     }
 
-    /// Writes the Events of a build's notes not written before.
+    /// Writes the Events of a build's notes not written before, and keeps
+    /// its Warnings as the standing ones.
     pub fn record(&self, objects: &[Object], notes: Vec<Note>) {
         let mut todo = Vec::new();
+        let mut standing = Vec::new();
         {
             let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
             if written.len() > REMEMBERED {
@@ -57,22 +81,84 @@ impl Recorder {
                 };
                 let uid = ing.text(&["metadata", "uid"]).unwrap_or_default();
                 let key = digest(&(&uid, note.reason, &note.message));
-                if todo.len() < PER_BUILD && written.insert(key) {
-                    todo.push(event(ing, &uid, key, &note, &self.pod));
+                let ev = event(ing, &uid, key, &note, &self.pod);
+                if note.warning && standing.len() < REMEMBERED {
+                    standing.push((key, ev.clone()));
+                }
+                if todo.len() < PER_BUILD && !written.contains_key(&key) {
+                    written.insert(key, (Instant::now(), 1));
+                    todo.push(ev);
                 }
             }
         }
+        *self.standing.lock().unwrap_or_else(|e| e.into_inner()) = standing;
         let client = self.client.clone();
         tokio::spawn(async move {
-            for (ns, ev) in todo {
-                let api: Api<Event> = Api::namespaced(client.clone(), &ns);
-                if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                    if !matches!(&e, kube::Error::Api(s) if s.code == 409) {
-                        tracing::warn!(error = %e, "kubernetes.event_failed");
-                    }
-                }
+            for ev in todo {
+                create(&client, &ev).await;
             }
         });
+    }
+}
+
+/// Writes again each standing Warning last written `refresh` ago or more:
+/// its count raised and its last time now (a merge patch: the controller
+/// may create and patch Events, nothing more), or made anew where the API
+/// server has let it expire.
+async fn refresh_standing(
+    client: &kube::Client,
+    written: &Written,
+    standing: &Standing,
+    refresh: Duration,
+) {
+    let due: Vec<(Event, i32)> = {
+        let standing = standing.lock().unwrap_or_else(|e| e.into_inner());
+        let mut written = written.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for (key, ev) in standing.iter() {
+            let (at, count) = written.get(key).copied().unwrap_or((now, 0));
+            if count == 0 || now.duration_since(at) >= refresh {
+                let count = count.saturating_add(1);
+                written.insert(*key, (now, count));
+                due.push((ev.clone(), count));
+            }
+            if due.len() >= PER_BUILD {
+                break;
+            }
+        }
+        due
+    };
+    for (ev, count) in due {
+        let (Some(ns), Some(name)) = (&ev.metadata.namespace, &ev.metadata.name) else {
+            continue;
+        };
+        let api: Api<Event> = Api::namespaced(client.clone(), ns);
+        let raised = serde_json::json!({
+            "count": count,
+            "lastTimestamp": Time(Timestamp::now()),
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&raised))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => create(client, &ev).await,
+            Err(e) => tracing::warn!(error = %e, "kubernetes.event_failed"),
+        }
+    }
+}
+
+/// Creates `ev`; one that exists already (another replica's) is fine.
+async fn create(client: &kube::Client, ev: &Event) {
+    let Some(ns) = &ev.metadata.namespace else {
+        return;
+    };
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    if let Err(e) = api.create(&PostParams::default(), ev).await {
+        if !matches!(&e, kube::Error::Api(s) if s.code == 409) {
+            tracing::warn!(error = %e, "kubernetes.event_failed");
+        }
     }
 }
 
@@ -82,10 +168,10 @@ fn digest(value: &impl Hash) -> u64 {
     h.finish()
 }
 
-fn event(ing: &Object, uid: &str, key: u64, note: &Note, pod: &Pod) -> (String, Event) {
+fn event(ing: &Object, uid: &str, key: u64, note: &Note, pod: &Pod) -> Event {
     let now = Time(Timestamp::now());
     let base: String = ing.name.chars().take(200).collect();
-    let ev = Event {
+    Event {
         metadata: ObjectMeta {
             name: Some(format!("{base}.{key:016x}")),
             namespace: Some(ing.namespace.clone()),
@@ -113,6 +199,5 @@ fn event(ing: &Object, uid: &str, key: u64, note: &Note, pod: &Pod) -> (String, 
         last_timestamp: Some(now),
         count: Some(1),
         ..Default::default()
-    };
-    (ing.namespace.clone(), ev)
+    }
 }

@@ -164,7 +164,7 @@ async fn run(
         tokio::spawn(w.run(client.clone(), cache.clone()));
     }
     let mut named = NamedWatches::default();
-    let recorder = events::Recorder::new(client.clone(), pod.clone());
+    let recorder = events::Recorder::new(client.clone(), pod.clone(), settings.event_refresh);
     let publisher = status::Publisher::start(client.clone(), pod, settings.clone());
     let mut composer = Some(Composer::new(settings, base.clone()));
     loop {

@@ -107,6 +107,8 @@ pub struct Kubernetes {
     /// The Lease whose holder writes Ingress status.
     pub lease_name: String,
     pub lease_duration: Duration,
+    /// How often a Warning Event whose cause stands is written again.
+    pub event_refresh: Duration,
     /// ingress-nginx pods that enforced the limit annotations, each on its
     /// own: the fleet-wide limits are that many times an annotation's.
     pub nginx_replicas: u64,

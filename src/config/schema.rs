@@ -32,6 +32,7 @@ pub const KUBERNETES: &[&str] = &[
     "annotation_prefix",
     "lease_name",
     "lease_duration",
+    "event_refresh",
     "nginx_replicas",
     "gateway",
     "gateway_controller",

@@ -320,3 +320,62 @@ async fn a_tls_ingress_on_a_gateway_without_a_tls_listener_is_told_so() {
     });
     assert!(told, "{:?}", api.list(EVENTS, "shop"));
 }
+
+/// The Warning Events of `ingress`: (name, count) of each.
+fn warnings(api: &KubeApi, ingress: &str) -> Vec<(String, i64)> {
+    api.list(EVENTS, "shop")
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == ingress && e["type"] == "Warning")
+        .map(|e| {
+            let name = e["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            (name, e["count"].as_i64().unwrap_or(0))
+        })
+        .collect()
+}
+
+/// Issue 39, item 7: the API server deletes an Event an hour after its
+/// last write, while a withheld Ingress stays withheld: its Warning is
+/// written again every `kubernetes.event_refresh` (count raised), made
+/// anew once it has expired, and left alone once its cause is gone.
+#[tokio::test]
+async fn item_7_a_withheld_ingress_keeps_its_warning_while_the_cause_stands() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let kc = api.kubeconfig(dir.path());
+    let mut regex = shop_ingress("regex", "re.example", "/(a");
+    regex["metadata"]["annotations"] =
+        serde_json::json!({"nginx.ingress.kubernetes.io/use-regex": "true"});
+    regex["spec"]["rules"][0]["http"]["paths"][0]["pathType"] = "ImplementationSpecific".into();
+    api.apply(regex);
+    let gw = controller(&base_policy("  event_refresh: 1s\n"), &kc, "fairgate-0").await;
+    let withheld = || warnings(&api, "regex");
+    let raised = api.wait_for(Duration::from_secs(10), |_| {
+        withheld().iter().any(|(_, count)| *count >= 3)
+    });
+    assert!(raised, "not written again: {:?}\n{}", withheld(), gw.logs());
+
+    // Expired (the API server's TTL, as a delete): made anew.
+    let names: Vec<String> = withheld().into_iter().map(|(n, _)| n).collect();
+    for name in &names {
+        api.delete(EVENTS, "shop", name);
+    }
+    assert!(withheld().is_empty());
+    let back = api.wait_for(Duration::from_secs(10), |_| !withheld().is_empty());
+    assert!(back, "not made anew after it expired\n{}", gw.logs());
+
+    // The cause gone: served, and its Warnings are no longer written.
+    let fixed = shop_ingress("regex", "re.example", "/a");
+    api.apply(fixed);
+    let served = eventually(Duration::from_secs(10), || async {
+        host_status(&gw, "re.example", "/a").await == 200
+    })
+    .await;
+    assert!(served, "{}", gw.logs());
+    let counts = withheld();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(withheld(), counts, "refreshed after its cause was gone");
+}

@@ -64,6 +64,10 @@ pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> 
             .unwrap_or_else(|| "nginx.ingress.kubernetes.io".into()),
         lease_name,
         lease_duration,
+        event_refresh: f
+            .get("event_refresh")
+            .and_then(|at| r.positive_duration(&at))
+            .unwrap_or(Duration::from_secs(30 * 60)),
         nginx_replicas: f
             .get("nginx_replicas")
             .and_then(|at| r.count(&at, "kubernetes.invalid"))
