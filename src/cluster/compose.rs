@@ -507,6 +507,8 @@ fn report_notes(report: &[import::Line], withheld: &BTreeMap<String, String>) ->
             let (warning, reason, why) = match &line.verdict {
                 Verdict::Mapped(_) => return None,
                 Verdict::Unsupported(why) if line.item == "paths" => (true, "Withheld", why),
+                // A Service with nothing to forward to: served, answering 503.
+                Verdict::Approximated(why) if line.item == "backend" => (true, "Unavailable", why),
                 Verdict::Approximated(why) => (false, "Approximated", why),
                 Verdict::Unsupported(why) => (true, "NotSupported", why),
             };

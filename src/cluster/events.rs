@@ -5,13 +5,15 @@
 //! once however often it is built, by however many replicas (the second
 //! create is a 409 Conflict); this process also remembers what it wrote,
 //! and writes at most `PER_BUILD` Events a build. A Warning whose cause
-//! stands (the last build said it again) is written again every
-//! `kubernetes.event_refresh`, its count raised, so the API server's
-//! Event TTL (an hour by default) never hides why an Ingress is withheld.
+//! stands (the last build said it again; the first `STANDING` of them) is
+//! written again every `kubernetes.event_refresh` by the Lease holder, its
+//! count raised, so the API server's Event TTL (an hour by default) never
+//! hides why an Ingress is withheld.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,9 @@ use crate::import::Object;
 const PER_BUILD: usize = 100;
 /// The most Events remembered as written.
 const REMEMBERED: usize = 100_000;
+/// The most Warnings kept standing (and so written again), and written
+/// again in one refresh.
+const STANDING: usize = 1_000;
 
 /// What this process wrote, by Event key: when, last, and how often.
 type Written = Arc<Mutex<HashMap<u64, (Instant, i32)>>>;
@@ -42,8 +47,10 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// A recorder whose standing Warnings are written again every `refresh`.
-    pub fn new(client: kube::Client, pod: Pod, refresh: Duration) -> Recorder {
+    /// A recorder whose standing Warnings are written again every `refresh`
+    /// while this replica holds the Lease (`leader`), as status is.
+    pub fn new(client: kube::Client, pod: Pod, refresh: (Duration, Arc<AtomicBool>)) -> Recorder {
+        let (refresh, leader) = refresh;
         let recorder = Recorder {
             client,
             pod,
@@ -56,7 +63,9 @@ impl Recorder {
             let mut tick = tokio::time::interval((refresh / 4).max(Duration::from_millis(250)));
             loop {
                 tick.tick().await;
-                refresh_standing(&client, &written, &standing, refresh).await;
+                if leader.load(Ordering::Relaxed) {
+                    refresh_standing(&client, &written, &standing, refresh).await;
+                }
             }
         });
         recorder
@@ -82,7 +91,7 @@ impl Recorder {
                 let uid = ing.text(&["metadata", "uid"]).unwrap_or_default();
                 let key = digest(&(&uid, note.reason, &note.message));
                 let ev = event(ing, &uid, key, &note, &self.pod);
-                if note.warning && standing.len() < REMEMBERED {
+                if note.warning && standing.len() < STANDING {
                     standing.push((key, ev.clone()));
                 }
                 if todo.len() < PER_BUILD && !written.contains_key(&key) {
@@ -123,7 +132,7 @@ async fn refresh_standing(
                 written.insert(*key, (now, count));
                 due.push((ev.clone(), count));
             }
-            if due.len() >= PER_BUILD {
+            if due.len() >= STANDING {
                 break;
             }
         }

@@ -164,8 +164,7 @@ async fn run(
         tokio::spawn(w.run(client.clone(), cache.clone()));
     }
     let mut named = NamedWatches::default();
-    let recorder = events::Recorder::new(client.clone(), pod.clone(), settings.event_refresh);
-    let publisher = status::Publisher::start(client.clone(), pod, settings.clone());
+    let (publisher, recorder) = writers(&client, pod, &settings);
     let mut composer = Some(Composer::new(settings, base.clone()));
     loop {
         quiet_spell(&cache, &controller).await;
@@ -228,6 +227,19 @@ async fn run(
             }
         }
     }
+}
+
+/// What writes to the API: status (the Lease holder's) and Events (whose
+/// standing Warnings the Lease holder writes again).
+fn writers(
+    client: &kube::Client,
+    pod: Pod,
+    settings: &Kubernetes,
+) -> (status::Publisher, events::Recorder) {
+    let publisher = status::Publisher::start(client.clone(), pod.clone(), settings.clone());
+    let refresh = (settings.event_refresh, publisher.leader.clone());
+    let recorder = events::Recorder::new(client.clone(), pod, refresh);
+    (publisher, recorder)
 }
 
 /// Waits for a change, then for the burst it starts to end.

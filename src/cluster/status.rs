@@ -8,6 +8,7 @@
 //! our classes (never another controller's).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,13 +35,16 @@ type Wanted = Arc<(Vec<Object>, Vec<StatusWrite>)>;
 /// task.
 pub struct Publisher {
     served: watch::Sender<Wanted>,
+    /// Whether this replica holds the Lease now.
+    pub leader: Arc<AtomicBool>,
 }
 
 impl Publisher {
     pub fn start(client: kube::Client, pod: Pod, settings: Kubernetes) -> Publisher {
         let (tx, rx) = watch::channel(Arc::new((Vec::new(), Vec::new())));
-        tokio::spawn(lead(client, pod, settings, rx));
-        Publisher { served: tx }
+        let leader = Arc::new(AtomicBool::new(false));
+        tokio::spawn(lead(client, pod, settings, rx, leader.clone()));
+        Publisher { served: tx, leader }
     }
 
     /// The served objects (the Ingresses among them get an address) and
@@ -57,6 +61,7 @@ async fn lead(
     pod: Pod,
     settings: Kubernetes,
     mut served: watch::Receiver<Wanted>,
+    holds: Arc<AtomicBool>,
 ) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), &pod.namespace);
     let every = (settings.lease_duration / 3).max(Duration::from_millis(200));
@@ -70,6 +75,7 @@ async fn lead(
         if now_leader != leader {
             tracing::info!(leader = now_leader, pod = %pod.name, "kubernetes.lease");
             METRICS.kube_leader.set(now_leader as i64);
+            holds.store(now_leader, Ordering::Relaxed);
             leader = now_leader;
             written.clear();
             written_gateway.clear();

@@ -126,8 +126,7 @@ pub fn upstream(
         true => match endpoints::targets(draft.objects, &ing.namespace, &service, &port) {
             Ok(targets) => targets,
             Err(why) => {
-                let why =
-                    format!("{why}: its paths answer 503 until it has, as ingress-nginx's do");
+                let why = format!("{why}: its paths answer 503, as ingress-nginx's do");
                 draft.line(&id, "backend", Verdict::Approximated(why));
                 return Some(Served::Unavailable);
             }

@@ -203,12 +203,17 @@ impl Conformance {
     }
 
     /// Replica `replica` of the fairgate serving `infra/name` with `base`
-    /// (its `server` and `store`) and the `admin` and `kubernetes` keys.
+    /// (its `server` and `store`) and the `admin` and `kubernetes` keys
+    /// (and `default_limits: none` unless `base` gives its own).
     pub async fn start_base(&self, name: &str, base: &str, replica: u32) -> Gateway {
+        let defaults = match base.contains("default_limits:") {
+            true => "",
+            false => "default_limits: none\n",
+        };
         let base = format!(
             "{base}\n\
              admin: {{listen: \"$ADMIN\"}}\n\
-             default_limits: none\n\
+             {defaults}\
              kubernetes:\n  gateway: {INFRA}/{name}\n  publish_address: [\"127.0.0.1\"]\n  lease_duration: 3s\n  lease_name: fairgate-{name}\n"
         );
         let options = GatewayOptions {

@@ -257,3 +257,39 @@ async fn a_route_reaches_neither_an_external_name_service_nor_past_its_hostname(
     )
     .await;
 }
+
+const UNPOLICED: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: unpoliced, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - backendRefs: [{name: infra-backend-v1, port: 8080}]
+"#;
+
+/// Issue 39, item 2: a Gateway API route that no RoutePolicy limits spends
+/// no limit, whatever the base's `default_limits` (which are for the base's
+/// own routes): 50 quick requests from one address all answered, against
+/// a base default of 5 a minute per address.
+#[tokio::test]
+async fn item_2_a_route_without_a_route_policy_spends_none_of_the_bases_default_limits() {
+    let c = Conformance::start();
+    let extra = "default_limits:\n  unauthenticated: {scope: client_ip, capacity: 5, rate: 5/m}\n";
+    let gw = c
+        .gateway_with("same-namespace", "store: {kind: memory}", extra, 0)
+        .await;
+    c.apply(UNPOLICED);
+    c.accepted(ROUTES, INFRA, "unpoliced", "same-namespace", "True");
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..50 {
+        let answer = exchange(&gw, "example.com", "/", &[]).await.status;
+        *statuses.entry(answer).or_insert(0) += 1;
+    }
+    assert_eq!(
+        statuses.into_iter().collect::<Vec<_>>(),
+        vec![(200u16, 50)],
+        "{}",
+        gw.logs()
+    );
+}

@@ -339,6 +339,14 @@ async fn item_7_a_service_without_a_ready_endpoint_answers_503_until_one_is_read
         before,
         "nothing is forwarded for idle.example"
     );
+    let warned = api.wait_for(Duration::from_secs(10), |api| {
+        api.list("v1/events", "shop").iter().any(|e| {
+            e["involvedObject"]["name"] == "idle"
+                && e["type"] == "Warning"
+                && e["reason"] == "Unavailable"
+        })
+    });
+    assert!(warned, "{:?}", api.list("v1/events", "shop"));
 
     api.apply(slice("shop", "idle-1", "idle", &[ready(&echo.addr)]));
     let served = eventually(Duration::from_secs(10), || async {
