@@ -57,8 +57,13 @@ pub enum Failure {
     Open,
     TimedOut,
     Unreachable,
-    /// An answer other than 2xx, 401 or 403.
+    /// A 5xx answer, or another no auth service should give (1xx, 3xx).
     BadStatus,
+    /// A 4xx other than 401 and 403: the service is up and refused the
+    /// form of this request (a header too large, too many cookies). It
+    /// says nothing of the service, so the breaker does not count it: one
+    /// anonymous client cannot open the breaker for everyone.
+    Rejected,
 }
 
 impl Failure {
@@ -68,7 +73,17 @@ impl Failure {
             Failure::TimedOut => "timed_out",
             Failure::Unreachable => "unreachable",
             Failure::BadStatus => "bad_status",
+            Failure::Rejected => "rejected",
         }
+    }
+
+    /// Whether it says the service is failing: transport failures,
+    /// timeouts and 5xx, which the breaker counts.
+    fn is_the_services(self) -> bool {
+        matches!(
+            self,
+            Failure::TimedOut | Failure::Unreachable | Failure::BadStatus
+        )
     }
 }
 
@@ -212,7 +227,7 @@ impl ExternalAuth {
             .with_label_values(&[&self.name, label])
             .inc();
         match &outcome {
-            Outcome::Unavailable(f) => {
+            Outcome::Unavailable(f) if f.is_the_services() => {
                 self.breaker_lock()
                     .failed(Instant::now(), &self.name, *f, &self.config)
             }
@@ -321,6 +336,7 @@ impl ExternalAuth {
                 status,
                 headers: pass(&headers, &self.config.challenge_headers),
             },
+            400..=499 => Outcome::Unavailable(Failure::Rejected),
             _ => Outcome::Unavailable(Failure::BadStatus),
         }
     }
@@ -349,11 +365,27 @@ impl ExternalAuth {
     /// The subrequest's headers: the chosen client headers and what auth
     /// services read to know the original request (ingress-nginx's and
     /// Traefik's names both).
+    /// What the service is asked with: the passed headers of the request
+    /// (its cookies as one `Cookie` line, as HTTP/2 crumbs are joined, at
+    /// most one `Authorization`, within `SUBREQUEST_HEADERS` bytes) and
+    /// the facts of the original request.
     fn subrequest_headers(&self, o: &Original<'_>) -> HeaderMap {
         let mut out = HeaderMap::new();
+        let mut budget = SUBREQUEST_HEADERS;
         for name in &self.config.request_headers {
-            for value in o.headers.get_all(name) {
-                out.append(name.clone(), value.clone());
+            let values: Vec<HeaderValue> = if name == http::header::COOKIE {
+                joined_cookies(o.headers).into_iter().collect()
+            } else if name == http::header::AUTHORIZATION {
+                o.headers.get(name).cloned().into_iter().collect()
+            } else {
+                o.headers.get_all(name).iter().cloned().collect()
+            };
+            for value in values {
+                let Some(left) = budget.checked_sub(name.as_str().len() + value.len()) else {
+                    continue;
+                };
+                budget = left;
+                out.append(name.clone(), value);
             }
         }
         let url = format!("{}://{}{}", o.scheme, o.host, o.uri);
@@ -482,6 +514,24 @@ fn answer_cache(c: &AnswerCache) -> moka::sync::Cache<[u8; 32], Arc<Answer>> {
             u32::try_from(weight).unwrap_or(u32::MAX)
         })
         .build()
+}
+
+/// The most bytes of the request's own headers passed to the service; what
+/// would pass it is left out (the facts of the request are added after).
+const SUBREQUEST_HEADERS: usize = 16 << 10;
+
+/// Every `Cookie` line of the request as one, joined by `; `.
+fn joined_cookies(headers: &HeaderMap) -> Option<HeaderValue> {
+    let lines: Vec<&[u8]> = headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .map(HeaderValue::as_bytes)
+        .collect();
+    match lines.len() {
+        0 => None,
+        1 => headers.get(http::header::COOKIE).cloned(),
+        _ => HeaderValue::from_bytes(&lines.join(&b"; "[..])).ok(),
+    }
 }
 
 /// The most of an answer's body read (and dropped).

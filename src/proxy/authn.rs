@@ -237,9 +237,9 @@ fn bcrypt_permits() -> &'static Arc<tokio::sync::Semaphore> {
     })
 }
 
-/// The record of the request's API key. A key sent in the query is
-/// removed from it first, valid or not, so neither the upstream nor a
-/// log line ever sees it.
+/// The record of the request's API key. A key sent in the query or its
+/// header is removed from the request first, valid or not, so neither the
+/// upstream nor a log line ever sees it.
 fn api_key(
     shared: &Shared,
     session: &mut Session,
@@ -265,12 +265,10 @@ fn api_key(
         }
         _ => None,
     };
-    let headers = &session.req_header().headers;
-    let from_header = config
-        .header
-        .as_ref()
-        .and_then(|h| headers.get(h))
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let from_header = config.header.as_ref().and_then(|h| {
+        let key = session.req_header_mut().remove_header(h)?;
+        Some(String::from_utf8_lossy(key.as_bytes()).into_owned())
+    });
     not_throttled(shared, ctx)?;
     let now = crate::auth::unix_now() as i64;
     let key = from_header.or(from_query);

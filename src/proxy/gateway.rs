@@ -115,7 +115,7 @@ impl ProxyHttp for Gateway {
         }
         let policy = ctx.policy.clone();
         let Some(route) = ctx.route.map(|i| &policy.config.routes[i]) else {
-            return Ok(());
+            return headers::identity(session, upstream, ctx);
         };
         if let Some(uri) = target::upstream_uri(route, &upstream.uri) {
             ctx.forwarded_path = Some(uri.path().to_string());
@@ -124,7 +124,7 @@ impl ProxyHttp for Gateway {
         if let Some(path) = actions::forward(session, ctx, route, upstream)? {
             ctx.forwarded_path = Some(path);
         }
-        Ok(())
+        headers::identity(session, upstream, ctx)
     }
 
     async fn response_filter(

@@ -219,21 +219,55 @@ pub fn tls_facts(session: &Session) -> Option<&crate::tls::TlsFacts> {
     tls.extension.get::<crate::tls::TlsFacts>()
 }
 
-/// What the upstream is told: identity headers from the token (client
-/// copies always removed), `X-Forwarded-For`, `-Proto`, `-Host` (kept from
-/// trusted peers, written otherwise) and `X-Request-Id`.
+/// What the upstream is told: an external answer's headers (never an
+/// identity header), `X-Forwarded-For`, `-Proto`, `-Host` (kept from
+/// trusted peers, written otherwise) and `X-Request-Id`. The identity
+/// headers come last, from `identity`.
 pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> pingora::Result<()> {
     let ids = &ctx.policy.config.identity_headers;
-    for name in ids.all() {
-        upstream.remove_header(name);
-    }
-    // An external answer's headers first: the identity headers below
-    // replace any the service answered with.
     for name in &ctx.auth_replaced {
         upstream.remove_header(name);
     }
     for (name, value) in &ctx.auth_headers {
-        upstream.append_header(name.clone(), value.clone())?;
+        // The service's answer names no identity: only the gateway does.
+        if !ids
+            .all()
+            .iter()
+            .any(|id| same_name(name.as_str(), id.as_str()))
+        {
+            upstream.append_header(name.clone(), value.clone())?;
+        }
+    }
+    forwarded(session, upstream, ctx)
+}
+
+/// Whether `name` is `id` read as CGI, WSGI and PHP upstreams read header
+/// names: `X_Tenant_Id` is `X-Tenant-Id`.
+fn same_name(name: &str, id: &str) -> bool {
+    name.len() == id.len()
+        && name
+            .bytes()
+            .zip(id.bytes())
+            .all(|(a, b)| a.eq_ignore_ascii_case(&b) || (a == b'_' && b == b'-'))
+}
+
+/// The identity headers, written last (after the route's header edits):
+/// every copy of them in any spelling removed, whoever wrote it, then the
+/// identity the gateway established, and nothing else, written.
+pub fn identity(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> pingora::Result<()> {
+    let ids = &ctx.policy.config.identity_headers;
+    let spelled: Vec<http::HeaderName> = upstream
+        .headers
+        .keys()
+        .filter(|name| {
+            ids.all()
+                .iter()
+                .any(|id| same_name(name.as_str(), id.as_str()))
+        })
+        .cloned()
+        .collect();
+    for name in spelled {
+        upstream.remove_header(&name);
     }
     if let Some(subject) = client_subject(session) {
         if let Ok(value) = http::HeaderValue::from_str(&subject.0) {
@@ -250,6 +284,11 @@ pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> p
             }
         }
     }
+    Ok(())
+}
+
+/// The forwarding headers and the request's host.
+fn forwarded(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> pingora::Result<()> {
     if ctx.route().is_some_and(|r| !r.forward_authorization) {
         upstream.remove_header(&http::header::AUTHORIZATION);
     }

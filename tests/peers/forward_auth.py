@@ -13,8 +13,10 @@ Python 3 standard library only.
       registered with refresh=1, `Set-Cookie: _oauth2_proxy=<same>; Path=/;
       HttpOnly`). Anything else: 401, empty body, `WWW-Authenticate: Bearer
       realm="sso"`. Every call is counted and the last one's request line and
-      headers kept. Modes (see /control/mode): ok (the default), slow (sleep
-      ms milliseconds, then as ok), error (500), refuse (403 for everyone).
+      headers kept; more than 8 Cookie lines get 431, as header limits do.
+      Modes (see /control/mode): ok (the default), slow (sleep ms
+      milliseconds, then as ok), error (500), refuse (403 for everyone),
+      bad-request (400 for everyone).
   GET /oauth2/start?rd=URL      sign-in. rd an absolute http(s) URL whose
       host (no port) is one of the --allow-host names: 302 to rd with
       `Set-Cookie: _oauth2_proxy=<sign-in session>; Path=/; HttpOnly` (no
@@ -22,7 +24,7 @@ Python 3 standard library only.
   Control, answering JSON:
       POST /control/session?id=S&user=U&email=E&groups=G[&refresh=1]
       POST /control/signin-user?session=S
-      POST /control/mode?m=ok|slow|error|refuse[&ms=N]
+      POST /control/mode?m=ok|slow|error|refuse|bad-request[&ms=N]
       GET  /control/calls          {"calls": N}, calls to /oauth2/auth only
       POST /control/reset          zeroes the count
       GET  /control/last           {"request_line": ..., "headers":
@@ -40,7 +42,7 @@ import time
 from urllib.parse import parse_qs, urlsplit
 
 COOKIE = "_oauth2_proxy"
-MODES = ("ok", "slow", "error", "refuse")
+MODES = ("ok", "slow", "error", "refuse", "bad-request")
 
 
 class State:
@@ -166,10 +168,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             mode, slow_ms = STATE.mode, STATE.slow_ms
         if mode == "slow" and slow_ms > 0:
             time.sleep(slow_ms / 1000.0)
+        # As many auth services do past their header limits (Go's
+        # net/http, nginx's large_client_header_buffers): 431.
+        if len(self.headers.get_all("Cookie") or []) > 8:
+            return self.answer(431, body="too many cookie lines", content_type="text/plain")
         if mode == "error":
             return self.answer(500, body="error", content_type="text/plain")
         if mode == "refuse":
             return self.answer(403)
+        if mode == "bad-request":
+            return self.answer(400, body="bad request", content_type="text/plain")
         session = session_of(self.headers)
         with STATE.lock:
             found = STATE.sessions.get(session) if session is not None else None
