@@ -52,12 +52,16 @@ pub fn run(checked: Checked, config_path: Option<PathBuf>) -> Result<(), StartEr
     let server_cfg = checked.config.server.clone();
     let admin_listen = checked.config.admin.listen;
     let admin_token = checked.config.admin.token_env.clone();
+    let release = checked.config.store.timeout;
     let shared = shared_state(checked)?;
     let grace = server_cfg.shutdown_grace;
+    // The drain's budget: the grace, then the leases' release (one store
+    // timeout, all at once). Pingora's runtimes must outlive it, or a busy
+    // machine loses the release to their shutdown.
     let conf = ServerConf {
         threads: server_cfg.threads,
-        // Backstops only: the drain task below exits as soon as requests finish.
-        grace_period_seconds: Some(grace.as_secs() + 1),
+        // Backstops only: the drain task below exits as soon as it is done.
+        grace_period_seconds: Some(grace.as_secs() + release.as_secs() + 2),
         graceful_shutdown_timeout_seconds: Some(1),
         // One thread has nothing to steal from; Tokio's single-threaded
         // scheduler then runs woken tasks in order, so the Redis driver sends

@@ -61,13 +61,15 @@ impl Held {
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Releases every lease still held; called once, at shutdown.
+    /// Releases every lease still held, all at once, within `timeout`;
+    /// called once, at shutdown.
     pub async fn release_all(&self, timeout: Duration) -> usize {
         let leases: Vec<_> = self.lock().drain().collect();
         let count = leases.len();
-        for (id, (store, key)) in leases {
-            let _ = tokio::time::timeout(timeout, store.release(&key, &id)).await;
-        }
+        let releases = leases
+            .iter()
+            .map(|(id, (store, key))| store.release(key, id));
+        let _ = tokio::time::timeout(timeout, futures_util::future::join_all(releases)).await;
         count
     }
 }
