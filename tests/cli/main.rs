@@ -14,3 +14,4 @@ mod config_docs;
 mod config_schema;
 mod deploy_kit;
 mod fuzz_regressions;
+mod layout;
