@@ -227,3 +227,20 @@ pub async fn host_status(gw: &Gateway, host: &str, path: &str) -> u16 {
     let request = super::client().get(gw.url(path)).header("host", host);
     request.send().await.map_or(0, |r| r.status().as_u16())
 }
+
+/// Made with `htpasswd -nbB` (the `auth` import fixture's users).
+pub const ALICE: &str = "alice:$2y$05$nBL85hqrGAXEmhhUQLR9ZudYDtuRI25jWYcu5xEWVOsUrYlA237je";
+pub const BOB: &str = "bob:$2y$05$ISqKUBKmAbjB.G09viuXX.9YjMhSTN4qqeTToC2a8LfqkwDDIM7HW";
+
+/// An Opaque Secret of `shop` whose `auth` holds htpasswd `lines`, as
+/// ingress-nginx reads an `auth-file` Secret.
+pub fn users(name: &str, lines: &[&str]) -> Value {
+    use base64::Engine;
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": "shop"},
+        "data": {"auth": b64}
+    })
+}

@@ -17,8 +17,6 @@ use common::forward_auth::ForwardAuth;
 use common::*;
 use serde_json::{json, Value};
 
-/// Made with `htpasswd -nbB` (the `auth` import fixture's users).
-const ALICE: &str = "alice:$2y$05$nBL85hqrGAXEmhhUQLR9ZudYDtuRI25jWYcu5xEWVOsUrYlA237je";
 const REDIS_PASSWORD: &str = "kit-test-redis-password";
 
 /// The kit's base policy, as its ConfigMap ships it.
@@ -71,18 +69,6 @@ async fn kit_controller(base: &str, kubeconfig: &Path) -> Gateway {
         configmap: false,
     };
     Gateway::start_with(base, options).await
-}
-
-/// An Opaque Secret of `shop` holding htpasswd `lines` under `auth`.
-fn users(name: &str, lines: &[&str]) -> Value {
-    use base64::Engine;
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": name, "namespace": "shop"},
-        "data": {"auth": b64}
-    })
 }
 
 /// Three Ingresses of `shop` on Service `web`: one plain, one behind basic

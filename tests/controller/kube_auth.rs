@@ -13,22 +13,6 @@ use common::*;
 use serde_json::{json, Value};
 
 const EVENTS: &str = "v1/events";
-/// Made with `htpasswd -nbB` (the `auth` import fixture's users).
-const ALICE: &str = "alice:$2y$05$nBL85hqrGAXEmhhUQLR9ZudYDtuRI25jWYcu5xEWVOsUrYlA237je";
-const BOB: &str = "bob:$2y$05$ISqKUBKmAbjB.G09viuXX.9YjMhSTN4qqeTToC2a8LfqkwDDIM7HW";
-
-/// An Opaque Secret of `shop` whose `auth` holds `lines`, as ingress-nginx
-/// reads an `auth-file` Secret.
-fn users(name: &str, lines: &[&str]) -> Value {
-    use base64::Engine;
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let b64 = base64::engine::general_purpose::STANDARD.encode(text);
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": name, "namespace": "shop"},
-        "data": {"auth": b64}
-    })
-}
 
 /// An Ingress of `shop` for `host` behind basic auth from Secret `secret`.
 fn guarded(name: &str, host: &str, secret: &str) -> Value {
