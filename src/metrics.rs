@@ -84,7 +84,8 @@ pub struct Metrics {
     /// by its host and path (never its query).
     pub jwks_last_success: IntGaugeVec,
     /// External auth checks by method and result (`allowed`, `refused`,
-    /// `cached`, `breaker_open`, `timed_out`, `unreachable`, `bad_status`).
+    /// `cached`, `breaker_open`, `timed_out`, `unreachable`, `bad_status`,
+    /// `rejected`, `oversized`).
     pub external_auth: IntCounterVec,
     /// 1 while an external auth method's breaker is open, by method.
     pub external_auth_open: IntGaugeVec,

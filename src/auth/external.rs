@@ -64,6 +64,9 @@ pub enum Failure {
     /// says nothing of the service, so the breaker does not count it: one
     /// anonymous client cannot open the breaker for everyone.
     Rejected,
+    /// A 2xx whose headers the policy keeps pass `MAX_ANSWER_HEADERS`:
+    /// never copied upstream or to the client (fail closed).
+    Oversized,
 }
 
 impl Failure {
@@ -74,6 +77,7 @@ impl Failure {
             Failure::Unreachable => "unreachable",
             Failure::BadStatus => "bad_status",
             Failure::Rejected => "rejected",
+            Failure::Oversized => "oversized",
         }
     }
 
@@ -82,7 +86,7 @@ impl Failure {
     fn is_the_services(self) -> bool {
         matches!(
             self,
-            Failure::TimedOut | Failure::Unreachable | Failure::BadStatus
+            Failure::TimedOut | Failure::Unreachable | Failure::BadStatus | Failure::Oversized
         )
     }
 }
@@ -331,7 +335,18 @@ impl ExternalAuth {
             }
         }
         match status {
-            200..=299 => Outcome::Allowed(Arc::new(self.kept(&headers))),
+            200..=299 => {
+                let answer = self.kept(&headers);
+                let set: usize = answer
+                    .set
+                    .iter()
+                    .map(|(n, v)| n.as_str().len() + v.len())
+                    .sum();
+                match answer.bytes() + set > MAX_ANSWER_HEADERS {
+                    true => Outcome::Unavailable(Failure::Oversized),
+                    false => Outcome::Allowed(Arc::new(answer)),
+                }
+            }
             401 | 403 => Outcome::Refused {
                 status,
                 headers: pass(&headers, &self.config.challenge_headers),
@@ -362,9 +377,6 @@ impl ExternalAuth {
         Answer { headers: kept, set }
     }
 
-    /// The subrequest's headers: the chosen client headers and what auth
-    /// services read to know the original request (ingress-nginx's and
-    /// Traefik's names both).
     /// What the service is asked with: the passed headers of the request
     /// (its cookies as one `Cookie` line, as HTTP/2 crumbs are joined, at
     /// most one `Authorization`, within `SUBREQUEST_HEADERS` bytes) and
@@ -515,6 +527,10 @@ fn answer_cache(c: &AnswerCache) -> moka::sync::Cache<[u8; 32], Arc<Answer>> {
         })
         .build()
 }
+
+/// The most bytes of a 2xx answer's headers that the policy keeps (for the
+/// upstream and the client) taken: an answer past it is no answer.
+const MAX_ANSWER_HEADERS: usize = 32 << 10;
 
 /// The most bytes of the request's own headers passed to the service; what
 /// would pass it is left out (the facts of the request are added after).

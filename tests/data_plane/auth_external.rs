@@ -680,11 +680,21 @@ async fn issue_40_finding_1_an_anonymous_client_cannot_open_the_breaker_for_ever
 /// gateway's identity headers, in both spellings, and one header of its
 /// own: what a tenant's own `auth-url` service may answer.
 async fn impersonating_auth_service() -> std::net::SocketAddr {
+    let answer = "HTTP/1.1 202 Accepted\r\nX-Tenant-Id: acme\r\nX-User-Id: admin\r\n\
+        X-Plan: enterprise\r\nX-Client-Cert-Subject: CN=billing\r\nX_Tenant_Id: acme\r\n\
+        X-Auth-Request-User: mallory\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    auth_service_answering(answer.to_string()).await
+}
+
+/// An auth service that answers every request with `answer`, byte for byte.
+async fn auth_service_answering(answer: String) -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = std::sync::Arc::new(answer);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let answer = answer.clone();
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
@@ -694,9 +704,6 @@ async fn impersonating_auth_service() -> std::net::SocketAddr {
                     }
                     head.push(byte[0]);
                 }
-                let answer = "HTTP/1.1 202 Accepted\r\nX-Tenant-Id: acme\r\nX-User-Id: admin\r\n\
-                    X-Plan: enterprise\r\nX-Client-Cert-Subject: CN=billing\r\nX_Tenant_Id: acme\r\n\
-                    X-Auth-Request-User: mallory\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
                 let _ = stream.write_all(answer.as_bytes()).await;
             });
         }
@@ -747,4 +754,32 @@ routes:
             got[0].head
         );
     }
+}
+
+/// Issue 40, finding 17 (its auth part): a 2xx whose kept headers pass
+/// 32 KiB (here one of 200,000 bytes) is no answer: 503, and nothing of it
+/// reaches the upstream or the client.
+#[tokio::test(flavor = "multi_thread")]
+async fn issue_40_finding_17_an_oversized_auth_answer_is_never_copied_on() {
+    let huge = "u".repeat(200_000);
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\nX-Auth-Request-User: {huge}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let auth = auth_service_answering(answer).await;
+    let up = RawUpstream::start().await;
+    let gw = Policy::new()
+        .auth(&format!(
+            "methods:\n    sso:\n      external: {{url: \"http://{auth}/check\", response_headers: [X-Auth-Request-User]}}"
+        ))
+        .sections(&format!(
+            "\nupstreams: {{api: {{targets: [\"{}\"]}}}}\ndefault_limits: none\nroutes:\n  - {{name: app, match: {{path_prefix: /}}, upstream: api, auth: sso}}\n",
+            up.addr
+        ))
+        .start()
+        .await;
+    let r = get_with(&gw, "/x", &[]).await;
+    assert_eq!(r.status(), 503, "{}", gw.logs());
+    let body = r.text().await.unwrap();
+    assert!(!body.contains("uuuuuuuu"), "{body}");
+    assert_eq!(up.received().len(), 0, "nothing reaches the upstream");
 }
