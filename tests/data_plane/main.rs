@@ -14,6 +14,7 @@ mod auth;
 mod auth_attack;
 mod auth_basic_keys;
 mod auth_external;
+mod auth_external_attack;
 mod demo;
 mod grpc;
 mod hardening;

@@ -24,6 +24,9 @@ use serde_json::{json, Map, Value};
 use super::{json_node, yaml, Line, Object, Options, Verdict};
 
 mod filters;
+mod matches;
+
+use matches::{grpc_match, http_match, regex_escape};
 
 use filters::carry;
 
@@ -618,17 +621,6 @@ fn rules(
     Ok(rules)
 }
 
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(
-            |c| match c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                true => vec![c],
-                false => vec!['\\', c],
-            },
-        )
-        .collect()
-}
-
 /// A pool as a backendRef: its one target must be a Service of the
 /// cluster by name (`NAME.NS.svc.DOMAIN:PORT`) reached over plain HTTP or
 /// h2c; with whether it is h2c and its connect timeout.
@@ -675,79 +667,5 @@ fn backend(
     ))
 }
 
-/// An HTTPRoute match: the path and the headers.
-fn http_match(m: &Value) -> Result<Value, String> {
-    let mut out = json!({});
-    let path = [
-        ("path", "Exact"),
-        ("path_prefix", "PathPrefix"),
-        ("path_regex", "RegularExpression"),
-    ]
-    .into_iter()
-    .find_map(|(key, kind)| m[key].as_str().map(|v| json!({"type": kind, "value": v})));
-    if let Some(p) = path {
-        out["path"] = p;
-    }
-    let headers = headers(m)?;
-    if !headers.is_empty() {
-        out["headers"] = json!(headers);
-    }
-    Ok(out)
-}
-
-/// A GRPCRoute match: a service (the path `/NAME`), any (`/`), headers.
-fn grpc_match(m: &Value) -> Result<Value, String> {
-    let mut out = json!({});
-    match m["path_prefix"].as_str() {
-        Some("/") => {}
-        Some(p) if !p[1..].contains('/') => {
-            out["method"] = json!({"type": "Exact", "service": &p[1..]});
-        }
-        _ => return Err("an h2c (gRPC) route's path is / or /SERVICE".into()),
-    }
-    let headers = headers(m)?;
-    if !headers.is_empty() {
-        out["headers"] = json!(headers);
-    }
-    Ok(out)
-}
-
-fn headers(m: &Value) -> Result<Vec<Value>, String> {
-    let mut out = Vec::new();
-    for (name, v) in m["headers"].as_object().into_iter().flatten() {
-        let (kind, value) = match (v.as_str(), v["regex"].as_str()) {
-            (Some(s), _) => ("Exact", s),
-            (None, Some(r)) => ("RegularExpression", r),
-            _ => {
-                return Err(format!(
-                    "header match {name} is neither a value nor a regex"
-                ))
-            }
-        };
-        out.push(json!({"type": kind, "name": name, "value": value}));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_route_belongs_to_the_ingress_of_the_longest_prefix() {
-        let owners = BTreeMap::from([
-            ("shop_a".to_string(), ("shop".to_string(), "a".to_string())),
-            (
-                "shop_a-1".to_string(),
-                ("shop".to_string(), "a-1".to_string()),
-            ),
-        ]);
-        assert_eq!(owner(&owners, "shop_a-1-0"), Some(("shop", "a-1", "0")));
-        assert_eq!(owner(&owners, "shop_a-1"), Some(("shop", "a", "1")));
-        assert_eq!(
-            owner(&owners, "shop_a-0-canary"),
-            Some(("shop", "a", "0-canary"))
-        );
-        assert_eq!(owner(&owners, "shop_b-0"), None);
-    }
-}
+mod tests;
