@@ -316,7 +316,9 @@ fn methods(config: &Config, problems: &mut Problems) -> Authenticators {
             identity: method.identity.clone(),
         });
     }
-    Authenticators::new(out)
+    let mut methods = Authenticators::new(out);
+    methods.scope_answers(&config.routes);
+    methods
 }
 
 /// A basic method's htpasswd entries and user map, each reported at the

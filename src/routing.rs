@@ -129,11 +129,18 @@ impl Table {
         carried: &Carried<'_>,
     ) -> Option<Matched<'c>> {
         let mut candidates = self.any_host.candidates(path);
-        if let Some(index) = self.by_host.get(host) {
+        let named = self.by_host.get(host);
+        if let Some(index) = named {
             candidates.extend(index.candidates(path));
             candidates.sort_unstable();
         }
-        first_match(config, candidates, host, method, path, carried)
+        let request = Request {
+            host,
+            named: named.is_some(),
+            method,
+            path,
+        };
+        first_match(config, candidates, &request, carried)
     }
 }
 
@@ -208,21 +215,38 @@ pub fn find<'c>(
     path: &str,
     carried: &Carried<'_>,
 ) -> Option<Matched<'c>> {
-    first_match(config, 0..config.routes.len(), host, method, path, carried)
+    let named = config
+        .routes
+        .iter()
+        .any(|r| matches!(&r.host, Some(HostMatch::Exact(h)) if h == host));
+    let request = Request {
+        host,
+        named,
+        method,
+        path,
+    };
+    first_match(config, 0..config.routes.len(), &request, carried)
+}
+
+/// What a route is matched against: the request's host (and whether some
+/// route names it exactly), method and path.
+struct Request<'r> {
+    host: &'r str,
+    named: bool,
+    method: &'r str,
+    path: &'r str,
 }
 
 /// The first of `indices` (in the order given) whose route matches.
 fn first_match<'c>(
     config: &'c Config,
     indices: impl IntoIterator<Item = usize>,
-    host: &str,
-    method: &str,
-    path: &str,
+    request: &Request<'_>,
     carried: &Carried<'_>,
 ) -> Option<Matched<'c>> {
     indices.into_iter().find_map(|index| {
         let route = &config.routes[index];
-        matches(route, host, method, path, carried).map(|captures| Matched {
+        matches(route, request, carried).map(|captures| Matched {
             index,
             route,
             captures,
@@ -233,11 +257,19 @@ fn first_match<'c>(
 /// The captures, when `route` matches the request.
 fn matches<'c>(
     route: &'c Route,
-    host: &str,
-    method: &str,
-    path: &str,
+    request: &Request<'_>,
     carried: &Carried<'_>,
 ) -> Option<Vec<(&'c str, String)>> {
+    let Request {
+        host,
+        named,
+        method,
+        path,
+    } = *request;
+    // A named host is closed: a fallback never answers it.
+    if route.fallback && named {
+        return None;
+    }
     if !host_matches(route.host.as_ref(), host) {
         return None;
     }
@@ -313,6 +345,8 @@ routes:
   - {name: w1, match: {host: "*.b.test", path_prefix: /}, upstream: api, auth: none}
   - {name: h2, match: {host: a.test, path: /only}, upstream: api, auth: none}
   - {name: q1, match: {path_prefix: /q, query: {v: "2"}}, upstream: api, auth: none}
+  - {name: fb, match: {path_prefix: /fb}, upstream: api, auth: none, fallback: true}
+  - {name: fw, match: {host: "*.test", path_prefix: /fw}, upstream: api, auth: none, fallback: true}
   - {name: any, match: {path_prefix: /}, upstream: api, auth: none}
 "#;
         let config = Config::from_text("t.yaml", yaml, std::path::Path::new("."))
@@ -334,6 +368,8 @@ routes:
             "/",
             "/apix",
             "/x/y/z",
+            "/fb/1",
+            "/fw",
         ];
         for host in hosts {
             for path in paths {
@@ -351,5 +387,47 @@ routes:
                 }
             }
         }
+    }
+
+    /// A fallback answers only hosts no route names exactly: `a.test`'s
+    /// unmatched paths are not another's catch-all's, whatever the order.
+    #[test]
+    fn a_fallback_never_answers_a_named_host() {
+        let yaml = r#"
+store: {kind: memory}
+acknowledge: [store.process_local]
+upstreams: {api: {targets: ["127.0.0.1:3000"]}}
+routes:
+  - {name: wild, match: {host: "*.test", path_prefix: /}, upstream: api, auth: none, fallback: true}
+  - {name: all, match: {path_prefix: /}, upstream: api, auth: none, fallback: true}
+  - {name: a, match: {host: a.test, path_prefix: /api}, upstream: api, auth: none}
+  - {name: open, match: {path_prefix: /open}, upstream: api, auth: none}
+"#;
+        let config = Config::from_text("t.yaml", yaml, std::path::Path::new("."))
+            .unwrap()
+            .config;
+        let table = Table::new(&config.routes);
+        let headers = http::HeaderMap::new();
+        let carried = Carried {
+            headers: &headers,
+            query: None,
+            tls: false,
+        };
+        let name = |host: &str, path: &str| {
+            let found = table.find(&config, host, "GET", path, &carried);
+            found
+                .map(|m| m.route.name.as_str())
+                .unwrap_or("-")
+                .to_string()
+        };
+        assert_eq!(name("a.test", "/api/x"), "a");
+        assert_eq!(name("a.test", "/login"), "-");
+        assert_eq!(
+            name("a.test", "/open/1"),
+            "open",
+            "not a fallback: file order"
+        );
+        assert_eq!(name("b.test", "/login"), "wild");
+        assert_eq!(name("other.example", "/login"), "all");
     }
 }

@@ -42,6 +42,11 @@ pub struct Authenticators {
     /// client request, so only the gateway writes them (but for those the
     /// gateway also reads as input, see `new`).
     pub answer_headers: Vec<HeaderName>,
+    /// The answer headers of methods that strip only where they serve (an
+    /// Ingress's `auth-response-headers`), by the host of the routes using
+    /// them (`host_key`): removed from the upstream
+    /// request of every route of that host, whichever Ingress made it.
+    pub answer_headers_by_host: HashMap<String, Vec<HeaderName>>,
 }
 
 impl Authenticators {
@@ -55,10 +60,12 @@ impl Authenticators {
         let mut answer_headers = Vec::new();
         for m in &methods {
             match &m.kind {
+                // Only a method that strips everywhere (the operator's)
+                // may keep what it reads from being stripped: an Ingress's
+                // `auth-cache-key` never turns the operator's stripping off.
+                Kind::External(e) if !e.config().strip_everywhere => {}
                 Kind::External(e) => {
-                    if e.config().strip_everywhere {
-                        answer_headers.extend(e.kept_headers().iter().cloned());
-                    }
+                    answer_headers.extend(e.kept_headers().iter().cloned());
                     inputs.extend(e.config().request_headers.iter().cloned());
                     if let Some(crate::config::CacheKey::Header(h)) =
                         e.config().cache.as_ref().map(|c| &c.key)
@@ -79,11 +86,42 @@ impl Authenticators {
                 .map(|m| (m.name.clone(), Arc::new(m)))
                 .collect(),
             answer_headers,
+            answer_headers_by_host: HashMap::new(),
+        }
+    }
+
+    /// Fills `answer_headers_by_host` from the routes naming each method
+    /// that strips only where it serves. A host-less route's are its own.
+    pub fn scope_answers(&mut self, routes: &[crate::config::Route]) {
+        for route in routes {
+            let (Some(host), Some(name)) = (&route.host, &route.method) else {
+                continue;
+            };
+            let Some(Kind::External(e)) = self.by_name.get(name).map(|m| &m.kind) else {
+                continue;
+            };
+            if e.config().strip_everywhere {
+                continue;
+            }
+            let names = self.answer_headers_by_host.entry(host_key(host));
+            let names = names.or_default();
+            names.extend(e.config().response_headers.iter().cloned());
+            names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            names.dedup();
         }
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Authenticator>> {
         self.by_name.get(name)
+    }
+}
+
+/// A route's host as `answer_headers_by_host` keys it: the name, or
+/// `*.domain`.
+pub fn host_key(host: &crate::config::HostMatch) -> String {
+    match host {
+        crate::config::HostMatch::Exact(h) => h.clone(),
+        crate::config::HostMatch::Suffix(s) => format!("*{s}"),
     }
 }
 

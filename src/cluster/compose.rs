@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+mod search;
+
 use super::gateway::{self, StatusWrite};
 use super::merge;
 use super::watch::Kind;
@@ -37,6 +39,9 @@ pub struct Composed {
     pub notes: Vec<Note>,
     /// The Gateway API objects' status as it should be.
     pub statuses: Vec<StatusWrite>,
+    /// Some objects wait for a culprit search the build had no budget
+    /// for: build again soon (each build finds more).
+    pub retry: bool,
 }
 
 /// Builds policies; remembers each Secret's last usable version, which is
@@ -45,13 +50,8 @@ pub struct Composer {
     pub settings: Kubernetes,
     pub base: PathBuf,
     good_secrets: HashMap<String, Object>,
+    memo: search::Memo,
 }
-
-/// At most this many rounds of withholding what the reader refused.
-const ROUNDS: usize = 8;
-/// At most this many builds spent finding Ingresses by bisection (about
-/// ten per culprit among 1,000 Ingresses).
-const SEARCH_BUILDS: usize = 64;
 
 impl Composer {
     pub fn new(settings: Kubernetes, base: PathBuf) -> Composer {
@@ -59,6 +59,7 @@ impl Composer {
             settings,
             base,
             good_secrets: HashMap::new(),
+            memo: search::Memo::default(),
         }
     }
 
@@ -77,118 +78,80 @@ impl Composer {
         let dir = self.base.parent().unwrap_or(Path::new(".")).to_path_buf();
         let base = Config::read_text(&shown, &text, &dir).finish()?;
         let base_names = gateway::BaseNames::of(&base.config);
-        let base_methods = base_names.methods.clone();
+        let reserved = reserved_hosts(&base.config, objects, &self.settings);
         let mut ours = self.ours(objects);
         ours.extend(gateway::routes(objects, &self.settings));
         let mut notes = Vec::new();
         let inputs = self.inputs(objects, &ours, &mut notes);
-        let mut withheld: BTreeMap<String, String> = BTreeMap::new();
-        let mut budget = SEARCH_BUILDS;
         let build = Build {
             text: &text,
             dir: &dir,
             inputs: &inputs,
-            base_methods,
+            base_methods: base_names.methods.clone(),
             base_names,
+            reserved,
+            ours: &ours,
         };
-        for _ in 0..ROUNDS {
-            let served: Vec<&Object> = ours
-                .iter()
-                .filter(|o| !withheld.contains_key(&o.id()))
-                .collect();
-            let blamed = match self.attempt(&build, &served) {
-                Attempt::Built(checked, report, mut statuses) => {
-                    statuses.extend(ours.iter().filter_map(|o| {
-                        let why = withheld.get(&o.id())?;
-                        Some(gateway::withheld_parents(o, &self.settings, why))
-                    }));
-                    statuses.extend(gateway::orphans(objects, &self.settings));
-                    notes.extend(report_notes(&report, &withheld));
-                    if checked.config.server.tls.is_none() {
-                        notes.extend(served.iter().filter(|o| tls_secrets(o).next().is_some()).map(
-                            |o| Note {
-                                ingress: o.id(),
-                                warning: true,
-                                reason: "NoTLSListener",
-                                message: "tls: the gateway has no TLS listener (server.tls in its base \
-                                          policy): served over plain HTTP only"
-                                    .into(),
-                            },
-                        ));
-                    }
-                    return Ok(Composed {
-                        checked: *checked,
-                        served: served.into_iter().cloned().collect(),
-                        notes,
-                        statuses,
-                    });
-                }
-                Attempt::Refused(blame) => blame,
-                Attempt::Untraced(problems) => {
-                    self.culprit(&build, &served, &mut budget, problems)?
-                }
-            };
-            withheld.extend(blamed);
-        }
-        let mut p = Problems::new(shown);
-        p.push(
-            (1, 1),
-            "kubernetes.unbuildable",
-            "the cluster's Ingresses do not build; the last policy stays",
-        );
-        Err(p)
+        let found = self.search(&build, objects)?;
+        Ok(self.finish(objects, &ours, found, notes))
     }
 
-    /// The Ingress whose arrival breaks the build, for a problem the
-    /// reader's places do not trace (a certificate, text that does not
-    /// parse, a canary's route): the shortest failing prefix of `served`
-    /// (mains before canaries, so a canary is blamed, not its main), found
-    /// by bisection, ends with it. When the base and the Gateway's
-    /// listeners fail without any of them, theirs are the problems, and no
-    /// Ingress or route is blamed; so are `problems` when the search has
-    /// spent its builds.
-    fn culprit(
+    /// The composition of what `search` found: what is served, its
+    /// Events and status.
+    fn finish(
         &self,
-        build: &Build<'_>,
-        served: &[&Object],
-        budget: &mut usize,
-        problems: Problems,
-    ) -> Result<BTreeMap<String, String>, Problems> {
-        match self.attempt(build, &[]) {
-            Attempt::Built(..) => {}
-            Attempt::Untraced(own) => return Err(own),
-            Attempt::Refused(_) => return Err(problems),
+        objects: &[Object],
+        ours: &[Object],
+        found: search::Found,
+        mut notes: Vec<Note>,
+    ) -> Composed {
+        let search::Found {
+            checked,
+            report,
+            mut statuses,
+            withheld,
+            retry,
+        } = found;
+        statuses.extend(ours.iter().filter_map(|o| {
+            let why = withheld.get(&o.id())?;
+            Some(gateway::withheld_parents(o, &self.settings, why))
+        }));
+        statuses.extend(gateway::orphans(objects, &self.settings));
+        notes.extend(report_notes(&report, &withheld));
+        // Not served: what the build or the translation withheld (no
+        // load-balancer status for it).
+        let unserved: BTreeSet<&str> = notes
+            .iter()
+            .filter(|n| n.reason == "Withheld")
+            .map(|n| n.ingress.as_str())
+            .collect();
+        let served: Vec<Object> = ours
+            .iter()
+            .filter(|o| !unserved.contains(o.id().as_str()))
+            .cloned()
+            .collect();
+        if checked.config.server.tls.is_none() {
+            notes.extend(
+                served
+                    .iter()
+                    .filter(|o| tls_secrets(o).next().is_some())
+                    .map(|o| Note {
+                        ingress: o.id(),
+                        warning: true,
+                        reason: "NoTLSListener",
+                        message: "tls: the gateway has no TLS listener (server.tls in its base \
+                          policy): served over plain HTTP only"
+                            .into(),
+                    }),
+            );
         }
-        self.bisect(build, served, budget).ok_or(problems)
-    }
-
-    /// `culprit`'s search, the empty prefix known to build.
-    fn bisect(
-        &self,
-        build: &Build<'_>,
-        served: &[&Object],
-        budget: &mut usize,
-    ) -> Option<BTreeMap<String, String>> {
-        let (mut good, mut bad) = (0, served.len());
-        let mut why = None;
-        while bad - good > 1 {
-            *budget = budget.checked_sub(1)?;
-            let mid = (good + bad) / 2;
-            match self.attempt(build, &served[..mid]) {
-                Attempt::Built(..) => good = mid,
-                Attempt::Refused(blame) => return Some(blame),
-                Attempt::Untraced(problems) => {
-                    why = problems
-                        .errors()
-                        .next()
-                        .map(|p| format!("{}: {}", p.code, p.message));
-                    bad = mid;
-                }
-            }
+        Composed {
+            checked,
+            served,
+            notes,
+            statuses,
+            retry,
         }
-        let culprit = served.get(good)?;
-        let why = why.unwrap_or_else(|| "the policy does not build with it".into());
-        Some(BTreeMap::from([(culprit.id(), why)]))
     }
 
     /// One build of the base and the `served` Ingresses: the checked
@@ -200,7 +163,12 @@ impl Composer {
         let (ingresses, routes): (Vec<&Object>, Vec<&Object>) =
             served.iter().copied().partition(|o| o.kind == "Ingress");
         objects.extend(ingresses.iter().map(|o| unclassed(o)));
-        let imported = import::convert(&objects, &self.options(&build.base_methods));
+        let mut options = self.options(build);
+        // The hosts of Ingresses left out are closed (`404`).
+        let left_out = build.ours.iter().filter(|o| o.kind == "Ingress");
+        let left_out = left_out.filter(|o| !served.iter().any(|s| s.id() == o.id()));
+        options.closed_hosts = left_out.flat_map(import::rule_hosts).collect();
+        let imported = import::convert(&objects, &options);
         let gateway = gateway::translate(build.inputs, &routes, &self.settings, &build.base_names);
         let base_lines = text.lines().count() + 1;
         let padded = format!("{}{}", "\n".repeat(base_lines), imported.policy);
@@ -241,7 +209,7 @@ impl Composer {
         }
     }
 
-    fn options(&self, base_methods: &BTreeSet<String>) -> import::Options {
+    fn options(&self, build: &Build<'_>) -> import::Options {
         let s = &self.settings;
         import::Options {
             inputs: Vec::new(),
@@ -263,7 +231,12 @@ impl Composer {
             configmap: s.configmap.clone(),
             annotation_prefix: s.annotation_prefix.clone(),
             cluster: true,
-            base_methods: Some(base_methods.clone()),
+            base_methods: Some(build.base_methods.clone()),
+            reserved_hosts: build.reserved.clone(),
+            base_limits: Some(build.base_names.limits.clone()),
+            base_concurrency: Some(build.base_names.concurrency.clone()),
+            closed_hosts: Vec::new(),
+            guard: build.base_names.guard.clone(),
         }
     }
 
@@ -271,30 +244,39 @@ impl Composer {
     /// `proxy-ssl-secret`, `auth-secret`) and ConfigMaps (`custom-headers`), each
     /// `namespace/name`. Only these are watched.
     pub fn referenced(&self, objects: &[Object]) -> BTreeSet<(Kind, String)> {
-        let prefix = &self.settings.annotation_prefix;
+        let ours = self.ours(objects);
+        let over = search::over_bounds(&ours, |o| self.named(o));
         let mut out = BTreeSet::new();
-        for ing in self.ours(objects) {
-            out.extend(tls_secrets(&ing).map(|id| (Kind::Secret, id)));
-            // Only in the Ingress's own namespace: a reference elsewhere is
-            // refused by the translation, and never watched.
-            let named = |key: &str| {
-                let value = ing.text(&["metadata", "annotations", &format!("{prefix}/{key}")])?;
-                let id = match value.split_once('/') {
-                    Some((ns, _)) if ns != ing.namespace => return None,
-                    Some(_) => value,
-                    None => format!("{}/{value}", ing.namespace),
-                };
-                Some(id)
-            };
-            out.extend(named("proxy-ssl-secret").map(|id| (Kind::Secret, id)));
-            out.extend(named("auth-secret").map(|id| (Kind::Secret, id)));
-            out.extend(named("custom-headers").map(|id| (Kind::ConfigMap, id)));
+        for ing in ours.iter().filter(|o| !over.contains_key(&o.id())) {
+            out.extend(self.named(ing));
         }
         out.extend(
             gateway::secrets(objects, &self.settings)
                 .into_iter()
                 .map(|id| (Kind::Secret, id)),
         );
+        out
+    }
+
+    /// The Secrets and ConfigMaps one Ingress names.
+    fn named(&self, ing: &Object) -> BTreeSet<(Kind, String)> {
+        let prefix = &self.settings.annotation_prefix;
+        let mut out = BTreeSet::new();
+        out.extend(tls_secrets(ing).map(|id| (Kind::Secret, id)));
+        // Only in the Ingress's own namespace: a reference elsewhere is
+        // refused by the translation, and never watched.
+        let named = |key: &str| {
+            let value = ing.text(&["metadata", "annotations", &format!("{prefix}/{key}")])?;
+            let id = match value.split_once('/') {
+                Some((ns, _)) if ns != ing.namespace => return None,
+                Some(_) => value,
+                None => format!("{}/{value}", ing.namespace),
+            };
+            Some(id)
+        };
+        out.extend(named("proxy-ssl-secret").map(|id| (Kind::Secret, id)));
+        out.extend(named("auth-secret").map(|id| (Kind::Secret, id)));
+        out.extend(named("custom-headers").map(|id| (Kind::ConfigMap, id)));
         out
     }
 
@@ -330,12 +312,13 @@ impl Composer {
             })
             .cloned()
             .collect();
-        // Mains before canaries, each in name order: a canary is folded
-        // into a main, and is what the search for a culprit blames.
+        // Mains before canaries, each oldest first (a host and path is the
+        // oldest claim's): a canary is folded into a main, and is what the
+        // search for a culprit blames.
         let canary = format!("{}/canary", self.settings.annotation_prefix);
         ours.sort_by_cached_key(|o| {
             let is = o.text(&["metadata", "annotations", &canary]).as_deref() == Some("true");
-            (is, o.id())
+            (is, import::age(o))
         });
         ours
     }
@@ -421,6 +404,30 @@ struct Build<'a> {
     base_methods: BTreeSet<String>,
     /// The names a RoutePolicy may use: the base file's own.
     base_names: gateway::BaseNames,
+    /// The operator's hosts, which no Ingress takes.
+    reserved: Vec<String>,
+    /// Our Ingresses and routes, served or not.
+    ours: &'a [Object],
+}
+
+/// The operator's hosts: the base policy's routes' and certificates'
+/// (`*.d` for a wildcard), and the Gateway's listener hostnames.
+fn reserved_hosts(base: &Config, objects: &[Object], settings: &Kubernetes) -> Vec<String> {
+    use crate::config::HostMatch;
+    let mut out: BTreeSet<String> = base
+        .routes
+        .iter()
+        .filter_map(|r| match r.host.as_ref()? {
+            HostMatch::Exact(h) => Some(h.clone()),
+            HostMatch::Suffix(s) => Some(format!("*{s}")),
+        })
+        .collect();
+    let certificates = base.server.tls.iter().flat_map(|t| t.certificates.iter());
+    out.extend(certificates.flat_map(|c| c.value.hosts.iter().map(|h| h.to_ascii_lowercase())));
+    if let Some((_, spec)) = gateway::gateway(objects, settings) {
+        out.extend(spec.listeners.into_iter().filter_map(|l| l.hostname));
+    }
+    out.into_iter().collect()
 }
 
 /// Prefixes the reader's problems at the Gateway's certificates with the

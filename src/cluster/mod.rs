@@ -206,14 +206,12 @@ async fn run(
         };
         match result {
             Ok(composed) => {
+                if composed.retry {
+                    retry_soon(&cache);
+                }
                 let served = composed.served.clone();
                 let notes = composed.notes.clone();
-                let withheld: BTreeSet<&str> = notes
-                    .iter()
-                    .filter(|n| n.reason == "Withheld")
-                    .map(|n| n.ingress.as_str())
-                    .collect();
-                METRICS.kube_rejected.set(withheld.len() as i64);
+                METRICS.kube_rejected.set(withheld_count(&notes) as i64);
                 let applied = crate::state::put_in_force(&shared, composed.checked, &base).await;
                 built(&shared, applied, started, served.len());
                 recorder.record(&objects, notes);
@@ -227,6 +225,26 @@ async fn run(
             }
         }
     }
+}
+
+/// How many objects a build withheld.
+fn withheld_count(notes: &[compose::Note]) -> usize {
+    let withheld: BTreeSet<&str> = notes
+        .iter()
+        .filter(|n| n.reason == "Withheld")
+        .map(|n| n.ingress.as_str())
+        .collect();
+    withheld.len()
+}
+
+/// Builds again after `MAX_WAIT`: objects wait for a search the last build
+/// had no budget for, and the next build goes on with it.
+fn retry_soon(cache: &Arc<Cache>) {
+    let cache = cache.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(MAX_WAIT).await;
+        cache.changed.notify_one();
+    });
 }
 
 /// What writes to the API: status (the Lease holder's) and Events (whose

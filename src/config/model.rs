@@ -117,6 +117,9 @@ pub struct Kubernetes {
     pub gateway: Option<String>,
     /// What `GatewayClass.spec.controllerName` names to be served by us.
     pub gateway_controller: String,
+    /// Endpoints and ExternalName targets may be loopback, link-local or
+    /// unspecified addresses (never the gateway's own listeners).
+    pub allow_local_endpoints: bool,
 }
 
 /// The controller name fairgate answers to unless told otherwise.

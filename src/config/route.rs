@@ -87,6 +87,10 @@ pub struct Route {
     /// An `auth: none` route keyed only by client-chosen values does not
     /// also spend the per-address default limit.
     pub client_ip_exempt: bool,
+    /// A host-less or wildcard route that never answers a host some route
+    /// names exactly: every named host is closed, as nginx's server
+    /// blocks are (the import and the controller mark theirs).
+    pub fallback: bool,
     /// What else the request must carry to match (`match.headers`, `match.query`).
     pub when: Vec<Condition>,
     pub actions: Actions,

@@ -36,6 +36,7 @@ pub const KUBERNETES: &[&str] = &[
     "nginx_replicas",
     "gateway",
     "gateway_controller",
+    "allow_local_endpoints",
 ];
 pub const TELEMETRY: &[&str] = &["otlp", "sampling", "service_name", "tenant_attribute"];
 pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout", "ca_file"];
@@ -179,6 +180,7 @@ pub const ROUTE: &[&str] = &[
     "strip_prefix",
     "forward_authorization",
     "client_ip_exempt",
+    "fallback",
     "redirect",
     "direct_response",
     "https_redirect",

@@ -144,6 +144,9 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     let mut plan = Plan::default();
     let mut lines: Vec<(String, Verdict)> = Vec::new();
     unread_aliases(&mut ann, &draft.options.annotation_prefix, &mut lines);
+    if !draft.globals.snippets {
+        snippets_ignored(&mut ann, &mut lines);
+    }
     limits::read(draft, ing, &ann, &mut plan, &mut lines);
     cors::read(&ann, &mut plan, &mut lines);
     retries::read(draft, &ann, &mut plan, &mut lines);
@@ -168,8 +171,7 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
         draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
     }
     let method = plan.keys.auth.clone();
-    let base_methods = draft.options.base_methods.as_ref();
-    for (item, verdict) in super::fairgate::read(ing, &mut plan, base_methods) {
+    for (item, verdict) in super::fairgate::read(ing, &mut plan, draft.options) {
         draft.line(&ing.id(), &item, verdict);
     }
     if plan.method.is_some() && plan.keys.auth != method {
@@ -179,6 +181,24 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
         });
     }
     plan
+}
+
+/// Snippet annotations, which ingress-nginx (since 1.9) ignores unless its
+/// ConfigMap sets `allow-snippet-annotations: "true"`: out of `ann`, each
+/// with a line saying so. A snippet inert before the move stays inert.
+fn snippets_ignored(ann: &mut BTreeMap<String, String>, lines: &mut Vec<(String, Verdict)>) {
+    let snippets: Vec<String> = ann
+        .keys()
+        .filter(|k| k.ends_with("-snippet"))
+        .cloned()
+        .collect();
+    for key in snippets {
+        ann.remove(&key);
+        let why =
+            "ignored, as ingress-nginx ignores snippet annotations unless its ConfigMap sets \
+                   allow-snippet-annotations: \"true\" (its default since 1.9)";
+        lines.push((key, Verdict::Approximated(why.into())));
+    }
 }
 
 /// Of a canonical name and its alias both given, the one ingress-nginx

@@ -284,8 +284,18 @@ fn answered_problem(name: &str) -> Option<String> {
         Ok(h) if crate::config::FRAMING_HEADERS.contains(&h.as_str()) => Some(format!(
             "{name} frames the request or is written by the gateway; fairgate never takes it from the answer"
         )),
+        // In any spelling: `X_Tenant_Id` reaches a CGI upstream as the real one.
+        Ok(h) if identity(&h.as_str().replace('_', "-")) => Some(format!(
+            "{name} is an identity header, which only the gateway writes; an auth service's answer never sets it"
+        )),
         Ok(_) => None,
     }
+}
+
+/// Whether `name` (lower case) is one of the gateway's identity headers.
+fn identity(name: &str) -> bool {
+    let headers = crate::config::IdentityHeaders::default();
+    headers.all().iter().any(|h| h.as_str() == name)
 }
 
 /// `auth-signin` (and `auth-signin-redirect-param`): a 401 sends a browser

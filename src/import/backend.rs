@@ -123,7 +123,13 @@ pub fn upstream(
         protocol.suffix()
     );
     let targets = match draft.options.cluster {
-        true => match endpoints::targets(draft.objects, &ing.namespace, &service, &port) {
+        true => match endpoints::targets(
+            draft.objects,
+            &ing.namespace,
+            &service,
+            &port,
+            &draft.options.guard,
+        ) {
             Ok(targets) => targets,
             Err(why) => {
                 let why = format!("{why}: its paths answer 503, as ingress-nginx's do");

@@ -19,9 +19,15 @@ pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
     let mut targets = Vec::new();
     for (host, path, kind, backend) in paths::of(ing) {
         let origin = (host.clone().unwrap_or_default(), path.clone(), kind.clone());
-        let Some(main) = draft.routes.iter().position(|r| r.origin == origin) else {
+        // Only a main of its own namespace: another's route is not its to split.
+        let mine = |r: &super::routes::Route| {
+            r.origin == origin
+                && r.ingress.split_once('/').map(|(ns, _)| ns) == Some(&ing.namespace)
+        };
+        let Some(main) = draft.routes.iter().position(mine) else {
             let why = format!(
-                "no main Ingress serves host {} path {path}",
+                "no main Ingress of namespace {} serves host {} path {path}",
+                ing.namespace,
                 host.as_deref().unwrap_or("*")
             );
             draft.line(&ing.id(), "canary", Verdict::Unsupported(why));

@@ -129,7 +129,15 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
              (the only peers whose PROXY header is believed); the manifests do not say its addresses"
                 .into(),
         ),
-        "allow-snippet-annotations" | "annotations-risk-level" => {
+        "allow-snippet-annotations" => {
+            draft.globals.snippets = value == "true";
+            let why = match draft.globals.snippets {
+                true => "snippet annotations are read (their header directives translated)",
+                false => "snippet annotations are ignored, as ingress-nginx ignores them",
+            };
+            Verdict::Mapped(why.into())
+        }
+        "annotations-risk-level" => {
             Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
         }
         _ => Verdict::Unsupported("no fairgate equivalent".into()),

@@ -29,6 +29,9 @@ pub struct Globals {
     /// `global-auth-url` and its companions, when they carried over: the
     /// external method of every Ingress without its own.
     pub global_auth: Option<ExternalAuth>,
+    /// `allow-snippet-annotations: "true"`: snippet annotations are read
+    /// (off by default, as in ingress-nginx since 1.9).
+    pub snippets: bool,
 }
 
 impl Default for Globals {
@@ -44,6 +47,7 @@ impl Default for Globals {
             next_upstream_tries: None,
             hsts: Hsts::default(),
             global_auth: None,
+            snippets: false,
         }
     }
 }
@@ -100,7 +104,13 @@ pub struct Draft<'a> {
     /// TLS Secrets (namespace/name) → the hosts they serve.
     pub certs: BTreeMap<String, Vec<String>>,
     pub tls_hosts: BTreeSet<String>,
+    /// The Ingress (`namespace/name`) whose TLS section serves each host.
+    pub tls_owners: BTreeMap<String, String>,
     pub routes: Vec<Route>,
+    /// The hosts of Ingresses not imported.
+    pub closed: BTreeSet<String>,
+    /// Compiled regular-expression bytes imported, by namespace.
+    pub regex_bytes: BTreeMap<String, usize>,
     pub server: Vec<ServerSetting>,
     /// Why no Ingress is imported: a server-wide access rule that did not
     /// carry over.
@@ -124,7 +134,10 @@ impl<'a> Draft<'a> {
             methods: Vec::new(),
             certs: BTreeMap::new(),
             tls_hosts: BTreeSet::new(),
+            tls_owners: BTreeMap::new(),
             routes: Vec::new(),
+            closed: BTreeSet::new(),
+            regex_bytes: BTreeMap::new(),
             server: Vec::new(),
             withheld: None,
             regex_hosts: BTreeMap::new(),

@@ -3,9 +3,71 @@
 //! when none is ready, the serving ones that are terminating), or an
 //! `ExternalName` Service's name, resolved by DNS like any pool target.
 
+use std::net::{IpAddr, SocketAddr};
+
 use serde_json::Value;
 
 use super::manifests::{text, Object};
+
+/// What a Service's endpoints may not point at (SPEC §11): the gateway's
+/// own listeners always (one request would fan out into hundreds, or
+/// reach the admin listener's `/metrics` from the public port), and
+/// loopback, link-local (the cloud metadata address among them) and
+/// unspecified addresses unless `kubernetes.allow_local_endpoints` (the
+/// API server refuses such Endpoints itself; CVE-2021-25740's class).
+#[derive(Debug, Clone, Default)]
+pub struct Guard {
+    pub allow_local: bool,
+    /// The gateway's own listeners.
+    pub own: Vec<SocketAddr>,
+}
+
+impl Guard {
+    /// Why `ip:port` is refused, if it is.
+    fn refuses(&self, ip: IpAddr, port: u16) -> Option<&'static str> {
+        let ip = ip.to_canonical();
+        let ours = self
+            .own
+            .iter()
+            .any(|l| l.port() == port && (l.ip() == ip || l.ip().is_unspecified() && local(ip)));
+        if ours {
+            return Some("is the gateway's own listener");
+        }
+        if self.allow_local {
+            return None;
+        }
+        local(ip).then_some("is a loopback, link-local or unspecified address")
+    }
+
+    /// Why an ExternalName target `name` is refused, if it is.
+    fn refuses_name(&self, name: &str, port: u16) -> Option<&'static str> {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        let bare = name.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = bare.parse::<IpAddr>() {
+            return self.refuses(ip, port);
+        }
+        let loopback = name == "localhost" || name.ends_with(".localhost");
+        match loopback {
+            true => self.refuses(IpAddr::from([127, 0, 0, 1]), port),
+            false => None,
+        }
+    }
+}
+
+/// Loopback, link-local (169.254.169.254 among them), unspecified, or
+/// the AWS IPv6 metadata address.
+fn local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_link_local() || v4.is_unspecified(),
+        IpAddr::V6(v6) => {
+            let metadata = v6 == std::net::Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254);
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
+                || metadata
+        }
+    }
+}
 
 /// The targets of Service `namespace/service` at its port `port` (a
 /// number or a port name), or why there are none.
@@ -14,6 +76,7 @@ pub fn targets(
     ns: &str,
     service: &str,
     port: &str,
+    guard: &Guard,
 ) -> Result<Vec<String>, String> {
     let svc = objects
         .iter()
@@ -22,9 +85,7 @@ pub fn targets(
     let svc_port = service_port(svc, port)
         .ok_or_else(|| format!("Service {ns}/{service} has no port {port}"))?;
     if text(&svc.value, &["spec", "type"]).as_deref() == Some("ExternalName") {
-        let name = text(&svc.value, &["spec", "externalName"])
-            .ok_or_else(|| format!("ExternalName Service {ns}/{service} names no host"))?;
-        return Ok(vec![format!("{name}:{}", svc_port.number)]);
+        return external_name(svc, &svc_port, guard);
     }
     let slices = objects.iter().filter(|o| {
         o.kind == "EndpointSlice"
@@ -37,6 +98,7 @@ pub fn targets(
                 == Some(service)
     });
     let (mut ready, mut serving) = (Vec::new(), Vec::new());
+    let mut refused: Option<String> = None;
     for slice in slices {
         let Some(number) = slice_port(&slice.value, &svc_port.name) else {
             continue;
@@ -59,6 +121,12 @@ pub fn targets(
             };
             if let Some(Value::Array(addresses)) = ep.get("addresses") {
                 for a in addresses.iter().filter_map(Value::as_str) {
+                    let ip = a.parse::<IpAddr>().ok();
+                    let port = number.parse().unwrap_or(0);
+                    if let Some(why) = ip.and_then(|ip| guard.refuses(ip, port)) {
+                        refused.get_or_insert(format!("{a}:{number} {why}"));
+                        continue;
+                    }
                     list.push(match a.contains(':') {
                         true => format!("[{a}]:{number}"),
                         false => format!("{a}:{number}"),
@@ -70,10 +138,25 @@ pub fn targets(
     let mut found = if ready.is_empty() { serving } else { ready };
     found.sort();
     found.dedup();
-    match found.is_empty() {
-        true => Err(format!("Service {ns}/{service} has no ready endpoints")),
-        false => Ok(found),
+    match (found.is_empty(), refused) {
+        (true, Some(why)) => Err(format!(
+            "Service {ns}/{service} has no endpoint the gateway may reach: {why} \
+             (kubernetes.allow_local_endpoints)"
+        )),
+        (true, None) => Err(format!("Service {ns}/{service} has no ready endpoints")),
+        (false, _) => Ok(found),
     }
+}
+
+/// An `ExternalName` Service's one target, if the guard lets it.
+fn external_name(svc: &Object, port: &ServicePort, guard: &Guard) -> Result<Vec<String>, String> {
+    let id = svc.id();
+    let name = text(&svc.value, &["spec", "externalName"])
+        .ok_or_else(|| format!("ExternalName Service {id} names no host"))?;
+    if let Some(why) = guard.refuses_name(&name, port.number.parse().unwrap_or(0)) {
+        return Err(format!("ExternalName Service {id}: {name} {why}"));
+    }
+    Ok(vec![format!("{name}:{}", port.number)])
 }
 
 /// A Service port: its name (EndpointSlices name their ports after it)

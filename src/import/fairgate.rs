@@ -18,11 +18,8 @@ pub const PREFIX: &str = "fairgate.dev";
 pub const KEYS: &[&str] = &["auth", "concurrency", "limits"];
 
 /// Reads fairgate's annotations into `plan`; one report line each.
-pub fn read(
-    ing: &Object,
-    plan: &mut Plan,
-    base_methods: Option<&std::collections::BTreeSet<String>>,
-) -> Vec<(String, Verdict)> {
+pub fn read(ing: &Object, plan: &mut Plan, options: &super::Options) -> Vec<(String, Verdict)> {
+    let base_methods = options.base_methods.as_ref();
     let mut lines = Vec::new();
     for (key, value) in annotations::of(ing, PREFIX) {
         let verdict = match key.as_str() {
@@ -33,9 +30,27 @@ pub fn read(
                     .filter(|n| !n.is_empty())
                     .map(String::from)
                     .collect();
-                plan.keys.limits.extend(names);
-                Verdict::Mapped("limits: the base policy's limits of these names".into())
+                // Only the base's: a limit another Ingress made is that
+                // namespace's bucket, not one to spend.
+                let theirs = names.iter().find(|n| not_base(&options.base_limits, n));
+                match theirs {
+                    Some(name) => refuse(
+                        plan,
+                        format!("limits {name:?}: the base policy's limits has no limit of this name"),
+                    ),
+                    None => {
+                        plan.keys.limits.extend(names);
+                        Verdict::Mapped("limits: the base policy's limits of these names".into())
+                    }
+                }
             }
+            "concurrency" if not_base(&options.base_concurrency, value.trim()) => refuse(
+                plan,
+                format!(
+                    "concurrency {:?}: the base policy's concurrency has no policy of this name",
+                    value.trim()
+                ),
+            ),
             "concurrency" => {
                 plan.keys.concurrency = Some(value.trim().to_string());
                 Verdict::Mapped("concurrency: the base policy's policy of this name".into())
@@ -73,6 +88,11 @@ pub fn read(
         lines.push((format!("{PREFIX}/{key}"), verdict));
     }
     lines
+}
+
+/// Whether the base's names are known (controller mode) and lack `name`.
+fn not_base(base: &Option<std::collections::BTreeSet<String>>, name: &str) -> bool {
+    base.as_ref().is_some_and(|names| !names.contains(name))
 }
 
 fn method_name_ok(name: &str) -> bool {

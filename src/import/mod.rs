@@ -20,6 +20,7 @@ mod annotations;
 mod auth;
 mod backend;
 mod canary;
+mod claims;
 mod configmap;
 mod controller;
 mod cors;
@@ -51,8 +52,16 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use annotations::KNOWN;
+pub use claims::age;
+
+/// The hosts of an Ingress's rules that are DNS names (not wildcards,
+/// nor what the API server would refuse).
+pub fn rule_hosts(ing: &Object) -> Vec<String> {
+    let hosts = paths::of(ing).into_iter().filter_map(|(host, ..)| host);
+    hosts.filter(|h| names::dns1123_subdomain(h)).collect()
+}
 pub use emit::{json_node, yaml, Node};
-pub use endpoints::targets as service_targets;
+pub use endpoints::{targets as service_targets, Guard};
 pub use manifests::Object;
 pub use names::policy_name;
 pub use tls::secret_pem;
@@ -135,6 +144,26 @@ pub struct Options {
     /// hosts behind another's users).
     #[arg(skip)]
     pub base_methods: Option<std::collections::BTreeSet<String>>,
+    /// In controller mode, the operator's hosts (the base policy's and
+    /// the Gateway's listener hostnames, `*.d` for a wildcard), which no
+    /// Ingress rule or certificate may take.
+    #[arg(skip)]
+    pub reserved_hosts: Vec<String>,
+    /// In controller mode, the base policy's `limits` and `concurrency`
+    /// names: the only ones `fairgate.dev/limits` and `/concurrency` may
+    /// give (never one another namespace's Ingress made).
+    #[arg(skip)]
+    pub base_limits: Option<std::collections::BTreeSet<String>>,
+    #[arg(skip)]
+    pub base_concurrency: Option<std::collections::BTreeSet<String>>,
+    /// In controller mode, the hosts of Ingresses withheld before the
+    /// import (the build refused them): each answers `404` from a route of
+    /// its own unless another Ingress serves it.
+    #[arg(skip)]
+    pub closed_hosts: Vec<String>,
+    /// In controller mode, what endpoints may not point at.
+    #[arg(skip)]
+    pub guard: Guard,
 }
 
 /// What `fairgate import ingress-nginx` writes.

@@ -142,6 +142,7 @@ keys! {
     RouteKey at ["routes[]"] {
         Name = "name",
         Match = "match",
+        Fallback = "fallback",
         Upstream = "upstream",
         Auth = "auth",
         Redirect = "redirect",

@@ -129,8 +129,9 @@ pub fn route(
     let (rule, groups) = match path_rule(draft, &id, plan, &path, &kind, regex) {
         Ok(found) => found,
         Err(why) => {
-            let why = format!("path {path}: {why}; the path is not imported");
-            draft.line(&id, "paths", Verdict::Unsupported(why));
+            // One path, not the Ingress: its item names the path.
+            let why = format!("{why}; the path is not imported");
+            draft.line(&id, &format!("path {path}"), Verdict::Unsupported(why));
             return None;
         }
     };
@@ -160,7 +161,7 @@ pub fn route(
     } else {
         match served {
             Served::Pool(pool) => keys.upstream = Some(pool),
-            Served::Unavailable => keys.unavailable = true,
+            Served::Unavailable => keys.direct = Some(503),
         }
     }
     keys.auth.get_or_insert(Auth::Off);
@@ -178,6 +179,7 @@ pub fn route(
     let rank = if kind == "Default" { 2 } else { 1 };
     Some(Route {
         name,
+        ingress: id,
         origin: (host.clone().unwrap_or_default(), path, kind),
         host,
         path: rule,
@@ -351,6 +353,52 @@ fn regex_escape(path: &str) -> String {
             c => c.to_string(),
         })
         .collect()
+}
+
+/// What one Ingress's regular expressions may take compiled, and one
+/// namespace's Ingresses together: past it the Ingress is withheld (every
+/// build compiles them, every request to their hosts runs them).
+pub const REGEX_BYTES_PER_INGRESS: usize = 4 << 20;
+pub const REGEX_BYTES_PER_NAMESPACE: usize = 16 << 20;
+
+/// Why the regular expressions of `ing`'s routes (from `first` on) cost
+/// too much, counted against its namespace when they do not.
+pub fn regex_cost(draft: &mut Draft<'_>, ing: &Object, first: usize) -> Option<String> {
+    let bytes: usize = draft.routes[first..]
+        .iter()
+        .filter_map(|r| match &r.path {
+            PathRule::Regex(re) => Some(compiled_bytes(re)),
+            _ => None,
+        })
+        .sum();
+    let spent = draft.regex_bytes.entry(ing.namespace.clone()).or_default();
+    let kib = |n: usize| n >> 10;
+    if bytes > REGEX_BYTES_PER_INGRESS {
+        return Some(format!(
+            "its regular expressions take {} KiB compiled; an Ingress may take {} KiB",
+            kib(bytes),
+            kib(REGEX_BYTES_PER_INGRESS)
+        ));
+    }
+    if *spent + bytes > REGEX_BYTES_PER_NAMESPACE {
+        return Some(format!(
+            "namespace {}'s regular expressions would take more than {} KiB compiled",
+            ing.namespace,
+            kib(REGEX_BYTES_PER_NAMESPACE)
+        ));
+    }
+    *spent += bytes;
+    None
+}
+
+/// What `pattern` takes compiled as the policy reader compiles it
+/// (anchored); what does not compile costs the reader's limit.
+fn compiled_bytes(pattern: &str) -> usize {
+    let anchored = format!(
+        "^(?:{})$",
+        pattern.trim_start_matches('^').trim_end_matches('$')
+    );
+    regex_automata::meta::Regex::new(&anchored).map_or(1 << 20, |re| re.memory_usage())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use super::annotations;
 use super::backend;
 use super::canary;
+use super::claims;
 use super::configmap;
 use super::controller;
 use super::draft::Draft;
@@ -26,7 +27,11 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
     configmap::read(&mut draft);
     controller::replicas(&mut draft);
     controller::admin(&mut draft);
-    let ingresses: Vec<&Object> = ingresses(&mut draft);
+    let mut ingresses: Vec<&Object> = ingresses(&mut draft);
+    // Oldest first: a host and path, or a certificate, is the first
+    // claim's. Ties keep their order (a file's, or the controller's, which
+    // breaks them by namespace/name).
+    ingresses.sort_by_cached_key(|i| claims::age(i).0);
     controller::defaults_said(&mut draft);
     for ing in &ingresses {
         tls::sections(&mut draft, ing);
@@ -46,6 +51,7 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
     for ing in canaries {
         canary::fold(&mut draft, ing);
     }
+    close_withheld_hosts(&mut draft);
     draft.routes.sort_by_key(order);
     // By name: the same whichever order the Ingresses came in (a file's,
     // or the controller's).
@@ -97,6 +103,7 @@ fn ingresses<'a>(draft: &mut Draft<'a>) -> Vec<&'a Object> {
 fn ingress(draft: &mut Draft<'_>, ing: &Object) {
     let mut plan = annotations::plan(draft, ing);
     if let Some(why) = plan.withheld.take().or_else(|| draft.withheld.clone()) {
+        draft.closed.extend(super::rule_hosts(ing));
         draft.line(
             &ing.id(),
             "paths",
@@ -106,6 +113,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
     }
     draft.methods.extend(plan.method.take());
     paths::regex_lines(draft, ing);
+    let first = draft.routes.len();
     for (i, (host, path, kind, backend)) in paths::of(ing).into_iter().enumerate() {
         let Some(upstream) = backend::upstream(draft, ing, &backend, plan.protocol, &plan.verify)
         else {
@@ -115,10 +123,93 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
             "{}-{i}",
             names::policy_name(&format!("{}_{}", ing.namespace, ing.name))
         );
+        if let Some(why) = refused_claim(draft, ing, host.as_deref(), &path, &kind) {
+            let item = format!("{}{path}", host.as_deref().unwrap_or("*"));
+            draft.line(&ing.id(), &item, Verdict::Unsupported(why));
+            continue;
+        }
         if let Some(route) = paths::route(draft, ing, &mut plan, name, host, path, kind, upstream) {
             draft.routes.push(route);
         }
     }
+    let why = match paths::regex_cost(draft, ing, first) {
+        Some(why) => why,
+        None if draft.routes.len() == first && !paths::of(ing).is_empty() => {
+            "none of its paths could be served".into()
+        }
+        None => return,
+    };
+    draft.routes.truncate(first);
+    draft.closed.extend(super::rule_hosts(ing));
+    draft.line(
+        &ing.id(),
+        "paths",
+        Verdict::Unsupported(format!("not imported: {why}")),
+    );
+}
+
+/// The hosts of Ingresses not served, which no route serves either,
+/// answer `404` from a route of their own (as nginx's default server
+/// would): closed (SPEC §11), their requests (and cookies) never reach
+/// another namespace's catch-all.
+fn close_withheld_hosts(draft: &mut Draft<'_>) {
+    let mut closed = std::mem::take(&mut draft.closed);
+    closed.extend(draft.options.closed_hosts.iter().cloned());
+    for host in closed {
+        if draft
+            .routes
+            .iter()
+            .any(|r| r.host.as_deref() == Some(&host))
+        {
+            continue;
+        }
+        let keys = super::out::RouteKeys {
+            auth: Some(super::out::Auth::Off),
+            direct: Some(404),
+            ..Default::default()
+        };
+        draft.routes.push(super::routes::Route {
+            name: names::policy_name(&format!("withheld_{host}")),
+            ingress: String::new(),
+            host: Some(host.clone()),
+            path: super::routes::PathRule::Any,
+            headers: None,
+            keys,
+            origin: (host, "/".into(), "Default".into()),
+            rank: 2,
+            regex: false,
+        });
+    }
+}
+
+/// Why an Ingress may not serve `host` and `path`: the host is the
+/// operator's, or an older Ingress serves the same path there.
+fn refused_claim(
+    draft: &Draft<'_>,
+    ing: &Object,
+    host: Option<&str>,
+    path: &str,
+    kind: &str,
+) -> Option<String> {
+    if let Some(h) = host {
+        if let Some(r) = claims::reserved(&draft.options.reserved_hosts, h, false) {
+            return Some(claims::taken(
+                &format!("host {h}"),
+                &format!("the operator ({r})"),
+            ));
+        }
+    }
+    let origin = (
+        host.unwrap_or_default().to_string(),
+        path.to_string(),
+        kind.to_string(),
+    );
+    let owner = draft
+        .routes
+        .iter()
+        .find(|r| r.origin == origin && r.ingress != ing.id())?;
+    let what = format!("{}{path}", host.unwrap_or("*"));
+    Some(claims::taken(&what, &format!("Ingress {}", owner.ingress)))
 }
 
 /// The policy as YAML, under a header saying where it came from and how

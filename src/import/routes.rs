@@ -17,6 +17,8 @@ pub struct Route {
     pub headers: Option<HeaderMatch>,
     /// The route's keys after `name` and `match`.
     pub keys: RouteKeys,
+    /// The Ingress it came from, `namespace/name`.
+    pub ingress: String,
     /// The Ingress path it came from: host, path and pathType, for canaries.
     pub origin: (String, String, String),
     /// Order among routes of the same host and path length: a main route

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::claims;
 use super::draft::Draft;
 use super::manifests::{text, Object};
 use super::out::CertSource;
@@ -37,12 +38,22 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
             draft.line(&ing.id(), "tls", Verdict::Unsupported(why));
             continue;
         }
+        let mut refused_any = false;
         let mut fresh = Vec::new();
         for h in hosts {
             let h = h.to_ascii_lowercase();
-            if draft.tls_hosts.insert(h.clone()) {
+            if let Some(why) = refused(draft, ing, &h) {
+                draft.line(&ing.id(), "tls", Verdict::Unsupported(why));
+                refused_any = true;
+            } else if draft.tls_hosts.insert(h.clone()) {
+                draft.tls_owners.insert(h.clone(), ing.id());
                 fresh.push(h);
             }
+        }
+        // Every host refused: the certificate serves none (an empty list
+        // would serve its SANs' names, the hosts just refused among them).
+        if fresh.is_empty() && refused_any {
+            continue;
         }
         draft.certs.entry(id.clone()).or_default().extend(fresh);
         let why = match draft.options.cluster {
@@ -54,6 +65,19 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
         };
         draft.line(&ing.id(), "tls", Verdict::Mapped(why));
     }
+}
+
+/// Why an Ingress's TLS section may not serve `host`'s certificate: the
+/// host (or one its wildcard covers) is the operator's, or an older
+/// Ingress of another namespace serves one for it.
+fn refused(draft: &Draft<'_>, ing: &Object, host: &str) -> Option<String> {
+    let what = format!("the certificate of {host}");
+    if let Some(r) = claims::reserved(&draft.options.reserved_hosts, host, true) {
+        return Some(claims::taken(&what, &format!("the operator ({r})")));
+    }
+    let owner = draft.tls_owners.get(host)?;
+    let theirs = owner.split_once('/').map(|(ns, _)| ns) != Some(&ing.namespace);
+    theirs.then(|| claims::taken(&what, &format!("Ingress {owner}")))
 }
 
 /// The certificate of the `kubernetes.io/tls` Secret `namespace/name`

@@ -225,8 +225,30 @@ pub fn tls_facts(session: &Session) -> Option<&crate::tls::TlsFacts> {
 /// headers come last, from `identity`.
 pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> pingora::Result<()> {
     let ids = &ctx.policy.config.identity_headers;
-    for name in &ctx.auth_replaced {
-        upstream.remove_header(name);
+    // Every spelling of what an auth service answers on this host, or on
+    // this route: `X_Auth_Request_Email` is read as the real one.
+    let host = ctx.route().and_then(|r| r.host.as_ref());
+    let by_host = host.and_then(|h| {
+        let methods = &ctx.policy.methods;
+        methods
+            .answer_headers_by_host
+            .get(&crate::auth::methods::host_key(h))
+    });
+    let answered: Vec<&http::HeaderName> = ctx
+        .auth_replaced
+        .iter()
+        .chain(by_host.into_iter().flatten())
+        .collect();
+    if !answered.is_empty() {
+        let spelled: Vec<http::HeaderName> = upstream
+            .headers
+            .keys()
+            .filter(|k| answered.iter().any(|a| same_name(k.as_str(), a.as_str())))
+            .cloned()
+            .collect();
+        for name in spelled {
+            upstream.remove_header(&name);
+        }
     }
     for (name, value) in &ctx.auth_headers {
         // The service's answer names no identity: only the gateway does.

@@ -123,7 +123,7 @@ pub fn base_policy(extra: &str) -> String {
          admin: {{listen: \"$ADMIN\"}}\n\
          store: {{kind: memory}}\n\
          default_limits: none\n\
-         kubernetes:\n  publish_address: [\"203.0.113.7\"]\n  lease_duration: 3s\n{extra}"
+         kubernetes:\n  publish_address: [\"203.0.113.7\"]\n  lease_duration: 3s\n  allow_local_endpoints: true\n{extra}"
     )
 }
 

@@ -214,7 +214,7 @@ impl Conformance {
             "{base}\n\
              admin: {{listen: \"$ADMIN\"}}\n\
              {defaults}\
-             kubernetes:\n  gateway: {INFRA}/{name}\n  publish_address: [\"127.0.0.1\"]\n  lease_duration: 3s\n  lease_name: fairgate-{name}\n"
+             kubernetes:\n  gateway: {INFRA}/{name}\n  publish_address: [\"127.0.0.1\"]\n  allow_local_endpoints: true\n  lease_duration: 3s\n  lease_name: fairgate-{name}\n"
         );
         let options = GatewayOptions {
             env: vec![

@@ -61,3 +61,15 @@ pub fn mount_secrets(policy: &str, dir: &Path) -> Pki {
     }
     pki
 }
+
+/// The hosts a policy's routes serve: every route's host but those that
+/// only close the host of an Ingress not imported (`withheld_…`, 404).
+pub fn served_hosts(policy: &str) -> std::collections::BTreeSet<String> {
+    let doc = &yaml_rust2::YamlLoader::load_from_str(policy).unwrap()[0];
+    let routes = doc["routes"].as_vec().cloned().unwrap_or_default();
+    routes
+        .iter()
+        .filter(|r| !r["name"].as_str().unwrap_or("").starts_with("withheld_"))
+        .filter_map(|r| r["match"]["host"].as_str().map(str::to_string))
+        .collect()
+}

@@ -71,7 +71,7 @@ mod watch;
 
 pub use kubectl::{kubectl_binary, line_with, Kubectl, Ran, Running};
 pub use resources::{Resource, RESOURCES};
-pub use store::WriteRequest;
+pub use store::{now_rfc3339, WriteRequest};
 use store::{Part, Store};
 
 /// What the server's tasks share.

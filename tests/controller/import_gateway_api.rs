@@ -402,7 +402,7 @@ async fn case(name: &str, not_written: &[&str]) {
         set(
             top,
             "kubernetes",
-            &format!("{{watch_without_class: true, publish_address: [\"203.0.113.7\"]{cm}}}"),
+            &format!("{{watch_without_class: true, allow_local_endpoints: true, publish_address: [\"203.0.113.7\"]{cm}}}"),
         );
     });
     let gateway_base = edited(&std::fs::read_to_string(&base).unwrap(), |top| {
@@ -410,7 +410,7 @@ async fn case(name: &str, not_written: &[&str]) {
         set(
             top,
             "kubernetes",
-            "{gateway: ingress/edge, publish_address: [\"203.0.113.8\"]}",
+            "{gateway: ingress/edge, allow_local_endpoints: true, publish_address: [\"203.0.113.8\"]}",
         );
     });
     let a = start(ingress_api, &d.join("a"), ingress_base, "fairgate-a", tls_a).await;

@@ -180,6 +180,7 @@ fn for_test(base: &Path, tls: SocketAddr) -> String {
             panic!("the base names no Gateway")
         };
         set(k, "publish_address", "[\"203.0.113.9\"]");
+        set(k, "allow_local_endpoints", "true");
     })
 }
 

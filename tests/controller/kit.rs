@@ -54,6 +54,11 @@ fn kit_base(pki: &Pki, tls: SocketAddr, redis: &str) -> String {
         .replace("/etc/fairgate/tls/tls.crt", &cert.display().to_string())
         .replace("/etc/fairgate/tls/tls.key", &key.display().to_string())
         .replace("redis://redis:6379/0", redis)
+        // The test's Services run on loopback, which a cluster's never do.
+        .replace(
+            "  watch_without_class: false\n",
+            "  watch_without_class: false\n  allow_local_endpoints: true\n",
+        )
 }
 
 /// Starts a controller-mode gateway as the kit's pod would run.

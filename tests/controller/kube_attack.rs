@@ -45,7 +45,7 @@ fn tls_base_text(pki: &Pki) -> String {
          admin: {{listen: \"127.0.0.1:18081\"}}\n\
          store: {{kind: memory}}\n\
          default_limits: none\n\
-         kubernetes:\n  publish_address: [\"203.0.113.7\"]\n",
+         kubernetes:\n  publish_address: [\"203.0.113.7\"]\n  allow_local_endpoints: true\n",
         cert.display(),
         key.display()
     )
@@ -56,7 +56,7 @@ fn plain_base_text() -> String {
      admin: {listen: \"127.0.0.1:18081\"}\n\
      store: {kind: memory}\n\
      default_limits: none\n\
-     kubernetes:\n  publish_address: [\"203.0.113.7\"]\n"
+     kubernetes:\n  publish_address: [\"203.0.113.7\"]\n  allow_local_endpoints: true\n"
         .to_string()
 }
 
@@ -81,6 +81,12 @@ fn victim() -> Vec<Value> {
         shop_ingress("web", "shop.example", "/"),
         service("evil", "app"),
         slice("evil", "app-1", "app", &[ready(&addr)]),
+        // Snippets read, so that the attacks on their translation apply.
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "ingress-nginx-controller", "namespace": "ingress"},
+            "data": {"allow-snippet-annotations": "true"}
+        }),
     ]
 }
 

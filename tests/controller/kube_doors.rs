@@ -73,7 +73,7 @@ fn base(dir: &Path, pki: &Pki, configmap: Option<&str>) -> String {
          admin: {{listen: \"$ADMIN\", token_env: FAIRGATE_TEST_ADMIN}}\n\
          store: {{kind: memory}}\n\
          default_limits: none\n\
-         kubernetes:\n  watch_without_class: true\n  publish_address: [\"203.0.113.7\"]\n{configmap}",
+         kubernetes:\n  watch_without_class: true\n  allow_local_endpoints: true\n  publish_address: [\"203.0.113.7\"]\n{configmap}",
         cert.display(),
         key.display(),
         tls = free_addr(),

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fourth_attack;
 mod gateway_api_attack;
 mod gateway_api_filters;
 mod gateway_api_grpc;

@@ -106,10 +106,7 @@ fn resolve(
         );
         return Err(());
     }
-    let ns = b
-        .namespace
-        .clone()
-        .unwrap_or_else(|| route.namespace.clone());
+    let ns = b.namespace.clone().unwrap_or(route.namespace.clone());
     if ns != route.namespace
         && !cx.grants.allows(
             (&route.kind, &route.namespace),
@@ -151,7 +148,8 @@ fn resolve(
         );
         return Err(());
     }
-    let targets = match service_targets(cx.objects, &ns, &b.name, &port.to_string()) {
+    let found = service_targets(cx.objects, &ns, &b.name, &port.to_string(), &cx.base.guard);
+    let targets = match found {
         Ok(t) => t,
         Err(why) if why.contains("no ready endpoints") => return Ok(None),
         Err(why) => {

@@ -40,11 +40,25 @@ pub struct BaseNames {
     pub limits: BTreeSet<String>,
     pub concurrency: BTreeSet<String>,
     pub methods: BTreeSet<String>,
+    /// What endpoints may not point at: the base's listeners among them.
+    pub guard: crate::import::Guard,
 }
 
 impl BaseNames {
     pub fn of(config: &crate::config::Config) -> BaseNames {
+        let server = &config.server;
+        let mut own = server.listen.clone();
+        own.extend(server.tls.as_ref().map(|t| t.listen));
+        own.extend(config.admin.listen);
+        let guard = crate::import::Guard {
+            allow_local: config
+                .kubernetes
+                .as_ref()
+                .is_some_and(|k| k.allow_local_endpoints),
+            own,
+        };
         BaseNames {
+            guard,
             limits: config.limits.keys().cloned().collect(),
             concurrency: config.concurrency.keys().cloned().collect(),
             methods: config
@@ -289,7 +303,11 @@ pub fn translate(
         statuses.push(status);
     }
     entries.sort_by(|a, b| a.precedence.cmp(&b.precedence));
-    let entries = rules::fenced(entries);
+    let hostnames: Vec<String> = listeners
+        .iter()
+        .filter_map(|s| s.listener.hostname.clone())
+        .collect();
+    let entries = rules::fenced(entries, &hostnames);
     statuses.push(status::gateway(gw, &listeners));
     let mut root = Vec::new();
     if !pools.is_empty() {

@@ -44,26 +44,52 @@ pub struct Entry {
 /// hostname's routes matched, is answered `404` there, never by a less
 /// specific hostname's route (another namespace's catch-all), as a proxy
 /// that picks a virtual host by name first answers it.
-pub fn fenced(entries: Vec<Entry>) -> Vec<Node> {
+/// A listener's own hostname is closed too, with or without routes: an
+/// Ingress's or a wildcard listener's route never answers it.
+/// Host-less and wildcard routes are fallbacks (`fallback: true`): they
+/// never answer a host some route names exactly, whatever the order.
+pub fn fenced(entries: Vec<Entry>, listener_hosts: &[String]) -> Vec<Node> {
     let mut out = Vec::new();
-    let mut fences = 0;
+    let mut fenced = std::collections::BTreeSet::new();
     let mut iter = entries.into_iter().peekable();
     while let Some(e) = iter.next() {
         let host = e.host.clone();
-        out.push(e.route);
+        out.push(fallback(e.route, host.as_deref()));
         let last = iter.peek().is_none_or(|next| next.host != host);
         if let (true, Some(h)) = (last, host) {
-            out.push(Node::map([
-                ("name", Node::str(format!("gateway__fence-{fences}"))),
-                ("match", Node::map([("host", Node::str(h))])),
-                ("auth", Node::str("none")),
-                ("limits", Node::Seq(Vec::new())),
-                ("direct_response", Node::map([("status", Node::Int(404))])),
-            ]));
-            fences += 1;
+            out.push(fence(fenced.len(), &h));
+            fenced.insert(h);
+        }
+    }
+    for h in listener_hosts {
+        if !h.starts_with('*') && fenced.insert(h.clone()) {
+            out.push(fence(fenced.len() - 1, h));
         }
     }
     out
+}
+
+/// A route of `host` answering `404` whatever the path.
+fn fence(n: usize, host: &str) -> Node {
+    let route = Node::map([
+        ("name", Node::str(format!("gateway__fence-{n}"))),
+        ("match", Node::map([("host", Node::str(host))])),
+        ("auth", Node::str("none")),
+        ("limits", Node::Seq(Vec::new())),
+        ("direct_response", Node::map([("status", Node::Int(404))])),
+    ]);
+    fallback(route, Some(host))
+}
+
+/// `route` marked a fallback when its host is none or a wildcard.
+fn fallback(route: Node, host: Option<&str>) -> Node {
+    match (route, host.is_none_or(|h| h.starts_with('*'))) {
+        (Node::Map(mut fields), true) => {
+            fields.insert(2, ("fallback".into(), Node::Bool(true)));
+            Node::Map(fields)
+        }
+        (route, _) => route,
+    }
 }
 
 /// The most fairgate routes one Gateway API route becomes.

@@ -61,7 +61,7 @@ pub(super) fn actions(
     };
     let app_root = f.get("app_root").and_then(|a| {
         let text = r.string(&a)?;
-        if !text.starts_with('/') || text == "/" {
+        if !text.starts_with('/') || text == "/" || text.bytes().any(|b| b < 0x21 || b == 0x7f) {
             r.error_value(
                 &a,
                 "routes.redirect_invalid",
@@ -327,6 +327,16 @@ impl Vars {
 
 pub(super) fn template(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<Template> {
     let text = r.string(at)?;
+    // Headers and `Location` carry no line break or control byte: one
+    // would be refused at every request, or end the header early.
+    if text.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        r.error_value(
+            at,
+            "routes.template_invalid",
+            "a control character (CR, LF, ...) in a header or redirect value",
+        );
+        return None;
+    }
     let mut pieces = Vec::new();
     let mut rest = text.as_str();
     while let Some(open) = rest.find('{') {
@@ -428,6 +438,27 @@ pub(super) fn redirect(r: &mut Reader<'_>, at: &At<'_>, vars: &Vars) -> Option<R
         return None;
     };
     let to = template(r, &to_at, vars)?;
+    {
+        // `https://good.lab@evil.example/` sends the browser to evil.example.
+        let shape: String =
+            to.0.iter()
+                .map(|p| match p {
+                    Piece::Text(t) => t.as_str(),
+                    Piece::Var(_) => "x",
+                })
+                .collect();
+        let authority = shape
+            .split_once("://")
+            .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""));
+        if authority.is_some_and(|a| a.contains(['@', '\\'])) {
+            r.error_value(
+                &to_at,
+                "routes.redirect_invalid",
+                "the host of a redirect holds no user part (@) or backslash",
+            );
+            return None;
+        }
+    }
     let code = match f.get("code") {
         None => 302,
         Some(c) => match r.u64(&c, "routes.redirect_invalid") {

@@ -74,6 +74,10 @@ pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> 
             .map_or(1, |n| n.get()),
         gateway,
         gateway_controller,
+        allow_local_endpoints: f
+            .get("allow_local_endpoints")
+            .and_then(|at| r.bool(&at))
+            .unwrap_or(false),
     })
 }
 

@@ -63,6 +63,7 @@ pub(super) fn route(
     };
     let client_ip_exempt = flag(r, "client_ip_exempt", false);
     let forward_authorization = flag(r, "forward_authorization", true);
+    let fallback = flag(r, "fallback", false) && fallback_ok(r, at, host.as_ref());
     let limits = f
         .get("limits")
         .map(|l| route_limits(r, &l, config, declared, auth, &path));
@@ -108,10 +109,24 @@ pub(super) fn route(
         strip_prefix,
         forward_authorization,
         client_ip_exempt,
+        fallback,
         when,
         actions,
         place: at.place(),
     })
+}
+
+/// Whether a `fallback: true` route may be one: it has no exact host.
+fn fallback_ok(r: &mut Reader<'_>, at: &At<'_>, host: Option<&HostMatch>) -> bool {
+    if let Some(HostMatch::Exact(_)) = host {
+        r.error(
+            at,
+            "routes.fallback_invalid",
+            "fallback: only a host-less or wildcard route yields to the hosts routes name",
+        );
+        return false;
+    }
+    true
 }
 
 /// Whether the route answers every request itself: a `redirect`, or a

@@ -52,9 +52,10 @@ pub struct RouteKeys {
     pub retries: Option<Retries>,
     pub cors: Option<Cors>,
     pub canary: Option<Canary>,
-    /// Answered `503` by the gateway, never forwarded: the Service has no
-    /// ready endpoint (ingress-nginx's answer). Written when true.
-    pub unavailable: bool,
+    /// Answered by the gateway with this status, never forwarded: `503`
+    /// when the Service has no ready endpoint (ingress-nginx's answer),
+    /// `404` on the host of an Ingress not served.
+    pub direct: Option<u16>,
 }
 
 /// A route's `auth`.
@@ -219,6 +220,11 @@ pub fn route_node(
     let mut f = Fields::default();
     f.put(RouteKey::Name, name);
     f.put(RouteKey::Match, m.node());
+    // nginx picks a server block by name first: a named host is never
+    // answered by a host-less or wildcard Ingress.
+    if host.is_none_or(|h| h.starts_with('*')) {
+        f.put(RouteKey::Fallback, true);
+    }
     keys.write(&mut f);
     f.node()
 }
@@ -256,9 +262,9 @@ impl RouteKeys {
         f.maybe(RouteKey::Retries, self.retries.as_ref().map(retries));
         f.maybe(RouteKey::Cors, self.cors.as_ref().map(cors));
         f.maybe(RouteKey::Canary, self.canary.as_ref().map(canary));
-        if self.unavailable {
+        if let Some(status) = self.direct {
             let mut direct = Fields::default();
-            direct.put(DirectKey::Status, 503u64);
+            direct.put(DirectKey::Status, u64::from(status));
             f.put(RouteKey::DirectResponse, direct.node());
         }
     }
