@@ -168,6 +168,14 @@ impl Composer {
         let left_out = build.ours.iter().filter(|o| o.kind == "Ingress");
         let left_out = left_out.filter(|o| !served.iter().any(|s| s.id() == o.id()));
         options.closed_hosts = left_out.flat_map(import::rule_hosts).collect();
+        options.named_elsewhere = routes
+            .iter()
+            .flat_map(|r| match r.value.pointer("/spec/hostnames") {
+                Some(Value::Array(names)) => names.clone(),
+                _ => Vec::new(),
+            })
+            .filter_map(|n| n.as_str().map(str::to_ascii_lowercase))
+            .collect();
         let imported = import::convert(&objects, &options);
         let gateway = gateway::translate(build.inputs, &routes, &self.settings, &build.base_names);
         let base_lines = text.lines().count() + 1;
@@ -236,6 +244,7 @@ impl Composer {
             base_limits: Some(build.base_names.limits.clone()),
             base_concurrency: Some(build.base_names.concurrency.clone()),
             closed_hosts: Vec::new(),
+            named_elsewhere: BTreeSet::new(),
             guard: build.base_names.guard.clone(),
         }
     }

@@ -562,6 +562,9 @@ pub struct Limit {
     pub status: u16,
     /// For `{path}`/`{header}` scopes: the only values accepted (404 otherwise).
     pub values: Option<BTreeSet<String>>,
+    /// Client addresses this limit does not count (`exempt_cidrs`): an
+    /// Ingress's `limit-whitelist` exempts from its own limits only.
+    pub exempt: Vec<ipnet::IpNet>,
 }
 
 impl Limit {

@@ -159,7 +159,14 @@ pub const UPSTREAM: &[&str] = &[
     "health_check_interval",
 ];
 pub const BUCKET: &[&str] = &["capacity", "rate"];
-pub const LIMIT: &[&str] = &["scope", "default", "plans", "shadow", "status"];
+pub const LIMIT: &[&str] = &[
+    "scope",
+    "default",
+    "plans",
+    "shadow",
+    "status",
+    "exempt_cidrs",
+];
 pub const DEFAULT_LIMITS: &[&str] = &["authenticated", "unauthenticated"];
 pub const DEFAULT_LIMIT: &[&str] = &["scope", "capacity", "rate", "shadow"];
 pub const CONCURRENCY: &[&str] = &["scope", "slots", "lease", "status"];

@@ -25,15 +25,26 @@ pub fn reserved<'a>(reserved: &'a [String], host: &str, covering: bool) -> Optio
             .strip_prefix('*')
             .is_some_and(|suffix| name.len() > suffix.len() && name.ends_with(suffix))
     };
-    reserved
-        .iter()
-        .find(|r| *r == host || under(host, r) || (covering && under(r, host)))
+    let exact = reserved.iter().find(|r| *r == host);
+    exact
+        .or_else(|| {
+            reserved
+                .iter()
+                .find(|r| under(host, r) || (covering && under(r, host)))
+        })
         .map(String::as_str)
 }
 
-/// The report's words for a claim refused because `owner` has it.
+/// The report's words for a claim refused because Ingress `owner` has it.
 pub fn taken(what: &str, owner: &str) -> String {
-    format!("{what} belongs to {owner}, which claimed it first; not served from this Ingress")
+    format!(
+        "{what} belongs to Ingress {owner}, which claimed it first; not served from this Ingress"
+    )
+}
+
+/// The report's words for a claim on the operator's host `reserved`.
+pub fn operators(what: &str, reserved: &str) -> String {
+    format!("{what} is the operator's ({reserved}: the base policy's or the Gateway's); not served from this Ingress")
 }
 
 #[cfg(test)]

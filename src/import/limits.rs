@@ -58,6 +58,7 @@ pub fn read(
             rate: format!("{rate}/{unit}"),
             status: (status != 429).then_some(status),
             shadow: draft.options.shadow,
+            exempt_cidrs: None,
         };
         draft.limits.push((name.clone(), limit));
         limits.push(name.clone());
@@ -113,13 +114,21 @@ fn connections(
     for key in ["limit-allowlist", "limit-whitelist"] {
         let Some(value) = ann.get(key) else { continue };
         let verdict = match cidrs(value) {
+            // The Ingress's own limits only, as in ingress-nginx: never the
+            // base policy's (`fairgate.dev/limits`) nor anyone else's.
             Ok(list) => {
-                plan.keys.limit_exempt_cidrs = Some(list);
+                let own = draft
+                    .limits
+                    .iter_mut()
+                    .filter(|(name, _)| plan.keys.limits.contains(name));
+                for (_, limit) in own {
+                    limit.exempt_cidrs = Some(list.clone());
+                }
                 match plan.keys.concurrency.is_some() {
                     true => Verdict::Approximated(
-                        "limit_exempt_cidrs: no tokens spent, but the concurrency slots are still taken".into(),
+                        "exempt_cidrs of its own limits: no tokens spent, but the concurrency slots are still taken".into(),
                     ),
-                    false => Verdict::Mapped("limit_exempt_cidrs".into()),
+                    false => Verdict::Mapped("exempt_cidrs of its own limits".into()),
                 }
             }
             Err(why) => Verdict::Unsupported(why.to_string()),

@@ -161,6 +161,9 @@ pub struct Options {
     /// its own unless another Ingress serves it.
     #[arg(skip)]
     pub closed_hosts: Vec<String>,
+    /// In controller mode, the hostnames the Gateway's routes name.
+    #[arg(skip)]
+    pub named_elsewhere: std::collections::BTreeSet<String>,
     /// In controller mode, what endpoints may not point at.
     #[arg(skip)]
     pub guard: Guard,

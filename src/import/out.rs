@@ -113,6 +113,7 @@ keys! {
         Default = "default",
         Status = "status",
         Shadow = "shadow",
+        ExemptCidrs = "exempt_cidrs",
     }
 }
 
@@ -521,6 +522,8 @@ pub struct Limit {
     pub status: Option<u16>,
     /// Written when true.
     pub shadow: bool,
+    /// Client addresses the limit does not count (`limit-whitelist`).
+    pub exempt_cidrs: Option<Vec<String>>,
 }
 
 impl Limit {
@@ -535,6 +538,7 @@ impl Limit {
         if self.shadow {
             f.put(LimitKey::Shadow, true);
         }
+        f.maybe(LimitKey::ExemptCidrs, self.exempt_cidrs.clone());
         f.node()
     }
 }

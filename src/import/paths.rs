@@ -364,13 +364,18 @@ pub const REGEX_BYTES_PER_NAMESPACE: usize = 16 << 20;
 /// Why the regular expressions of `ing`'s routes (from `first` on) cost
 /// too much, counted against its namespace when they do not.
 pub fn regex_cost(draft: &mut Draft<'_>, ing: &Object, first: usize) -> Option<String> {
-    let bytes: usize = draft.routes[first..]
-        .iter()
-        .filter_map(|r| match &r.path {
-            PathRule::Regex(re) => Some(compiled_bytes(re)),
-            _ => None,
-        })
-        .sum();
+    // Counted until past the bound: the rest need not be compiled.
+    let mut bytes = 0;
+    let regexes = draft.routes[first..].iter().filter_map(|r| match &r.path {
+        PathRule::Regex(re) => Some(re),
+        _ => None,
+    });
+    for re in regexes {
+        bytes += compiled_bytes(re);
+        if bytes > REGEX_BYTES_PER_INGRESS {
+            break;
+        }
+    }
     let spent = draft.regex_bytes.entry(ing.namespace.clone()).or_default();
     let kib = |n: usize| n >> 10;
     if bytes > REGEX_BYTES_PER_INGRESS {

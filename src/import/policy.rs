@@ -156,11 +156,14 @@ fn close_withheld_hosts(draft: &mut Draft<'_>) {
     let mut closed = std::mem::take(&mut draft.closed);
     closed.extend(draft.options.closed_hosts.iter().cloned());
     for host in closed {
-        if draft
+        // Served elsewhere (a route of the base or of the Gateway): closed.
+        let elsewhere = claims::reserved(&draft.options.reserved_hosts, &host, false).is_some()
+            || draft.options.named_elsewhere.contains(&host);
+        let served = draft
             .routes
             .iter()
-            .any(|r| r.host.as_deref() == Some(&host))
-        {
+            .any(|r| r.host.as_deref() == Some(&host));
+        if elsewhere || served {
             continue;
         }
         let keys = super::out::RouteKeys {
@@ -193,10 +196,7 @@ fn refused_claim(
 ) -> Option<String> {
     if let Some(h) = host {
         if let Some(r) = claims::reserved(&draft.options.reserved_hosts, h, false) {
-            return Some(claims::taken(
-                &format!("host {h}"),
-                &format!("the operator ({r})"),
-            ));
+            return Some(claims::operators(&format!("host {h}"), r));
         }
     }
     let origin = (
@@ -209,7 +209,7 @@ fn refused_claim(
         .iter()
         .find(|r| r.origin == origin && r.ingress != ing.id())?;
     let what = format!("{}{path}", host.unwrap_or("*"));
-    Some(claims::taken(&what, &format!("Ingress {}", owner.ingress)))
+    Some(claims::taken(&what, &owner.ingress))
 }
 
 /// The policy as YAML, under a header saying where it came from and how

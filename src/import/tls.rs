@@ -73,11 +73,11 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
 fn refused(draft: &Draft<'_>, ing: &Object, host: &str) -> Option<String> {
     let what = format!("the certificate of {host}");
     if let Some(r) = claims::reserved(&draft.options.reserved_hosts, host, true) {
-        return Some(claims::taken(&what, &format!("the operator ({r})")));
+        return Some(claims::operators(&what, r));
     }
     let owner = draft.tls_owners.get(host)?;
     let theirs = owner.split_once('/').map(|(ns, _)| ns) != Some(&ing.namespace);
-    theirs.then(|| claims::taken(&what, &format!("Ingress {owner}")))
+    theirs.then(|| claims::taken(&what, owner))
 }
 
 /// The certificate of the `kubernetes.io/tls` Secret `namespace/name`

@@ -155,9 +155,14 @@ pub fn plan(
     route: &Route,
     subject: &Subject<'_>,
 ) -> Result<Vec<Planned>, Unkeyable> {
+    let exempt = |limit: &&Limit| {
+        let ip = subject.client_ip;
+        ip.is_some_and(|ip| limit.exempt.iter().any(|net| net.contains(&ip)))
+    };
     config
         .route_limits(route)
         .into_iter()
+        .filter(|limit| !exempt(limit))
         .map(|limit| planned(config, limit, subject))
         .collect()
 }

@@ -434,3 +434,141 @@ async fn issue_40_finding_0_snippets_are_inert_and_answers_name_no_identity() {
     );
     assert_eq!(get(&gw, "answers.lab", "/", "").await, 404);
 }
+
+/// Finding 4: `auth-cache-key: $http_x_auth_request_groups` on any
+/// namespace's `auth-url` Ingress made that header an "input" of the
+/// policy, which took it off the gateway-wide strip list of the operator's
+/// SSO: a forged `X-Auth-Request-Groups: admins` then reached the base's
+/// upstreams. What an Ingress reads never changes the operator's stripping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_40_finding_4_an_ingress_never_turns_the_operators_stripping_off() {
+    let (base_app, evil) = (RawUpstream::start().await, RawUpstream::start().await);
+    let sso = common::forward_auth::ForwardAuth::start(&[]);
+    let api = cluster(&evil.addr, &evil.addr);
+    let base = base_policy("").replace(
+        "store: {kind: memory}\n",
+        &format!(
+            "store: {{kind: memory}}\n\
+             auth:\n  methods:\n    sso:\n      external: {{url: \"{}\", response_headers: [X-Auth-Request-Groups]}}\n\
+             upstreams: {{internal: {{targets: [\"{}\"]}}}}\n\
+             routes:\n  - {{name: open, match: {{host: base.lab, path_prefix: /}}, upstream: internal, auth: none}}\n",
+            sso.auth_url(),
+            base_app.addr
+        ),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base, &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let forged = "X-Auth-Request-Groups: admins\r\n";
+    assert_eq!(get(&gw, "base.lab", "/", forged).await, 200);
+    let p = "nginx.ingress.kubernetes.io";
+    let cached = annotated(
+        ingress("evil", "cached", Some("fairgate"), "evil.lab", "/", "app"),
+        json!({
+            format!("{p}/auth-url"): sso.auth_url(),
+            format!("{p}/auth-cache-key"): "$http_x_auth_request_groups",
+        }),
+    );
+    let ran = tenant_creates(&api, dir.path(), "evil", &cached);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let served = eventually(Duration::from_secs(10), || async {
+        get(&gw, "evil.lab", "/", "").await == 401
+    })
+    .await;
+    assert!(served, "{}", gw.logs());
+    for _ in 0..3 {
+        assert_eq!(get(&gw, "base.lab", "/", forged).await, 200);
+    }
+    let heads = base_app.received();
+    assert_eq!(heads.len(), 4);
+    for (i, head) in heads.iter().enumerate() {
+        assert_eq!(
+            head.cgi_header("X-Auth-Request-Groups"),
+            Vec::<String>::new(),
+            "request {i}: {}",
+            head.head
+        );
+    }
+}
+
+/// Finding 8: an Ingress's `auth-response-headers` were replaced only on
+/// its own routes: a sibling Ingress of the same host forwarded a forged
+/// `X-Auth-Request-Email`, and with underscores allowed `X_Auth_Request_Email`
+/// rode along even on the method's own route. They are stripped in every
+/// spelling on every route of their host now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_40_finding_8_answer_headers_are_stripped_on_every_route_of_their_host() {
+    let app = RawUpstream::start().await;
+    let sso = common::forward_auth::ForwardAuth::start(&[]);
+    sso.session("s1", "alice", "alice@shop.lab", "users").await;
+    let api = cluster(&app.addr, &app.addr);
+    let p = "nginx.ingress.kubernetes.io";
+    api.apply(annotated(
+        shop_ingress("account", "app.lab", "/account"),
+        json!({
+            format!("{p}/auth-url"): sso.auth_url(),
+            format!("{p}/auth-response-headers"): "X-Auth-Request-Email",
+        }),
+    ));
+    api.apply(shop_ingress("public", "app.lab", "/public"));
+    let base = base_policy("").replace(
+        "server: {listen: [\"$LISTEN\"]}",
+        "server: {listen: [\"$LISTEN\"], allow_underscores_in_headers: true}",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base, &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let forged = "X-Auth-Request-Email: root@evil.lab\r\nX_Auth_Request_Email: root@evil.lab\r\n";
+    assert_eq!(get(&gw, "app.lab", "/public/x", forged).await, 200);
+    let signed_in = format!("Cookie: _oauth2_proxy=s1\r\n{forged}");
+    assert_eq!(get(&gw, "app.lab", "/account", &signed_in).await, 200);
+    let heads = app.received();
+    assert_eq!(heads.len(), 2);
+    let emails: Vec<Vec<String>> = heads
+        .iter()
+        .map(|h| h.cgi_header("X-Auth-Request-Email"))
+        .collect();
+    assert_eq!(
+        emails,
+        vec![Vec::<String>::new(), vec!["alice@shop.lab".to_string()]],
+        "{heads:#?}"
+    );
+}
+
+/// Finding 10: `limit-whitelist: 0.0.0.0/0,::/0` exempted a tenant's
+/// routes from every limit, the operator's too (ingress-nginx's whitelist
+/// exempts from that Ingress's own limit annotations only). It exempts
+/// from the Ingress's own limits now: the base policy's limit it spends
+/// (`fairgate.dev/limits`) still counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_40_finding_10_a_whitelist_exempts_from_the_ingresss_own_limits_only() {
+    let evil = RawUpstream::start().await;
+    let api = cluster(&evil.addr, &evil.addr);
+    let base = base_policy("").replace(
+        "default_limits: none\n",
+        "default_limits: none\n\
+         limits: {edge: {scope: client_ip, default: {capacity: 3, rate: 1/m}}}\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base, &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let p = "nginx.ingress.kubernetes.io";
+    let open = annotated(
+        ingress("evil", "open", Some("fairgate"), "open.lab", "/", "app"),
+        json!({
+            format!("{p}/limit-rpm"): "1",
+            format!("{p}/limit-whitelist"): "0.0.0.0/0,::/0",
+            "fairgate.dev/limits": "edge",
+        }),
+    );
+    let ran = tenant_creates(&api, dir.path(), "evil", &open);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let served = eventually(Duration::from_secs(10), || async {
+        get(&gw, "open.lab", "/", "").await == 200
+    })
+    .await;
+    assert!(served, "{}", gw.logs());
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(get(&gw, "open.lab", "/", "").await);
+    }
+    // One was spent while waiting above: 2 more of the base's 3, then 429.
+    assert_eq!(answers, [200, 200, 429, 429, 429]);
+}

@@ -8,6 +8,7 @@
 mod common;
 
 mod fourth_attack;
+mod fourth_attack_bounds;
 mod gateway_api_attack;
 mod gateway_api_filters;
 mod gateway_api_grpc;

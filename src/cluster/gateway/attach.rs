@@ -168,7 +168,9 @@ pub fn attach(
         .into_iter()
         .filter_map(|(i, s)| {
             let hosts = intersect(s.listener.hostname.as_deref(), hostnames);
-            (!hosts.is_empty()).then_some((i, hosts))
+            // Attached (and Accepted) even when a more specific listener
+            // takes every hostname: it serves none of them.
+            (!hosts.is_empty()).then(|| (i, isolated(listeners, i, hosts)))
         })
         .collect();
     match attached.is_empty() {
@@ -179,6 +181,33 @@ pub fn attach(
         )),
         false => Ok(attached),
     }
+}
+
+/// Listener isolation (`GatewayHTTPListenerIsolation`): of the hostnames
+/// a route serves on listener `i`, not those a more specific listener of
+/// the same port matches (its routes alone answer them, whichever
+/// namespaces it admits). Host-less and wildcard entries stay: they are
+/// fallbacks, which never answer a host some route names.
+fn isolated(listeners: &[Served], i: usize, hosts: Vec<Option<String>>) -> Vec<Option<String>> {
+    let own = &listeners[i].listener;
+    let rank = |h: Option<&str>| match h {
+        None => (0, 0),
+        Some(w) if w.starts_with('*') => (1, w.len()),
+        Some(e) => (2, e.len()),
+    };
+    let taken = |host: &str| {
+        listeners.iter().enumerate().any(|(j, t)| {
+            let theirs = t.listener.hostname.as_deref();
+            j != i
+                && t.listener.port == own.port
+                && rank(theirs) > rank(own.hostname.as_deref())
+                && theirs.is_some_and(|h| h == host || covers(h, host))
+        })
+    };
+    hosts
+        .into_iter()
+        .filter(|h| h.as_deref().is_none_or(|h| h.starts_with('*') || !taken(h)))
+        .collect()
 }
 
 fn namespace_allowed(l: &Listener, gateway_ns: &str, route_ns: &str, labels: &Labels) -> bool {

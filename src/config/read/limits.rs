@@ -195,6 +195,12 @@ pub(super) fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit
     let values = f
         .get("scope")
         .and_then(|s| scope_values(r, &s, scope.as_ref()?));
+    let mut exempt = Vec::new();
+    if let Some(at) = f.get("exempt_cidrs") {
+        for (i, node) in r.sequence(&at).into_iter().enumerate() {
+            exempt.extend(super::actions::cidr(r, &at.item(i, node)));
+        }
+    }
     Some(Limit {
         name: name.to_string(),
         scope: scope?,
@@ -203,6 +209,7 @@ pub(super) fn limit(r: &mut Reader<'_>, at: &At<'_>, name: &str) -> Option<Limit
         shadow,
         status,
         values,
+        exempt,
     })
 }
 
@@ -266,6 +273,7 @@ pub(super) fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultL
         shadow: false,
         status: 429,
         values: None,
+        exempt: Vec::new(),
     };
     let mut out = DefaultLimits {
         authenticated: Some(builtin(
@@ -316,6 +324,7 @@ pub(super) fn default_limits(r: &mut Reader<'_>, at: Option<At<'_>>) -> DefaultL
                 shadow: m.get("shadow").and_then(|s| r.bool(&s)).unwrap_or(false),
                 status: 429,
                 values: None,
+                exempt: Vec::new(),
             });
         }
     }

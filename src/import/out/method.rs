@@ -95,10 +95,11 @@ impl ExternalAuth {
         f.maybe(ExternalKey::Method, self.method.clone());
         if !self.response_headers.is_empty() {
             f.put(ExternalKey::ResponseHeaders, self.response_headers.clone());
-            // An Ingress's method replaces them on its own routes only, as
-            // ingress-nginx sets them in the annotated location only.
-            f.put(ExternalKey::StripEverywhere, false);
         }
+        // An Ingress's method replaces them on its host's routes only, as
+        // ingress-nginx sets them in the annotated location only; and what
+        // it reads never takes a header off the operator's strip list.
+        f.put(ExternalKey::StripEverywhere, false);
         if !self.set_headers.is_empty() {
             f.put(ExternalKey::SetHeaders, self.set_headers.clone());
         }
