@@ -66,6 +66,11 @@ pub struct Metrics {
     pub token_cache_misses: IntCounter,
     /// Requests answered 429 because their address failed authentication too often.
     pub auth_throttled: IntCounter,
+    /// Basic-auth requests answered 429 before any check, by `Throttle`
+    /// (`user`, `queued`).
+    pub basic_throttled: IntCounterVec,
+    /// Basic-auth checks running or waiting now (one an address at most).
+    pub basic_checks_queued: IntGauge,
     /// Client connections open now.
     pub connections_open: IntGauge,
     /// Client connections closed at accept, by reason (`total`, `per_ip`).
@@ -292,6 +297,17 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_auth_throttled_total",
             "Requests refused with 429 because their address failed authentication too often.",
+        ),
+        basic_throttled: counter(
+            &r,
+            "fairgate_basic_auth_throttled_total",
+            "Basic-auth requests refused with 429 before any check, by reason.",
+            &["reason"],
+        ),
+        basic_checks_queued: gauge(
+            &r,
+            "fairgate_basic_auth_checks_queued",
+            "Basic-auth checks running or waiting now.",
         ),
         connections_open: gauge(
             &r,

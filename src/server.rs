@@ -130,6 +130,8 @@ fn shared_state(checked: Checked) -> Result<Arc<Shared>, StartError> {
         telemetry,
         limiter,
         auth_failures: Default::default(),
+        user_failures: Default::default(),
+        basic_checks: Default::default(),
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
         synced: AtomicBool::new(true),

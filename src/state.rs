@@ -120,6 +120,10 @@ pub struct Shared {
     pub limiter: crate::limit::Limiter,
     /// Failed authentications per client address; outlives reloads.
     pub auth_failures: crate::auth::failures::Failures,
+    /// Failed basic-auth checks per method and user name; outlives reloads.
+    pub user_failures: crate::auth::failures::Failures<crate::auth::failures::UserKey>,
+    /// The queue of basic-auth checks (bcrypt), one place an address.
+    pub basic_checks: crate::auth::checks::CheckQueue,
     /// Listeners are up and the process is not shutting down.
     pub ready: AtomicBool,
     /// Controller mode: the first full list of the cluster's objects has
@@ -135,6 +139,9 @@ pub fn init_series(config: &Config) {
     let m = &*METRICS;
     for e in crate::auth::AuthError::ALL {
         m.auth_failures.with_label_values(&[e.reason()]);
+    }
+    for throttle in crate::auth::failures::Throttle::BASIC {
+        m.basic_throttled.with_label_values(&[throttle.as_str()]);
     }
     for result in ["ok", "error"] {
         m.config_reloads.with_label_values(&[result]);

@@ -1,12 +1,13 @@
 //! Basic authentication (`Authorization: Basic`) against htpasswd entries:
 //! parses the file's text as Apache `htpasswd` writes it (bcrypt, `{SHA}`,
-//! `$apr1$`), verifies a header's credentials, and remembers credentials
+//! `$apr1$`), verifies a header's credentials at the same cost whoever
+//! they name (one hash of each kind the file holds), and remembers credentials
 //! verified before in a bounded, expiring cache keyed by a digest of the
 //! header. Opens no file (the policy builder hands the text over), knows
 //! nothing of responses or metrics, and never keeps, logs or reports a
 //! password or a hash: errors name lines, the cache holds SHA-256 digests.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,41 +26,35 @@ const MAX_USER_BYTES: usize = 256;
 const CACHE_ENTRIES: usize = 10_000;
 /// How long verified credentials are remembered.
 const CACHE_TTL: Duration = Duration::from_secs(300);
-/// A bcrypt hash of cost 5 (htpasswd's default) of a password nobody
-/// sends, verified for unknown users so that they cost what known ones do.
-const DUMMY_BCRYPT: &str = "$2y$05$IT02hfrdT8n1lg1biB9i.u3yQbCpVlJqoiNfaDJkVv18JsGj3VwoC";
+/// The salt and sum of a bcrypt hash (of cost 5, of a password nobody
+/// sends): behind `$2y$NN$`, any cost, it is a decoy whose check costs
+/// what a real hash of that cost does.
+const DECOY_BCRYPT: &str = "IT02hfrdT8n1lg1biB9i.u3yQbCpVlJqoiNfaDJkVv18JsGj3VwoC";
 
 /// The highest bcrypt cost accepted: about a quarter of a second a check
 /// here; a higher one would let a client hold CPUs with wrong passwords.
 pub const MAX_BCRYPT_COST: u32 = 12;
 
-/// A bcrypt hash of a password nobody sends, at `cost`: made once per
-/// cost and process, so an unknown user costs what the file's dearest
-/// known one does.
-fn dummy_bcrypt(cost: u32) -> String {
-    use std::sync::{Mutex, OnceLock};
-    static MADE: OnceLock<Mutex<HashMap<u32, String>>> = OnceLock::new();
-    if cost <= 5 {
-        return DUMMY_BCRYPT.to_string();
-    }
-    let made = MADE.get_or_init(Default::default);
-    let mut made = made.lock().unwrap_or_else(|e| e.into_inner());
-    made.entry(cost)
-        .or_insert_with(|| {
-            bcrypt::hash("fairgate: nobody's password", cost)
-                .unwrap_or_else(|_| DUMMY_BCRYPT.to_string())
-        })
-        .clone()
-}
 /// The alphabet of crypt(3) and of md5-crypt's encoding.
 const ITOA64: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 const APR1_MAGIC: &str = "$apr1$";
 const APR1_SALT_BYTES: usize = 8;
 const APR1_SUM_CHARS: usize = 22;
 
-/// Parsed htpasswd file: user name -> hash.
+/// Parsed htpasswd file: user name -> hash, and a decoy of each kind of
+/// hash the file holds.
 pub struct Htpasswd {
     users: HashMap<String, Hash>,
+    decoys: BTreeMap<Work, Hash>,
+}
+
+/// One hash computation, by what it costs: a scheme, and bcrypt's cost.
+/// A check's work is counted in these, and is the same whoever is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Work {
+    Sha1,
+    Apr1,
+    Bcrypt { cost: u32 },
 }
 
 /// One user's stored hash, in a form that can be checked.
@@ -140,19 +135,11 @@ impl Htpasswd {
         if users.is_empty() {
             return Err(HtpasswdError::Empty { lines });
         }
-        Ok(Htpasswd { users })
-    }
-
-    /// The highest bcrypt cost among the entries (5 without bcrypt ones).
-    fn dearest(&self) -> u32 {
-        self.users
+        let decoys = users
             .values()
-            .filter_map(|h| match h {
-                Hash::Bcrypt(text) => Some(bcrypt_cost(text)),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(5)
+            .map(|h| (h.work(), Hash::decoy(h.work())))
+            .collect();
+        Ok(Htpasswd { users, decoys })
     }
 
     /// The number of users.
@@ -165,20 +152,32 @@ impl Htpasswd {
         self.users.is_empty()
     }
 
-    /// Whether `password` is `user`'s. An unknown user still costs one
-    /// bcrypt verification (at the file's highest cost) so that timing does
-    /// not tell which users exist. SHA-1 and MD5 results are compared in
-    /// constant time. bcrypt reads only a password's first 72 bytes, so
-    /// longer passwords that share them are equal to it.
+    /// Whether `password` is `user`'s. Every check costs the same work
+    /// whoever is named (see `check`), so timing tells neither which users
+    /// exist nor how a user's password is hashed. SHA-1 and MD5 results
+    /// are compared in constant time. bcrypt reads only a password's first
+    /// 72 bytes, so longer passwords that share them are equal to it.
     pub fn verify(&self, user: &str, password: &str) -> bool {
-        match self.users.get(user) {
-            Some(hash) => hash.matches(password.as_bytes()),
-            None => {
-                let dummy = dummy_bcrypt(self.dearest());
-                std::hint::black_box(bcrypt::verify(password, &dummy).ok());
-                false
-            }
+        self.check(user, password).0
+    }
+
+    /// Whether `password` is `user`'s, and the hashes computed to tell:
+    /// one of each kind the file holds (scheme and bcrypt cost), in
+    /// order; the user's own hash for its kind, a decoy that no password
+    /// is taken from for every other kind, and for all of them when the
+    /// user is unknown. Only the user's own hash can say yes.
+    fn check(&self, user: &str, password: &str) -> (bool, Vec<Work>) {
+        let own = self.users.get(user);
+        let mut valid = false;
+        let mut done = Vec::with_capacity(self.decoys.len());
+        for (work, decoy) in &self.decoys {
+            let mine = own.filter(|h| h.work() == *work);
+            let hash = mine.unwrap_or(decoy);
+            let matched = std::hint::black_box(hash.matches(password.as_bytes()));
+            valid |= mine.is_some() & matched;
+            done.push(hash.work());
         }
+        (valid, done)
     }
 }
 
@@ -241,6 +240,30 @@ impl Hash {
         Err(HtpasswdError::PlainText { line })
     }
 
+    /// What checking a password against this hash costs.
+    fn work(&self) -> Work {
+        match self {
+            Hash::Bcrypt(text) => Work::Bcrypt {
+                cost: bcrypt_cost(text),
+            },
+            Hash::Sha1(_) => Work::Sha1,
+            Hash::Apr1 { .. } => Work::Apr1,
+        }
+    }
+
+    /// A hash of kind `work` that no password is taken from: checking one
+    /// costs what checking a user's hash of that kind does.
+    fn decoy(work: Work) -> Hash {
+        match work {
+            Work::Bcrypt { cost } => Hash::Bcrypt(format!("$2y${cost:02}${DECOY_BCRYPT}")),
+            Work::Sha1 => Hash::Sha1([0; 20]),
+            Work::Apr1 => Hash::Apr1 {
+                salt: "fairgate".to_string(),
+                sum: [b'.'; APR1_SUM_CHARS],
+            },
+        }
+    }
+
     fn matches(&self, password: &[u8]) -> bool {
         match self {
             Hash::Bcrypt(hash) => bcrypt::verify(password, hash).unwrap_or(false),
@@ -258,14 +281,20 @@ fn bcrypt_cost(text: &str) -> u32 {
     text.get(4..6).and_then(|c| c.parse().ok()).unwrap_or(0)
 }
 
-/// `$2?$NN$` then 53 chars of bcrypt's alphabet, cost 4 to 31.
+/// `$2?$NN$` (cost 4 to 31) then bcrypt's base64 of a 16-byte salt (22
+/// chars) and a 23-byte sum (31 chars), canonical: what the bcrypt crate
+/// can check, so no entry's check is cheaper for being unreadable.
 fn bcrypt_shaped(text: &str) -> bool {
-    let bytes = text.as_bytes();
+    use base64::engine::{general_purpose::NO_PAD, GeneralPurpose};
+    const BCRYPT64: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::BCRYPT, NO_PAD);
     let cost = text.get(4..6).and_then(|c| c.parse::<u32>().ok());
-    bytes.len() == 60
-        && bytes[6] == b'$'
+    let (mut salt, mut sum) = ([0u8; 16], [0u8; 23]);
+    text.len() == 60
+        && text.is_ascii()
+        && text.as_bytes()[6] == b'$'
         && cost.is_some_and(|c| (4..=31).contains(&c))
-        && bytes[7..].iter().all(|b| ITOA64.contains(b))
+        && BCRYPT64.decode_slice(&text[7..29], &mut salt) == Ok(16)
+        && BCRYPT64.decode_slice(&text[29..], &mut sum) == Ok(23)
 }
 
 /// The digest of `{SHA}<base64>`: standard base64 with padding, 20 bytes.
@@ -481,6 +510,14 @@ impl BasicAuth {
             }
             None => None,
         }
+    }
+
+    /// The user name the header claims, read without any hash check:
+    /// Missing or Malformed when there is none to check.
+    pub fn claimed(&self, authorization: Option<&[u8]>) -> Result<String, BasicError> {
+        let value = authorization.ok_or(BasicError::Missing)?;
+        let (user, _) = credentials(Some(value)).ok_or(BasicError::Malformed)?;
+        Ok(user)
     }
 
     /// Verifies the header's credentials (slow for bcrypt: the caller runs

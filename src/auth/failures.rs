@@ -2,9 +2,13 @@
 //! bucket of the client's address, kept in this process (no store call);
 //! while it is empty, that address's unverified tokens get 429 without a
 //! signature check, so a flood of forged RS256/ES256 tokens cannot buy
-//! unlimited CPU. It knows nothing of tokens or responses.
+//! unlimited CPU. A failed basic-auth check also spends a bucket of the
+//! user name it claimed (by a digest, `UserKey`), so guesses at one user
+//! spread over many addresses run dry too. It knows nothing of tokens or
+//! responses.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -12,55 +16,109 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Bucket;
 use crate::limit::bucket::{decide, Spend};
 
-/// Addresses tracked at once; past this, a new address takes the place of
-/// the one whose bucket is fullest (earliest theoretical arrival), so a
-/// failure is always recorded and no request scans the table.
-const MAX_ADDRESSES: usize = 100_000;
+/// Keys (addresses, user names) tracked at once; past this, a new key
+/// takes the place of the one whose bucket is fullest (earliest
+/// theoretical arrival), so a failure is always recorded and no request
+/// scans the table.
+const MAX_KEYS: usize = 100_000;
 
 /// One GCRA bucket (`limit::bucket`, the limiter's own arithmetic) per
-/// address, on the injected clock.
-pub struct Failures {
+/// key (by default the client's address), on the injected clock.
+pub struct Failures<K = IpAddr> {
     clock: Arc<dyn Clock>,
-    tat: Mutex<Table>,
+    tat: Mutex<Table<K>>,
 }
 
-/// Each address's theoretical arrival time, also ordered by it.
-#[derive(Default)]
-struct Table {
-    tat: HashMap<IpAddr, u64>,
-    by_tat: BTreeSet<(u64, IpAddr)>,
+/// Whose failed basic-auth checks a bucket counts: a SHA-256 digest of
+/// the method's name and the user name claimed, so neither the table nor
+/// anything printing it holds a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserKey([u8; 32]);
+
+impl UserKey {
+    pub fn new(method: &str, user: &str) -> Self {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(method.as_bytes());
+        ctx.update(b"\0");
+        ctx.update(user.as_bytes());
+        let mut key = [0u8; 32];
+        key.copy_from_slice(ctx.finish().as_ref());
+        UserKey(key)
+    }
 }
 
-impl Table {
-    fn set(&mut self, addr: IpAddr, tat: u64) {
-        if let Some(old) = self.tat.insert(addr, tat) {
-            self.by_tat.remove(&(old, addr));
+/// Why a request is refused (429) before its credentials are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Throttle {
+    /// Its address's failure bucket is empty.
+    Address,
+    /// The bucket of the basic-auth user name it claims is empty.
+    User,
+    /// Its address has a basic-auth check running or waiting already.
+    Queued,
+}
+
+impl Throttle {
+    /// The reasons of basic auth alone (`fairgate_basic_auth_throttled_total`).
+    pub const BASIC: [Throttle; 2] = [Throttle::User, Throttle::Queued];
+
+    /// A bounded metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Throttle::Address => "address",
+            Throttle::User => "user",
+            Throttle::Queued => "queued",
         }
-        self.by_tat.insert((tat, addr));
+    }
+}
+
+/// Each key's theoretical arrival time, also ordered by it.
+struct Table<K> {
+    tat: HashMap<K, u64>,
+    by_tat: BTreeSet<(u64, K)>,
+}
+
+impl<K> Default for Table<K> {
+    fn default() -> Self {
+        Table {
+            tat: HashMap::new(),
+            by_tat: BTreeSet::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord> Table<K> {
+    fn set(&mut self, key: K, tat: u64) {
+        if let Some(old) = self.tat.insert(key, tat) {
+            self.by_tat.remove(&(old, key));
+        }
+        self.by_tat.insert((tat, key));
     }
 
-    /// Forgets the address whose bucket is fullest.
+    /// Forgets the key whose bucket is fullest.
     fn evict_fullest(&mut self) {
-        if let Some((_, addr)) = self.by_tat.pop_first() {
-            self.tat.remove(&addr);
+        if let Some((_, key)) = self.by_tat.pop_first() {
+            self.tat.remove(&key);
         }
     }
 }
 
-impl Default for Failures {
+impl<K> Default for Failures<K> {
     fn default() -> Self {
         Failures::with_clock(Arc::new(SystemClock))
     }
 }
 
-impl Failures {
+impl<K> Failures<K> {
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         Failures {
             clock,
             tat: Mutex::new(Table::default()),
         }
     }
+}
 
+impl<K: Copy + Eq + Hash + Ord> Failures<K> {
     /// The bucket of `bucket`'s policy for one failure (cost 1).
     fn spend(bucket: &Bucket) -> [Spend; 1] {
         [Spend {
@@ -71,16 +129,16 @@ impl Failures {
         }]
     }
 
-    /// `Ok` while `addr` may still fail once more; else the wait in
+    /// `Ok` while `key` may still fail once more; else the wait in
     /// milliseconds until it may.
-    pub fn check(&self, addr: IpAddr, bucket: &Bucket) -> Result<(), u64> {
+    pub fn check(&self, key: K, bucket: &Bucket) -> Result<(), u64> {
         let now = self.clock.now_us();
         let tat = self
             .tat
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .tat
-            .get(&addr)
+            .get(&key)
             .copied();
         let (states, _) = decide(now, &Self::spend(bucket), &[tat], 1);
         match states[0].allowed {
@@ -89,19 +147,19 @@ impl Failures {
         }
     }
 
-    /// Spends one token for a failed authentication from `addr`; an empty
-    /// bucket stays empty (the address waits one refill after the flood).
-    pub fn record(&self, addr: IpAddr, bucket: &Bucket) {
+    /// Spends one token for a failed authentication of `key`; an empty
+    /// bucket stays empty (the key waits one refill after the flood).
+    pub fn record(&self, key: K, bucket: &Bucket) {
         let now = self.clock.now_us();
         let mut table = self.tat.lock().unwrap_or_else(|e| e.into_inner());
-        let tat = table.tat.get(&addr).copied();
-        if tat.is_none() && table.tat.len() >= MAX_ADDRESSES {
+        let tat = table.tat.get(&key).copied();
+        if tat.is_none() && table.tat.len() >= MAX_KEYS {
             table.evict_fullest();
         }
         let (_, writes) = decide(now, &Self::spend(bucket), &[tat], 1);
         let written = writes.and_then(|w| w[0]);
         if let Some(tat) = written.or(tat) {
-            table.set(addr, tat);
+            table.set(key, tat);
         }
     }
 }
@@ -124,7 +182,7 @@ mod tests {
                 period: Duration::from_secs(3600),
             },
         };
-        for i in 0..MAX_ADDRESSES as u32 {
+        for i in 0..MAX_KEYS as u32 {
             f.record(
                 IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i)),
                 &bucket,
@@ -138,8 +196,8 @@ mod tests {
             "the new address is throttled"
         );
         let table = f.tat.lock().unwrap();
-        assert_eq!(table.tat.len(), MAX_ADDRESSES);
-        assert_eq!(table.by_tat.len(), MAX_ADDRESSES);
+        assert_eq!(table.tat.len(), MAX_KEYS);
+        assert_eq!(table.by_tat.len(), MAX_KEYS);
         // The fullest bucket (the first spent) made room.
         assert!(!table
             .tat

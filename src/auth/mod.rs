@@ -1,12 +1,14 @@
 //! Authentication: verifies the bearer JWT and turns its claims into an
 //! `Identity`, remembering tokens verified before (`verified`); counts
-//! failed authentications per address (`failures`). Knows nothing of limits
-//! or responses; a failure is an `AuthError` that `proxy::respond` turns
-//! into a 401. It opens no key file: the policy builder loads `auth.keys`
+//! failed authentications per address and per basic-auth user name
+//! (`failures`) and queues slow checks, one place an address (`checks`).
+//! Knows nothing of limits or responses; a failure is an `AuthError` that
+//! `proxy::respond` turns into a 401. It opens no key file: the policy builder loads `auth.keys`
 //! once per load and hands a `KeySet` over.
 
 pub mod api_keys;
 pub mod basic;
+pub mod checks;
 pub mod external;
 pub mod failures;
 pub mod keys;

@@ -400,6 +400,9 @@ pub struct Auth {
     /// Failed authentications one client address may make back to back,
     /// and their refill; then 429 without a signature check.
     pub failure_limit: Bucket,
+    /// Failed basic-auth checks of one user name (of one method) from all
+    /// addresses together, and their refill; then 429 without a check.
+    pub user_failure_limit: Bucket,
     pub issuer: Option<String>,
     pub audience: Vec<String>,
     pub leeway: Duration,

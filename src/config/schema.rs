@@ -101,6 +101,7 @@ pub const STORE: &[&str] = &[
 ];
 pub const AUTH: &[&str] = &[
     "failure_limit",
+    "user_failure_limit",
     "issuer",
     "audience",
     "leeway",
@@ -256,6 +257,7 @@ pub fn paths() -> Vec<String> {
     under("auth", AUTH);
     under("auth.claims", AUTH_CLAIMS);
     under("auth.failure_limit", BUCKET);
+    under("auth.user_failure_limit", BUCKET);
     under("auth.keys[]", AUTH_KEY);
     under("auth.methods.<name>", AUTH_METHOD);
     under("auth.methods.<name>.external", AUTH_EXTERNAL);

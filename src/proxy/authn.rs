@@ -2,7 +2,8 @@
 //! `auth: NAME`): an external service's answer, basic credentials or an
 //! API key, each turned into the request's identity by the identity map.
 //! Basic and API-key failures spend the address's failure bucket as bad
-//! tokens do.
+//! tokens do; a basic failure also spends its user name's, and a basic
+//! check waits its address's one turn in the check queue.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use super::ctx::Ctx;
 use super::respond::Deny;
 use crate::auth::api_keys::take_query_param;
 use crate::auth::external::{Original, Outcome};
+use crate::auth::failures::{Throttle, UserKey};
 use crate::auth::methods::{identity, Authenticator, Kind, Native};
 use crate::limit;
 use crate::metrics::METRICS;
@@ -38,7 +40,7 @@ pub async fn by_method(
             (Native::default(), Some(answer))
         }
         Kind::Basic { auth, users } => {
-            let user = basic_user(shared, session, ctx, auth).await?;
+            let user = basic_user(shared, session, ctx, &method.name, auth).await?;
             let record = users.as_ref().and_then(|u| u.get(&user));
             let native = Native {
                 tenant: record.map(|r| r.tenant.clone()),
@@ -158,11 +160,16 @@ fn failure_bucket(ctx: &Ctx) -> Result<(IpAddr, crate::config::Bucket), Deny> {
         .as_ref()
         .map(|a| a.failure_limit)
         .ok_or(Deny::Internal("no auth section"))?;
-    let addr = limit::address_key(
+    Ok((client_key(ctx), bucket))
+}
+
+/// The client's address as its buckets and check queue know it (an IPv6
+/// address by its `ipv6_prefix`).
+fn client_key(ctx: &Ctx) -> IpAddr {
+    limit::address_key(
         ctx.client_ip.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-        config.server.ipv6_prefix,
-    );
-    Ok((addr, bucket))
+        ctx.policy.config.server.ipv6_prefix,
+    )
 }
 
 /// Refuses an address whose failure bucket is empty, before any check
@@ -170,10 +177,21 @@ fn failure_bucket(ctx: &Ctx) -> Result<(IpAddr, crate::config::Bucket), Deny> {
 pub(super) fn not_throttled(shared: &Shared, ctx: &Ctx) -> Result<(), Deny> {
     let (addr, bucket) = failure_bucket(ctx)?;
     if let Err(wait_ms) = shared.auth_failures.check(addr, &bucket) {
-        METRICS.auth_throttled.inc();
-        return Err(Deny::AuthThrottled { wait_ms });
+        return Err(throttled(Throttle::Address, wait_ms));
     }
     Ok(())
+}
+
+/// The 429 of `by`, counted.
+fn throttled(by: Throttle, wait_ms: u64) -> Deny {
+    match by {
+        Throttle::Address => METRICS.auth_throttled.inc(),
+        _ => METRICS
+            .basic_throttled
+            .with_label_values(&[by.as_str()])
+            .inc(),
+    }
+    Deny::AuthThrottled { wait_ms, by }
 }
 
 /// Spends from the address's failure bucket and counts the reason.
@@ -184,12 +202,31 @@ pub(super) fn failed(shared: &Shared, ctx: &Ctx, reason: &str) {
     METRICS.auth_failures.with_label_values(&[reason]).inc();
 }
 
+/// The user name a basic check is about: the bucket of its failures.
+struct Claim {
+    key: UserKey,
+    bucket: crate::config::Bucket,
+}
+
+impl Claim {
+    /// Refuses a user name whose failure bucket is empty, before a check.
+    fn not_throttled(&self, shared: &Shared) -> Result<(), Deny> {
+        match shared.user_failures.check(self.key, &self.bucket) {
+            Ok(()) => Ok(()),
+            Err(wait_ms) => Err(throttled(Throttle::User, wait_ms)),
+        }
+    }
+}
+
 /// The user of valid basic credentials: known from before, or verified
-/// on a blocking thread (bcrypt is slow by design).
+/// on a blocking thread (bcrypt is slow by design) in its turn of the
+/// check queue. Before a check: the address's and the user name's
+/// failure buckets, and the address's one place in the queue.
 async fn basic_user(
     shared: &Shared,
     session: &Session,
     ctx: &Ctx,
+    method: &str,
     basic: &Arc<crate::auth::basic::BasicAuth>,
 ) -> Result<String, Deny> {
     let header = session
@@ -201,40 +238,84 @@ async fn basic_user(
         return Ok(user);
     }
     not_throttled(shared, ctx)?;
-    // At most two checks a CPU at once: many concurrent wrong passwords
-    // (an HTTP/2 connection's streams) wait here instead of holding every
-    // blocking thread with bcrypt before the failure bucket runs dry.
-    let permit = bcrypt_permits()
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| Deny::Internal("the basic-auth check failed"))?;
+    let refused = |e: crate::auth::basic::BasicError| {
+        failed(shared, ctx, e.reason());
+        Deny::BasicUnauthorized {
+            realm: basic.realm().to_string(),
+        }
+    };
+    // Nothing to check: no queue, no blocking thread.
+    let user = basic.claimed(header.as_deref()).map_err(refused)?;
+    let claim = Claim {
+        key: UserKey::new(method, &user),
+        bucket: ctx
+            .policy
+            .config
+            .auth
+            .as_ref()
+            .map(|a| a.user_failure_limit)
+            .ok_or(Deny::Internal("no auth section"))?,
+    };
+    claim.not_throttled(shared)?;
+    let turn = queued_turn(shared, ctx).await?;
     // The failures of those it waited behind count.
     not_throttled(shared, ctx)?;
+    claim.not_throttled(shared)?;
     let checker = basic.clone();
-    // The permit goes with the check: a client that hangs up does not
-    // free it while bcrypt still runs.
+    // The turn goes with the check: a client that hangs up does not free
+    // it (nor its address's place) while bcrypt still runs.
     let verified = tokio::task::spawn_blocking(move || {
         let verified = checker.verify(header.as_deref());
-        drop(permit);
+        drop(turn);
         verified
     })
     .await
     .map_err(|_| Deny::Internal("the basic-auth check failed"))?;
     verified.map_err(|e| {
-        failed(shared, ctx, e.reason());
-        Deny::BasicUnauthorized {
-            realm: basic.realm().to_string(),
-        }
+        shared.user_failures.record(claim.key, &claim.bucket);
+        refused(e)
     })
 }
 
-fn bcrypt_permits() -> &'static Arc<tokio::sync::Semaphore> {
-    static PERMITS: std::sync::OnceLock<Arc<tokio::sync::Semaphore>> = std::sync::OnceLock::new();
-    PERMITS.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        Arc::new(tokio::sync::Semaphore::new(2 * cpus))
+/// The address's turn in the check queue: at most two checks a CPU run
+/// at once, and an address with a check running or waiting already gets
+/// 429 at once, so a check waits behind at most one of each address's
+/// however many requests (an HTTP/2 connection's streams, many
+/// connections) instead of all of them.
+async fn queued_turn(shared: &Shared, ctx: &Ctx) -> Result<QueuedTurn, Deny> {
+    let place = shared
+        .basic_checks
+        .enter(client_key(ctx))
+        .ok_or_else(|| throttled(Throttle::Queued, 1000))?;
+    let queued = Queued::count();
+    let turn = shared.basic_checks.turn(place).await;
+    Ok(QueuedTurn {
+        _turn: turn,
+        _queued: queued,
     })
+}
+
+/// A turn in the check queue, counted in `basic_checks_queued` until it
+/// is given back.
+struct QueuedTurn {
+    _turn: crate::auth::checks::Turn,
+    _queued: Queued,
+}
+
+/// One check counted as queued (running or waiting) while it lives.
+struct Queued;
+
+impl Queued {
+    fn count() -> Queued {
+        METRICS.basic_checks_queued.inc();
+        Queued
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        METRICS.basic_checks_queued.dec();
+    }
 }
 
 /// The record of the request's API key. A key sent in the query or its

@@ -50,9 +50,11 @@ pub enum Deny {
     },
     /// The external auth service gave no usable answer: fail closed.
     AuthUnavailable,
-    /// The client address failed authentication too often.
+    /// Refused before any check of the credentials: why, and how long
+    /// until a retry may be checked.
     AuthThrottled {
         wait_ms: u64,
+        by: crate::auth::failures::Throttle,
     },
     /// The request cannot be keyed into a scope of its route.
     Unkeyable(Unkeyable),
@@ -140,7 +142,7 @@ impl Deny {
                 "Forbidden",
                 "this route is limited per client certificate; connect with one",
             ),
-            Deny::AuthThrottled { wait_ms } => Refusal::auth_throttled(wait_ms),
+            Deny::AuthThrottled { wait_ms, by } => Refusal::auth_throttled(wait_ms, by),
             limited @ (Deny::RateLimited { .. } | Deny::NoSlot { .. }) => Refusal::limited(limited),
             Deny::StoreUnavailable => Refusal::new(
                 503,
@@ -297,12 +299,18 @@ impl Refusal {
         )
     }
 
-    fn auth_throttled(wait_ms: u64) -> Self {
+    fn auth_throttled(wait_ms: u64, by: crate::auth::failures::Throttle) -> Self {
+        use crate::auth::failures::Throttle;
+        let detail = match by {
+            Throttle::Address => "too many requests from this address failed authentication",
+            Throttle::User => "too many attempts at this user name failed",
+            Throttle::Queued => "this address's credentials are being checked already",
+        };
         Refusal::new(
             429,
             "auth-throttled",
             "Too many failed authentications",
-            "too many requests from this address failed authentication; retry later",
+            format!("{detail}; retry later"),
         )
         .header(
             http::header::RETRY_AFTER,

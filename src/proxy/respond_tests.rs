@@ -2,6 +2,7 @@
 //! parsed as a client would parse it.
 
 use super::*;
+use crate::auth::failures::Throttle;
 
 fn status(deny: Deny) -> (u16, &'static str, bool) {
     let r = deny.refusal();
@@ -55,7 +56,10 @@ fn every_deny() -> Vec<(Deny, (u16, &'static str, bool))> {
             (401, "unauthorized", false),
         ),
         (
-            Deny::AuthThrottled { wait_ms: 1500 },
+            Deny::AuthThrottled {
+                wait_ms: 1500,
+                by: Throttle::Address,
+            },
             (429, "auth-throttled", false),
         ),
         (
@@ -241,8 +245,10 @@ fn refusals_carry_their_headers() {
             .find(|(n, _)| n.as_str() == name)
             .map(|(_, v)| v.clone())
     };
-    let r = Deny::AuthThrottled { wait_ms: 1500 }.refusal();
-    assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
+    for by in [Throttle::Address, Throttle::User, Throttle::Queued] {
+        let r = Deny::AuthThrottled { wait_ms: 1500, by }.refusal();
+        assert_eq!(header(&r, "retry-after").as_deref(), Some("2"));
+    }
     let r = Deny::NoSlot {
         policy: "uploads".into(),
         status: 429,

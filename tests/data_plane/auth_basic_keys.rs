@@ -21,13 +21,13 @@ const HINT: &str = "htpasswd is needed: apt-get install apache2-utils (scripts/d
 /// How long a changed watched file may take to be served.
 const RELOAD: Duration = Duration::from_secs(10);
 
-fn local(last: u8) -> IpAddr {
+pub(super) fn local(last: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 0, 0, last))
 }
 
 /// Runs the real `htpasswd` with `args`; fails with the install hint when
 /// it is missing.
-fn htpasswd(args: &[&str]) {
+pub(super) fn htpasswd(args: &[&str]) {
     let out = std::process::Command::new("htpasswd")
         .args(args)
         .output()
@@ -59,7 +59,7 @@ fn htpasswd_file(dir: &Path) -> String {
 
 /// Method `staff` (basic over `file`, tenant `staff` for everyone) with
 /// more `auth:` keys in `extra`, and a route on `/` behind it.
-fn basic_policy(file: &str, extra: &str, upstream: SocketAddr) -> Policy {
+pub(super) fn basic_policy(file: &str, extra: &str, upstream: SocketAddr) -> Policy {
     Policy::new()
         .auth(&format!(
             r#"{extra}
@@ -77,7 +77,7 @@ routes:
         ))
 }
 
-fn basic(user: &str, password: &str) -> String {
+pub(super) fn basic(user: &str, password: &str) -> String {
     let pair = format!("{user}:{password}");
     format!(
         "Basic {}",
@@ -87,7 +87,12 @@ fn basic(user: &str, password: &str) -> String {
 
 /// A GET of `target` from `source`, raw over TCP, with `headers`; the raw
 /// answer.
-async fn raw_get(gw: &Gateway, source: IpAddr, target: &str, headers: &[(&str, &str)]) -> String {
+pub(super) async fn raw_get(
+    gw: &Gateway,
+    source: IpAddr,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> String {
     let mut request = format!("GET {target} HTTP/1.1\r\nHost: app.test\r\n");
     for (name, value) in headers {
         request += &format!("{name}: {value}\r\n");
@@ -97,7 +102,7 @@ async fn raw_get(gw: &Gateway, source: IpAddr, target: &str, headers: &[(&str, &
 }
 
 /// Every value of header `name` in a raw answer's head.
-fn header_of(answer: &str, name: &str) -> Vec<String> {
+pub(super) fn header_of(answer: &str, name: &str) -> Vec<String> {
     let head = answer.split("\r\n\r\n").next().unwrap_or("");
     head.lines()
         .skip(1)
@@ -108,12 +113,12 @@ fn header_of(answer: &str, name: &str) -> Vec<String> {
 }
 
 /// The body of a raw answer.
-fn body_of(answer: &str) -> &str {
+pub(super) fn body_of(answer: &str) -> &str {
     answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
 }
 
 /// Asserts a raw answer is the basic-auth 401 with its exact challenge.
-fn assert_basic_401(answer: &str) {
+pub(super) fn assert_basic_401(answer: &str) {
     assert_eq!(status_of(answer), 401, "{answer}");
     assert_eq!(
         header_of(answer, "www-authenticate"),

@@ -12,6 +12,7 @@ mod access_log;
 mod admin_api;
 mod auth;
 mod auth_attack;
+mod auth_basic_attack;
 mod auth_basic_keys;
 mod auth_external;
 mod auth_external_attack;

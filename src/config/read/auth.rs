@@ -1,4 +1,4 @@
-//! Reads `auth`: issuer, audience, the failure limit, and each key source:
+//! Reads `auth`: issuer, audience, the failure limits, and each key source:
 //! its shape, the algorithm it binds, that its files exist and its secret's
 //! variable is set. The key material is the policy builder's to load.
 
@@ -38,12 +38,23 @@ pub(super) fn auth(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<Auth>
                 period: Duration::from_secs(1),
             },
         });
+    let user_failure_limit = f
+        .get("user_failure_limit")
+        .and_then(|at| bucket(r, &at))
+        .unwrap_or(Bucket {
+            capacity: NonZeroU64::new(20).expect("literal"),
+            rate: Rate {
+                count: NonZeroU64::MIN,
+                period: Duration::from_secs(60),
+            },
+        });
     let jwks_timeout = f
         .get("jwks_timeout")
         .and_then(|at| r.positive_duration(&at))
         .unwrap_or(Duration::from_millis(500));
     Some(Auth {
         failure_limit,
+        user_failure_limit,
         issuer,
         audience,
         leeway,
