@@ -42,6 +42,8 @@ pub struct Composed {
     /// Some objects wait for a culprit search the build had no budget
     /// for: build again soon (each build finds more).
     pub retry: bool,
+    /// Ours, not served (withheld or waiting).
+    pub unserved: Vec<Object>,
 }
 
 /// Builds policies; remembers each Secret's last usable version, which is
@@ -125,11 +127,10 @@ impl Composer {
             .filter(|n| n.reason == "Withheld")
             .map(|n| n.ingress.as_str())
             .collect();
-        let served: Vec<Object> = ours
+        let (unserved, served): (Vec<Object>, Vec<Object>) = ours
             .iter()
-            .filter(|o| !unserved.contains(o.id().as_str()))
             .cloned()
-            .collect();
+            .partition(|o| unserved.contains(o.id().as_str()));
         if checked.config.server.tls.is_none() {
             notes.extend(
                 served
@@ -151,6 +152,7 @@ impl Composer {
             notes,
             statuses,
             retry,
+            unserved,
         }
     }
 

@@ -215,7 +215,7 @@ async fn run(
                 let applied = crate::state::put_in_force(&shared, composed.checked, &base).await;
                 built(&shared, applied, started, served.len());
                 recorder.record(&objects, notes);
-                publisher.publish(served, composed.statuses);
+                publisher.publish(served, composed.unserved, composed.statuses);
             }
             Err(problems) => {
                 METRICS.kube_builds.with_label_values(&["error"]).inc();

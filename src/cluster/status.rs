@@ -27,9 +27,9 @@ use crate::config::Kubernetes;
 use crate::import::Object;
 use crate::metrics::METRICS;
 
-/// What the status task writes: the served Ingresses' addresses, and
-/// the Gateway API objects' status.
-type Wanted = Arc<(Vec<Object>, Vec<StatusWrite>)>;
+/// What the status task writes: the served Ingresses' addresses, none for
+/// ours not served (withheld), and the Gateway API objects' status.
+type Wanted = Arc<(Vec<Object>, Vec<Object>, Vec<StatusWrite>)>;
 
 /// Hands the served Ingresses and the Gateway API statuses to the status
 /// task.
@@ -41,17 +41,20 @@ pub struct Publisher {
 
 impl Publisher {
     pub fn start(client: kube::Client, pod: Pod, settings: Kubernetes) -> Publisher {
-        let (tx, rx) = watch::channel(Arc::new((Vec::new(), Vec::new())));
+        let (tx, rx) = watch::channel(Arc::new((Vec::new(), Vec::new(), Vec::new())));
         let leader = Arc::new(AtomicBool::new(false));
         tokio::spawn(lead(client, pod, settings, rx, leader.clone()));
         Publisher { served: tx, leader }
     }
 
-    /// The served objects (the Ingresses among them get an address) and
-    /// the Gateway API objects' status.
-    pub fn publish(&self, served: Vec<Object>, statuses: Vec<StatusWrite>) {
-        let ingresses = served.into_iter().filter(|o| o.kind == "Ingress").collect();
-        self.served.send_replace(Arc::new((ingresses, statuses)));
+    /// The served objects (the Ingresses among them get an address), ours
+    /// not served (their address is taken back: external-dns must not
+    /// publish a withheld Ingress) and the Gateway API objects' status.
+    pub fn publish(&self, served: Vec<Object>, unserved: Vec<Object>, statuses: Vec<StatusWrite>) {
+        let ingresses =
+            |list: Vec<Object>| list.into_iter().filter(|o| o.kind == "Ingress").collect();
+        let wanted = (ingresses(served), ingresses(unserved), statuses);
+        self.served.send_replace(Arc::new(wanted));
     }
 }
 
@@ -83,7 +86,8 @@ async fn lead(
         if leader {
             let wanted = served.borrow_and_update().clone();
             write_status(&client, &settings, &wanted.0, &mut written).await;
-            super::gateway_status::write(&client, &settings, &wanted.1, &mut written_gateway).await;
+            take_back(&client, &settings, &wanted.1).await;
+            super::gateway_status::write(&client, &settings, &wanted.2, &mut written_gateway).await;
         }
         // A standby tries again just after the holder's Lease would lapse,
         // so a dead holder is replaced within one Lease duration of its
@@ -209,6 +213,30 @@ async fn write_status(
                 written.insert(id, want.clone());
             }
             Err(e) => tracing::warn!(ingress = %ing.id(), error = %e, "kubernetes.status_failed"),
+        }
+    }
+}
+
+/// Removes our address from the status of Ingresses of ours not served.
+async fn take_back(client: &kube::Client, settings: &Kubernetes, unserved: &[Object]) {
+    if unserved.is_empty() {
+        return;
+    }
+    let Some(addresses) = addresses(client, settings).await else {
+        return;
+    };
+    let ours = Value::Array(addresses);
+    for ing in unserved {
+        if ing.value.pointer("/status/loadBalancer/ingress") != Some(&ours) {
+            continue;
+        }
+        let api: Api<Ingress> = Api::namespaced(client.clone(), &ing.namespace);
+        let patch = json!({"status": {"loadBalancer": {"ingress": null}}});
+        let taken = api
+            .patch_status(&ing.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        if let Err(e) = taken {
+            tracing::warn!(ingress = %ing.id(), error = %e, "kubernetes.status_failed");
         }
     }
 }

@@ -143,6 +143,21 @@ async fn issue_40_finding_2_a_named_host_never_reaches_another_namespaces_catch_
         !published(&api, "locked"),
         "a withheld Ingress is not published"
     );
+    // Withheld once published: its address is taken back.
+    let annotate = api.kubectl(dir.path()).run(
+        &[
+            "-n",
+            "shop",
+            "annotate",
+            "ingress",
+            "web",
+            &format!("{p}/auth-type=basic"),
+            &format!("{p}/auth-secret=absent"),
+        ],
+        "",
+    );
+    assert_eq!(annotate.code, 0, "{}", annotate.stderr);
+    assert!(api.wait_for(Duration::from_secs(10), |api| !published(api, "web")));
 }
 
 /// Finding 3: ties between namespaces went to the namespace that sorts
@@ -571,4 +586,81 @@ async fn issue_40_finding_10_a_whitelist_exempts_from_the_ingresss_own_limits_on
     }
     // One was spent while waiting above: 2 more of the base's 3, then 429.
     assert_eq!(answers, [200, 200, 429, 429, 429]);
+}
+
+/// Finding 3, the certificate: a newer TLS section of namespace `aaa` for
+/// `shop.lab` took shop's certificate, and a tenant's wildcard section
+/// took the certificate of the operator's own host. The oldest TLS section
+/// of a host keeps it, and a wildcard never covers the operator's hosts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_40_finding_3_the_oldest_tls_section_keeps_the_certificate() {
+    let (shop, evil) = (RawUpstream::start().await, RawUpstream::start().await);
+    let api = cluster(&shop.addr, &evil.addr);
+    backend(&api, "aaa", "app", &evil.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "issue40");
+    api.apply(secret_for(&pki, "shop", "shop-tls", &["shop.lab"], "0a"));
+    let mut web = ingress("shop", "web", Some("fairgate"), "shop.lab", "/", "web");
+    web["spec"]["tls"] = json!([{"hosts": ["shop.lab"], "secretName": "shop-tls"}]);
+    let web = api.apply(web);
+    let created = web["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let later = api.wait_for(Duration::from_secs(3), |_| {
+        common::kube_api::now_rfc3339() > created
+    });
+    assert!(later);
+    let tls = free_addr();
+    // The operator's own host, served by the base's default certificate.
+    let base = tls_base(&pki, tls).replace(
+        "default_limits: none\n",
+        "default_limits: none\n\
+         upstreams: {ops: {targets: [\"127.0.0.1:9\"]}}\n\
+         routes:\n  - {name: ops, match: {host: default.example, path_prefix: /}, upstream: ops, auth: none}\n",
+    );
+    let gw = controller(&base, &api.kubeconfig(dir.path()), "fairgate-0").await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            served_serial(tls, Some("shop.lab")) == "0A"
+        })
+        .await
+    );
+    let take = secret_for(&pki, "aaa", "take-tls", &["shop.lab", "*.example"], "0b");
+    let mut take_ing = ingress("aaa", "take", Some("fairgate"), "mine.example", "/", "app");
+    take_ing["spec"]["tls"] =
+        json!([{"hosts": ["shop.lab", "*.example", "mine.example"], "secretName": "take-tls"}]);
+    for object in [take, take_ing] {
+        let ran = tenant_creates(&api, dir.path(), "aaa", &object);
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    assert!(
+        warned(
+            &api,
+            "aaa",
+            "take",
+            "NotSupported",
+            "the certificate of shop.lab belongs to Ingress shop/web"
+        ),
+        "{}",
+        events(&api, "aaa")
+    );
+    assert!(
+        warned(
+            &api,
+            "aaa",
+            "take",
+            "NotSupported",
+            "the certificate of *.example is the operator's"
+        ),
+        "{}",
+        events(&api, "aaa")
+    );
+    let mine = eventually(Duration::from_secs(10), || async {
+        served_serial(tls, Some("mine.example")) == "0B"
+    })
+    .await;
+    assert!(mine, "aaa's own host gets its certificate\n{}", gw.logs());
+    assert_eq!(served_serial(tls, Some("shop.lab")), "0A");
+    assert_eq!(served_serial(tls, Some("default.example")), "01");
 }
