@@ -54,6 +54,8 @@ pub struct Metrics {
     pub kube_builds: IntCounterVec,
     /// Controller mode: Ingresses withheld (not served) by the last build.
     pub kube_rejected: IntGauge,
+    /// Controller mode: pools whose endpoints were applied in place.
+    pub kube_endpoint_updates: IntCounter,
     /// Controller mode: 1 while this replica holds the status Lease.
     pub kube_leader: IntGauge,
     /// Controller mode: watch errors (the API server unreachable, 410 Gone), by kind.
@@ -269,6 +271,11 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_kubernetes_rejected_ingresses",
             "Ingresses of this controller withheld by the last build.",
+        ),
+        kube_endpoint_updates: single(
+            &r,
+            "fairgate_kubernetes_endpoint_updates_total",
+            "Pools whose Service endpoints were applied in place, without a policy build.",
         ),
         kube_leader: gauge(
             &r,

@@ -44,6 +44,8 @@ pub struct Composed {
     pub retry: bool,
     /// Ours, not served (withheld or waiting).
     pub unserved: Vec<Object>,
+    /// The pools made of endpoints: what an EndpointSlice change updates.
+    pub bindings: Vec<import::Binding>,
 }
 
 /// Builds policies; remembers each Secret's last usable version, which is
@@ -113,6 +115,7 @@ impl Composer {
             mut statuses,
             withheld,
             retry,
+            bindings,
         } = found;
         statuses.extend(ours.iter().filter_map(|o| {
             let why = withheld.get(&o.id())?;
@@ -153,6 +156,7 @@ impl Composer {
             statuses,
             retry,
             unserved,
+            bindings,
         }
     }
 
@@ -207,7 +211,16 @@ impl Composer {
         let source = format!("{text}\n---\n{}{}", imported.policy, gateway.policy);
         let reading = Config::read_node(&shown, &root, &source, dir);
         match crate::build::checked(reading) {
-            Ok(checked) => Attempt::Built(Box::new(checked), imported.report, gateway.statuses),
+            Ok(checked) => {
+                let mut bindings = imported.bindings;
+                bindings.extend(gateway.bindings);
+                Attempt::Built(
+                    Box::new(checked),
+                    imported.report,
+                    gateway.statuses,
+                    bindings,
+                )
+            }
             Err(mut problems) => {
                 name_gateway_certificates(&mut problems, &gateway_tree, &gateway.certificates);
                 let owners = super::blame::owners(&padded, base_lines, &problems, served);
@@ -399,7 +412,12 @@ impl Composer {
 }
 
 enum Attempt {
-    Built(Box<Checked>, Vec<import::Line>, Vec<StatusWrite>),
+    Built(
+        Box<Checked>,
+        Vec<import::Line>,
+        Vec<StatusWrite>,
+        Vec<import::Binding>,
+    ),
     Refused(BTreeMap<String, String>),
     /// Problems not traced to an Ingress.
     Untraced(Problems),

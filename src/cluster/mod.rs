@@ -12,6 +12,7 @@
 
 mod blame;
 pub mod compose;
+mod endpoints;
 mod events;
 pub mod gateway;
 mod gateway_status;
@@ -166,12 +167,16 @@ async fn run(
     let mut named = NamedWatches::default();
     let (publisher, recorder) = writers(&client, pod, &settings);
     let mut composer = Some(Composer::new(settings, base.clone()));
+    let mut in_place = endpoints::Endpoints::default();
     loop {
-        quiet_spell(&cache, &controller).await;
+        let base_changed = quiet_spell(&cache, &controller).await;
         if !cache.synced(names.iter().map(String::as_str)) {
             continue;
         }
         let objects = cache.objects();
+        if !base_changed && in_place.apply(&objects, &shared) {
+            continue;
+        }
         let referenced = composer.as_ref().map(|c| c.referenced(&objects));
         if named.update(&referenced.unwrap_or_default(), &client, &cache) {
             // The new watches' first lists come before the build.
@@ -182,20 +187,10 @@ async fn run(
         }
         let objects = Arc::new(cache.objects());
         let started = Instant::now();
-        // A build is seconds of CPU at worst (a culprit searched among
-        // thousands of Ingresses): off the runtime the watches run on. A
-        // bug that panics costs that build, not the controller.
-        let Some(mut c) = composer.take() else {
+        let Some(c) = composer.take() else {
             return;
         };
-        let those = objects.clone();
-        let Ok((c, result)) = tokio::task::spawn_blocking(move || {
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.compose(&those)));
-            (c, result)
-        })
-        .await
-        else {
+        let Some((c, result)) = compose_apart(c, objects.clone()).await else {
             return;
         };
         composer = Some(c);
@@ -206,9 +201,18 @@ async fn run(
         };
         match result {
             Ok(composed) => {
-                if composed.retry {
-                    retry_soon(&cache);
-                }
+                // A build that leaves objects waiting is followed by another,
+                // never by endpoints applied in place.
+                in_place = match composed.retry {
+                    true => {
+                        retry_soon(&cache);
+                        endpoints::Endpoints::default()
+                    }
+                    false => {
+                        let guard = gateway::BaseNames::of(&composed.checked.config).guard;
+                        endpoints::Endpoints::built(&objects, composed.bindings, &guard)
+                    }
+                };
                 let served = composed.served.clone();
                 let notes = composed.notes.clone();
                 METRICS.kube_rejected.set(withheld_count(&notes) as i64);
@@ -225,6 +229,25 @@ async fn run(
             }
         }
     }
+}
+
+/// The composer's build of `objects` on a blocking thread (seconds of CPU
+/// at worst: a culprit searched among thousands of Ingresses), off the
+/// runtime the watches run on; a bug that panics costs that build, not the
+/// controller. None when the thread could not run.
+async fn compose_apart(
+    mut c: Composer,
+    objects: Arc<Vec<crate::import::Object>>,
+) -> Option<(
+    Composer,
+    std::thread::Result<Result<compose::Composed, crate::config::Problems>>,
+)> {
+    tokio::task::spawn_blocking(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.compose(&objects)));
+        (c, result)
+    })
+    .await
+    .ok()
 }
 
 /// How many objects a build withheld.
@@ -260,22 +283,23 @@ fn writers(
     (publisher, recorder)
 }
 
-/// Waits for a change, then for the burst it starts to end.
-async fn quiet_spell(cache: &Cache, controller: &Controller) {
-    tokio::select! {
-        _ = cache.changed.notified() => {}
-        _ = controller.base_changed.notified() => {}
-    }
+/// Waits for a change, then for the burst it starts to end: whether the
+/// base file changed in it.
+async fn quiet_spell(cache: &Cache, controller: &Controller) -> bool {
+    let mut base = tokio::select! {
+        _ = cache.changed.notified() => false,
+        _ = controller.base_changed.notified() => true,
+    };
     let first = Instant::now();
     loop {
         let left = MAX_WAIT.saturating_sub(first.elapsed());
         if left.is_zero() {
-            return;
+            return base;
         }
         tokio::select! {
             _ = cache.changed.notified() => {}
-            _ = controller.base_changed.notified() => {}
-            _ = tokio::time::sleep(QUIET.min(left)) => return,
+            _ = controller.base_changed.notified() => base = true,
+            _ = tokio::time::sleep(QUIET.min(left)) => return base,
         }
     }
 }

@@ -134,6 +134,7 @@ pub fn upstream(
             Err(why) => {
                 let why = format!("{why}: its paths answer 503, as ingress-nginx's do");
                 draft.line(&id, "backend", Verdict::Approximated(why));
+                draft.bindings.push(binding(None, ing, &service, &port));
                 return Some(Served::Unavailable);
             }
         },
@@ -148,7 +149,22 @@ pub fn upstream(
         protocol: protocol.wire(),
         connect_timeout: connect_timeout(draft),
     };
-    Some(Served::Pool(pool(draft, name, node)))
+    let name = pool(draft, name, node);
+    if draft.options.cluster {
+        draft
+            .bindings
+            .push(binding(Some(name.clone()), ing, &service, &port));
+    }
+    Some(Served::Pool(name))
+}
+
+fn binding(pool: Option<String>, ing: &Object, service: &str, port: &str) -> super::Binding {
+    super::Binding {
+        pool,
+        namespace: ing.namespace.clone(),
+        service: service.to_string(),
+        port: port.to_string(),
+    }
 }
 
 /// ingress-nginx's `proxy-connect-timeout`: the ConfigMap's, else its

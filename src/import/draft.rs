@@ -111,6 +111,8 @@ pub struct Draft<'a> {
     pub closed: BTreeSet<String>,
     /// Compiled regular-expression bytes imported, by namespace.
     pub regex_bytes: BTreeMap<String, usize>,
+    /// In controller mode, the pools made of endpoints.
+    pub bindings: Vec<super::Binding>,
     pub server: Vec<ServerSetting>,
     /// Why no Ingress is imported: a server-wide access rule that did not
     /// carry over.
@@ -138,6 +140,7 @@ impl<'a> Draft<'a> {
             routes: Vec::new(),
             closed: BTreeSet::new(),
             regex_bytes: BTreeMap::new(),
+            bindings: Vec::new(),
             server: Vec::new(),
             withheld: None,
             regex_hosts: BTreeMap::new(),

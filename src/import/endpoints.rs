@@ -9,6 +9,17 @@ use serde_json::Value;
 
 use super::manifests::{text, Object};
 
+/// A pool made of a Service's endpoints (or the `503` route of one with
+/// none: `pool` None): what an EndpointSlice change updates in place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub pool: Option<String>,
+    pub namespace: String,
+    pub service: String,
+    /// The Service port, a number or a name, as the route names it.
+    pub port: String,
+}
+
 /// What a Service's endpoints may not point at (SPEC §11): the gateway's
 /// own listeners always (one request would fan out into hundreds, or
 /// reach the admin listener's `/metrics` from the public port), and

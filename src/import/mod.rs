@@ -61,7 +61,7 @@ pub fn rule_hosts(ing: &Object) -> Vec<String> {
     hosts.filter(|h| names::dns1123_subdomain(h)).collect()
 }
 pub use emit::{json_node, yaml, Node};
-pub use endpoints::{targets as service_targets, Guard};
+pub use endpoints::{targets as service_targets, Binding, Guard};
 pub use manifests::Object;
 pub use names::policy_name;
 pub use tls::secret_pem;
@@ -215,6 +215,8 @@ impl fmt::Display for Line {
 pub struct Imported {
     pub policy: String,
     pub report: Vec<Line>,
+    /// In controller mode, the pools made of endpoints.
+    pub bindings: Vec<Binding>,
 }
 
 impl Imported {

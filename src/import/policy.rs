@@ -59,6 +59,7 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
     Imported {
         policy: policy_text(&draft),
         report: draft.report,
+        bindings: draft.bindings,
     }
 }
 

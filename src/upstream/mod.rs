@@ -303,6 +303,19 @@ impl Pool {
         }
     }
 
+    /// Replaces the rotation with `targets` (`ip:port`: a Service's
+    /// endpoints moved), as a look-up of names does; targets gone take
+    /// their passive state along.
+    pub fn set_targets(&self, targets: &[String]) -> std::io::Result<()> {
+        let b = balancer(&self.upstream, targets.iter().cloned())?;
+        self.balancer.store(Arc::new(b));
+        let kept: Vec<std::net::SocketAddr> =
+            targets.iter().filter_map(|t| t.parse().ok()).collect();
+        let mut passive = self.passive.lock().unwrap_or_else(|e| e.into_inner());
+        passive.retain(|addr, _| kept.contains(addr));
+        Ok(())
+    }
+
     pub fn health_interval(&self) -> std::time::Duration {
         self.upstream.health_interval
     }

@@ -195,3 +195,52 @@ async fn memory_stays_flat_through_1000_updates_with_100_websockets_open() {
         "RSS grew from {early} to {late} KiB: {rss:?}"
     );
 }
+
+async fn endpoint_updates(gw: &Gateway) -> f64 {
+    let text = metrics(gw).await;
+    metric(&text, "fairgate_kubernetes_endpoint_updates_total").unwrap_or(0.0)
+}
+
+/// Issue 41, endpoints in place: an EndpointSlice that moves a Service to
+/// other pods is applied to the pool in force with no policy build (the
+/// build counter does not move; the endpoint counter does), and traffic
+/// goes to the new pod. A Service losing its last endpoint (its routes
+/// answer 503) still builds, and so does one getting it back.
+#[tokio::test]
+async fn issue_41_an_endpoint_change_is_applied_without_a_build() {
+    let (old, new) = (EchoProcess::start(), EchoProcess::start());
+    let api = shop_api(&old.addr);
+    api.apply(shop_ingress("web", "shop.example", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    assert_eq!(host_status(&gw, "shop.example", "/").await, 200);
+    let before = settled_builds(&gw).await;
+    api.apply(slice("shop", "web-1", "web", &[ready(&new.addr)]));
+    let moved = eventually(Duration::from_secs(10), || async {
+        let before = new.requests();
+        host_status(&gw, "shop.example", "/").await == 200 && new.requests() > before
+    })
+    .await;
+    assert!(moved, "{}", gw.logs());
+    let served_old = old.requests();
+    for _ in 0..20 {
+        assert_eq!(host_status(&gw, "shop.example", "/").await, 200);
+    }
+    assert_eq!(old.requests(), served_old, "nothing reaches the old pod");
+    assert_eq!(settled_builds(&gw).await, before, "no policy build");
+    assert_eq!(endpoint_updates(&gw).await, 1.0);
+    // No endpoint left: the routes become 503, which is a build.
+    api.apply(slice("shop", "web-1", "web", &[]));
+    let gone = eventually(Duration::from_secs(10), || async {
+        host_status(&gw, "shop.example", "/").await == 503
+    })
+    .await;
+    assert!(gone, "{}", gw.logs());
+    assert_eq!(settled_builds(&gw).await, before + 1.0);
+    api.apply(slice("shop", "web-1", "web", &[ready(&old.addr)]));
+    let back = eventually(Duration::from_secs(10), || async {
+        host_status(&gw, "shop.example", "/").await == 200
+    })
+    .await;
+    assert!(back, "{}", gw.logs());
+}

@@ -48,6 +48,7 @@ pub struct Found {
     /// `namespace/name` (routes: `Kind namespace/name`) → why.
     pub withheld: BTreeMap<String, String>,
     pub retry: bool,
+    pub bindings: Vec<import::Binding>,
 }
 
 /// An object's fingerprint with what it names: its spec, labels and
@@ -148,13 +149,14 @@ impl Composer {
             served.sort_by_key(|o| !unchanged(o));
             let known_good = served.iter().filter(|o| unchanged(o)).count();
             let blamed = match self.attempt(build, &served) {
-                Attempt::Built(checked, report, statuses) => {
+                Attempt::Built(checked, report, statuses, bindings) => {
                     let found = Found {
                         checked: *checked,
                         report,
                         statuses,
                         withheld,
                         retry: false,
+                        bindings,
                     };
                     self.remember(&prints, &found.withheld, &bounded, &served);
                     return Ok(found);
@@ -200,7 +202,7 @@ impl Composer {
             .filter(|o| !withheld.contains_key(&o.id()))
             .collect();
         match self.attempt(build, &served) {
-            Attempt::Built(checked, report, statuses) => {
+            Attempt::Built(checked, report, statuses, bindings) => {
                 self.remember(prints, &blamed, bounded, &served);
                 Ok(Found {
                     checked: *checked,
@@ -208,6 +210,7 @@ impl Composer {
                     statuses,
                     withheld,
                     retry: true,
+                    bindings,
                 })
             }
             Attempt::Refused(_) | Attempt::Untraced(_) => {

@@ -129,16 +129,7 @@ fn resolve(
         );
         return Err(());
     };
-    // An ExternalName Service would send a route's traffic wherever its
-    // author names, around ReferenceGrants (CVE-2021-25740): the Gateway
-    // API asks implementations not to follow them.
-    let external = cx.objects.iter().any(|o| {
-        o.kind == "Service"
-            && o.namespace == ns
-            && o.name == b.name
-            && o.text(&["spec", "type"]).as_deref() == Some("ExternalName")
-    });
-    if external {
+    if external_name(cx, &ns, &b.name) {
         out.unresolved(
             "UnsupportedValue",
             format!(
@@ -149,9 +140,18 @@ fn resolve(
         return Err(());
     }
     let found = service_targets(cx.objects, &ns, &b.name, &port.to_string(), &cx.base.guard);
+    let binding = |pool| crate::import::Binding {
+        pool,
+        namespace: ns.clone(),
+        service: b.name.clone(),
+        port: port.to_string(),
+    };
     let targets = match found {
         Ok(t) => t,
-        Err(why) if why.contains("no ready endpoints") => return Ok(None),
+        Err(why) if why.contains("no ready endpoints") => {
+            out.bindings.push(binding(None));
+            return Ok(None);
+        }
         Err(why) => {
             out.unresolved("BackendNotFound", why);
             return Err(());
@@ -166,7 +166,21 @@ fn resolve(
     if grpc {
         fields.push(("protocol".into(), Node::str("h2c")));
     }
+    out.bindings.push(binding(Some(name.clone())));
     Ok(Some((name, Node::Map(fields))))
+}
+
+/// Whether Service `ns/name` is an ExternalName Service, which would send
+/// a route's traffic wherever its author names, around ReferenceGrants
+/// (CVE-2021-25740): the Gateway API asks implementations not to follow
+/// them.
+fn external_name(cx: &Context<'_>, ns: &str, name: &str) -> bool {
+    cx.objects.iter().any(|o| {
+        o.kind == "Service"
+            && o.namespace == ns
+            && o.name == name
+            && o.text(&["spec", "type"]).as_deref() == Some("ExternalName")
+    })
 }
 
 /// A Gateway API duration (`1h`, `30s`, `500ms`, `1m30s`) in

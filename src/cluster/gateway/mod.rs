@@ -260,6 +260,8 @@ pub struct Translation {
     /// (`Gateway NS/NAME, listener https (Secret NS/NAME)`): what a
     /// problem the reader finds in one names.
     pub certificates: Vec<String>,
+    /// The pools made of endpoints, and Services without one ready.
+    pub bindings: Vec<crate::import::Binding>,
 }
 
 /// Translates the Gateway served and `routes` (some of `routes(..)`;
@@ -276,6 +278,7 @@ pub fn translate(
             policy: String::new(),
             statuses,
             certificates: Vec::new(),
+            bindings: Vec::new(),
         };
     };
     let grants = Grants::new(objects);
@@ -285,6 +288,7 @@ pub fn translate(
     let policies = policies(objects);
     let mut entries = Vec::new();
     let mut pools = BTreeMap::new();
+    let mut bindings = Vec::new();
     let shared = Shared {
         objects,
         settings,
@@ -299,6 +303,7 @@ pub fn translate(
         if let Some(out) = out {
             entries.extend(out.entries);
             pools.extend(out.pools);
+            bindings.extend(out.bindings);
         }
         statuses.push(status);
     }
@@ -327,6 +332,7 @@ pub fn translate(
         policy: yaml(&Node::Map(root)),
         statuses,
         certificates: origins,
+        bindings,
     }
 }
 

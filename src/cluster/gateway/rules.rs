@@ -101,6 +101,8 @@ const MAX_ENTRIES: usize = 1024;
 pub struct Translated {
     pub entries: Vec<Entry>,
     pub pools: BTreeMap<String, Node>,
+    /// The pools made of endpoints, and Services without one ready.
+    pub bindings: Vec<crate::import::Binding>,
     pub unresolved: Option<Condition>,
     pub unsupported: Option<Condition>,
 }
