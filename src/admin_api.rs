@@ -190,14 +190,14 @@ async fn reset(shared: &Shared, tenant: &str, limit: &str) -> Response<Vec<u8>> 
 /// from, and that text with any password in a URL replaced by `***`.
 fn policy(shared: &Shared) -> Response<Vec<u8>> {
     let policy = shared.policy.load();
-    let digest = ring::digest::digest(&ring::digest::SHA256, policy.source.as_bytes());
+    let digest = ring::digest::digest(&ring::digest::SHA256, policy.source.text().as_bytes());
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     json_response(
         200,
         json!({
             "generation": policy.generation,
             "digest": format!("sha256:{hex}"),
-            "policy": redact(&policy.source),
+            "policy": redact(policy.source.text()),
         }),
     )
 }

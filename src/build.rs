@@ -48,7 +48,7 @@ pub struct Checked {
     /// The reader's and the builder's warnings, as `check` prints them.
     pub warnings: Vec<String>,
     /// The text it was read from (`GET /v1/policy` shows it).
-    pub text: String,
+    pub text: crate::config::Source,
 }
 
 /// Reads the file at `path` and loads what it names.

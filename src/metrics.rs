@@ -56,6 +56,7 @@ pub struct Metrics {
     pub kube_rejected: IntGauge,
     /// Controller mode: pools whose endpoints were applied in place.
     pub kube_endpoint_updates: IntCounter,
+    pub kube_reads: IntCounter,
     /// Controller mode: 1 while this replica holds the status Lease.
     pub kube_leader: IntGauge,
     /// Controller mode: watch errors (the API server unreachable, 410 Gone), by kind.
@@ -276,6 +277,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_kubernetes_endpoint_updates_total",
             "Pools whose Service endpoints were applied in place, without a policy build.",
+        ),
+        kube_reads: single(
+            &r,
+            "fairgate_kubernetes_policy_reads_total",
+            "Reads of the merged policy: one a build, one more for each round that withheld \
+             what the reader refused or searched for a problem it could not trace.",
         ),
         kube_leader: gauge(
             &r,

@@ -57,7 +57,7 @@ pub struct Policy {
     /// requests no route matched.
     pub metrics: Vec<RouteMetrics>,
     /// The text of the file this policy was read from.
-    pub source: String,
+    pub source: crate::config::Source,
 }
 
 impl Policy {

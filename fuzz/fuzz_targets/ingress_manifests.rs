@@ -61,8 +61,8 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(e) => panic!("{e}"),
     };
-    let imported = convert(&objects, &OPTIONS);
-    let reading = Config::read_text("imported.yaml", &imported.policy, Path::new("/nonexistent"));
+    let imported = convert(&objects, &OPTIONS).text();
+    let reading = Config::read_text("imported.yaml", &imported, Path::new("/nonexistent"));
     for p in reading.problems.errors() {
         assert!(
             !matches!(
@@ -74,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
             p.column,
             p.code,
             p.message,
-            imported.policy
+            imported
         );
     }
 });

@@ -3,12 +3,15 @@
 //! ConfigMap they rely on, go through the same translation as `fairgate
 //! import ingress-nginx` (in its cluster mode: endpoints and Secret PEM
 //! instead of DNS names and mounted files), are merged into the base
-//! (`merge`) and read and loaded as a file is (`build::checked`). What the
-//! reader refuses is traced to the Ingress it came from, which is withheld
-//! alone, and the rest built again.
+//! (`merge`) as trees, never text (`origins`), and read and loaded as a
+//! file is (`build::checked`). What the reader refuses is traced to the
+//! object its entry came from, which is withheld alone, and the rest built
+//! again.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -16,9 +19,10 @@ mod search;
 
 use super::gateway::{self, StatusWrite};
 use super::merge;
+use super::origins::Origins;
 use super::watch::Kind;
 use crate::build::Checked;
-use crate::config::{Config, Kubernetes, Problems};
+use crate::config::{Config, Kubernetes, Problems, Source};
 use crate::import::{self, Object, Verdict};
 
 /// What a build says about one Ingress, for its Events.
@@ -80,17 +84,27 @@ impl Composer {
             p
         })?;
         let dir = self.base.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let base = Config::read_text(&shown, &text, &dir).finish()?;
+        let (base, root) = Config::read_base(&shown, &text, &dir)?;
         let base_names = gateway::BaseNames::of(&base.config);
         let reserved = reserved_hosts(&base.config, objects, &self.settings);
         let mut ours = self.ours(objects);
         ours.extend(gateway::routes(objects, &self.settings));
         let mut notes = Vec::new();
         let inputs = self.inputs(objects, &ours, &mut notes);
+        let inputs: Vec<&Object> = inputs.iter().map(|o| o.as_ref()).collect();
+        // The Gateway API translation reads objects of its own (a copy,
+        // only when a Gateway is served).
+        let gateway_inputs: Vec<Object> = match self.settings.gateway {
+            Some(_) => inputs.iter().map(|o| (*o).clone()).collect(),
+            None => Vec::new(),
+        };
         let build = Build {
-            text: &text,
+            lines: text.lines().count() + 1,
+            text: Arc::from(text),
+            root,
             dir: &dir,
             inputs: &inputs,
+            gateway_inputs: &gateway_inputs,
             base_methods: base_names.methods.clone(),
             base_names,
             reserved,
@@ -105,7 +119,7 @@ impl Composer {
     fn finish(
         &self,
         objects: &[Object],
-        ours: &[Object],
+        ours: &[&Object],
         found: search::Found,
         mut notes: Vec<Note>,
     ) -> Composed {
@@ -132,7 +146,7 @@ impl Composer {
             .collect();
         let (unserved, served): (Vec<Object>, Vec<Object>) = ours
             .iter()
-            .cloned()
+            .map(|o| (*o).clone())
             .partition(|o| unserved.contains(o.id().as_str()));
         if checked.config.server.tls.is_none() {
             notes.extend(
@@ -164,16 +178,15 @@ impl Composer {
     /// policy, which Ingresses the reader's problems came from, or the
     /// problems when they cannot be traced.
     fn attempt(&self, build: &Build<'_>, served: &[&Object]) -> Attempt {
-        let (text, dir) = (build.text, build.dir);
-        let mut objects: Vec<Object> = build.inputs.to_vec();
         let (ingresses, routes): (Vec<&Object>, Vec<&Object>) =
             served.iter().copied().partition(|o| o.kind == "Ingress");
-        objects.extend(ingresses.iter().map(|o| unclassed(o)));
+        let objects: Vec<&Object> = build.inputs.iter().copied().chain(ingresses).collect();
         let mut options = self.options(build);
         // The hosts of Ingresses left out are closed (`404`).
+        let served_ids: HashSet<String> = served.iter().map(|o| o.id()).collect();
         let left_out = build.ours.iter().filter(|o| o.kind == "Ingress");
-        let left_out = left_out.filter(|o| !served.iter().any(|s| s.id() == o.id()));
-        options.closed_hosts = left_out.flat_map(import::rule_hosts).collect();
+        let left_out = left_out.filter(|o| !served_ids.contains(&o.id()));
+        options.closed_hosts = left_out.flat_map(|o| import::rule_hosts(o)).collect();
         options.named_elsewhere = routes
             .iter()
             .flat_map(|r| match r.value.pointer("/spec/hostnames") {
@@ -182,34 +195,36 @@ impl Composer {
             })
             .filter_map(|n| n.as_str().map(str::to_ascii_lowercase))
             .collect();
-        let imported = import::convert(&objects, &options);
-        let gateway = gateway::translate(build.inputs, &routes, &self.settings, &build.base_names);
-        let base_lines = text.lines().count() + 1;
-        let padded = format!("{}{}", "\n".repeat(base_lines), imported.policy);
-        // The Gateway's part is numbered after the Ingresses', so a
-        // problem's line tells whose it is.
-        let gateway_padded = format!("{}{}", "\n".repeat(padded.lines().count()), gateway.policy);
-        let shown = self.base.display().to_string();
-        let mut problems = Problems::new(shown.clone());
-        let (Some(mut root), Some(cluster), Some(gateway_tree)) = (
-            crate::config::yaml::parse(text, &mut problems),
-            crate::config::yaml::parse(&padded, &mut problems),
-            crate::config::yaml::parse(&gateway_padded, &mut problems),
-        ) else {
-            return Attempt::Untraced(problems);
-        };
-        let mut clashes = merge::merge(&mut root, &cluster);
-        clashes.extend(merge::merge(&mut root, &gateway_tree));
-        let padded = format!("{padded}{}", gateway.policy);
+        let imported = import::convert_refs(&objects, &options);
+        let gateway = gateway::translate(
+            build.gateway_inputs,
+            &routes,
+            &self.settings,
+            &build.base_names,
+        );
+        let parts = Arc::new([imported.policy, gateway.policy]);
+        // The cluster's entries are numbered after the base file's lines,
+        // the Gateway's after the Ingresses', so a problem's line tells
+        // whose it is.
+        let mut origins = Origins::new(build.lines);
+        let mut root = build.root.clone();
+        let mut clashes = merge::merge(&mut root, &origins.locate(&parts[0]));
+        clashes.extend(merge::merge(&mut root, &origins.locate(&parts[1])));
         if !clashes.is_empty() {
-            let owners = super::blame::clashing(&padded, &clashes, served);
+            let owners = origins.clashing(&clashes, served);
             if !owners.is_empty() {
                 return Attempt::Refused(owners);
             }
         }
         // `GET /v1/policy` shows both: the file, and the cluster's part.
-        let source = format!("{text}\n---\n{}{}", imported.policy, gateway.policy);
-        let reading = Config::read_node(&shown, &root, &source, dir);
+        let (text, header, shown) = (build.text.clone(), imported.header, parts.clone());
+        let source = Source::made(move || {
+            let (ingresses, gateway) = (import::yaml(&shown[0]), import::yaml(&shown[1]));
+            format!("{text}\n---\n{header}{ingresses}{gateway}")
+        });
+        let file = self.base.display().to_string();
+        crate::metrics::METRICS.kube_reads.inc();
+        let reading = Config::read_node(&file, &root, source, build.dir);
         match crate::build::checked(reading) {
             Ok(checked) => {
                 let mut bindings = imported.bindings;
@@ -222,8 +237,8 @@ impl Composer {
                 )
             }
             Err(mut problems) => {
-                name_gateway_certificates(&mut problems, &gateway_tree, &gateway.certificates);
-                let owners = super::blame::owners(&padded, base_lines, &problems, served);
+                name_gateway_certificates(&mut problems, &origins, &gateway.certificates);
+                let owners = origins.owners(&problems, served);
                 match owners.is_empty() {
                     true => Attempt::Untraced(problems),
                     false => Attempt::Refused(owners),
@@ -308,7 +323,7 @@ impl Composer {
     /// names it (by `spec.ingressClassName`, or the legacy annotation
     /// matched against the same names), or of none when told to serve
     /// those or when one of our classes is the cluster's default.
-    pub fn ours(&self, objects: &[Object]) -> Vec<Object> {
+    pub fn ours<'o>(&self, objects: &'o [Object]) -> Vec<&'o Object> {
         let classes: Vec<&Object> = objects
             .iter()
             .filter(|o| o.kind == "IngressClass")
@@ -327,14 +342,13 @@ impl Composer {
                 == Some("true")
         });
         let unclassed = self.settings.watch_without_class || default;
-        let mut ours: Vec<Object> = objects
+        let mut ours: Vec<&Object> = objects
             .iter()
             .filter(|o| o.kind == "Ingress")
             .filter(|o| match class_of(o) {
                 Some(c) => names.contains(c.as_str()),
                 None => unclassed,
             })
-            .cloned()
             .collect();
         // Mains before canaries, each oldest first (a host and path is the
         // oldest claim's): a canary is folded into a main, and is what the
@@ -349,13 +363,13 @@ impl Composer {
 
     /// What the Ingresses rely on: Services, EndpointSlices, the
     /// controller's ConfigMap, and the usable version of each Secret.
-    fn inputs(
+    fn inputs<'o>(
         &mut self,
-        objects: &[Object],
-        ours: &[Object],
+        objects: &'o [Object],
+        ours: &[&Object],
         notes: &mut Vec<Note>,
-    ) -> Vec<Object> {
-        let mut out: Vec<Object> = objects
+    ) -> Vec<Cow<'o, Object>> {
+        let mut out: Vec<Cow<Object>> = objects
             .iter()
             .filter(|o| {
                 matches!(
@@ -370,9 +384,9 @@ impl Composer {
                         | gateway::POLICY_KIND
                 )
             })
-            .cloned()
+            .map(Cow::Borrowed)
             .collect();
-        let mut served: BTreeSet<String> = ours.iter().flat_map(tls_secrets).collect();
+        let mut served: BTreeSet<String> = ours.iter().flat_map(|o| tls_secrets(o)).collect();
         served.extend(gateway::secrets(objects, &self.settings));
         for secret in objects.iter().filter(|o| o.kind == "Secret") {
             let id = secret.id();
@@ -385,7 +399,7 @@ impl Composer {
             match problem {
                 None => {
                     self.good_secrets.insert(id, secret.clone());
-                    out.push(secret.clone());
+                    out.push(Cow::Borrowed(secret));
                 }
                 Some(why) => {
                     let kept = self.good_secrets.get(&id).cloned();
@@ -401,12 +415,16 @@ impl Composer {
                             message: format!("Secret {id}: {why}; {what}"),
                         });
                     }
-                    out.extend(kept);
+                    out.extend(kept.map(Cow::Owned));
                 }
             }
         }
-        self.good_secrets
-            .retain(|id, _| objects.iter().any(|o| o.kind == "Secret" && o.id() == *id));
+        let secrets: HashSet<String> = objects
+            .iter()
+            .filter(|o| o.kind == "Secret")
+            .map(Object::id)
+            .collect();
+        self.good_secrets.retain(|id, _| secrets.contains(id));
         out
     }
 }
@@ -426,9 +444,15 @@ enum Attempt {
 /// What every build of one composition shares: the base file's text and
 /// directory, and the objects the Ingresses rely on.
 struct Build<'a> {
-    text: &'a str,
+    /// The base file's text and its lines (and one more).
+    text: Arc<str>,
+    lines: usize,
+    /// The base file as read.
+    root: marked_yaml::Node,
     dir: &'a Path,
-    inputs: &'a [Object],
+    inputs: &'a [&'a Object],
+    /// The same, owned, for the Gateway API translation.
+    gateway_inputs: &'a [Object],
     /// The base's `auth.methods` names.
     base_methods: BTreeSet<String>,
     /// The names a RoutePolicy may use: the base file's own.
@@ -436,7 +460,7 @@ struct Build<'a> {
     /// The operator's hosts, which no Ingress takes.
     reserved: Vec<String>,
     /// Our Ingresses and routes, served or not.
-    ours: &'a [Object],
+    ours: &'a [&'a Object],
 }
 
 /// The operator's hosts: the base policy's routes' and certificates'
@@ -459,27 +483,13 @@ fn reserved_hosts(base: &Config, objects: &[Object], settings: &Kubernetes) -> V
     out.into_iter().collect()
 }
 
-/// Prefixes the reader's problems at the Gateway's certificates with the
-/// listeners and Secret each came from: the merged text's places name only
-/// `server.tls.certificates[N]`. A problem is at its item's first line.
-fn name_gateway_certificates(
-    problems: &mut Problems,
-    tree: &marked_yaml::Node,
-    origins: &[String],
-) {
-    let items = tree
-        .as_mapping()
-        .and_then(|m| m.get_mapping("server"))
-        .and_then(|s| s.get_mapping("tls"))
-        .and_then(|t| t.get_sequence("certificates"));
-    let starts: Vec<Option<usize>> = items
-        .into_iter()
-        .flat_map(|seq| seq.iter())
-        .map(|item| item.span().start().map(|m| m.line()))
-        .collect();
+/// Prefixes the reader's problems at the Gateway's certificates (the
+/// second part located) with the listeners and Secret each came from: the
+/// merged policy's places name only `server.tls.certificates[N]`.
+fn name_gateway_certificates(problems: &mut Problems, origins: &Origins<'_>, named: &[String]) {
     for p in &mut problems.list {
-        let at = starts.iter().position(|l| *l == Some(p.line));
-        if let Some(origin) = at.and_then(|i| origins.get(i)) {
+        let at = origins.certificate(p.line, 1);
+        if let Some(origin) = at.and_then(|i| named.get(i)) {
             p.message = format!("{origin}: {}", p.message);
         }
     }
@@ -490,19 +500,6 @@ fn name_gateway_certificates(
 pub fn class_of(ing: &Object) -> Option<String> {
     ing.text(&["spec", "ingressClassName"])
         .or_else(|| ing.text(&["metadata", "annotations", "kubernetes.io/ingress.class"]))
-}
-
-/// The Ingress without its class, which the importer would compare with
-/// its own: the class was matched here already.
-fn unclassed(ing: &Object) -> Object {
-    let mut ing = ing.clone();
-    if let Some(Value::Object(spec)) = ing.value.get_mut("spec") {
-        spec.remove("ingressClassName");
-    }
-    if let Some(Value::Object(a)) = ing.value.pointer_mut("/metadata/annotations") {
-        a.remove("kubernetes.io/ingress.class");
-    }
-    ing
 }
 
 /// Why a Secret's certificate cannot be served, checked as a file's is.

@@ -6,110 +6,73 @@
 //! between a pool and `503`) builds, as does any other change.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 
-use crate::import::{Binding, Guard, Object};
+use super::watch::Cache;
+use crate::import::{Binding, Guard, Object, Services};
 use crate::metrics::METRICS;
 use crate::state::Shared;
 
 /// What the last build made of endpoints.
 #[derive(Default)]
 pub struct Endpoints {
-    /// A digest of every object but the EndpointSlices, as last built.
+    /// The cache's `others` digest as last built.
     others: Option<u64>,
     bindings: Vec<Binding>,
     /// Each pool's targets, as last built or applied.
     targets: HashMap<String, Vec<String>>,
 }
 
-/// A digest of the objects but the EndpointSlices, each without its status
-/// and what comes with any write (resource version, managed fields): the
-/// controller's own status writes are no change.
-fn others(objects: &[Object]) -> u64 {
-    let mut keys: Vec<(&str, String, u64)> = objects
-        .iter()
-        .filter(|o| o.kind != "EndpointSlice")
-        .map(|o| {
-            let mut v = o.value.clone();
-            if let serde_json::Value::Object(map) = &mut v {
-                map.remove("status");
-                if let Some(serde_json::Value::Object(meta)) = map.get_mut("metadata") {
-                    meta.remove("resourceVersion");
-                    meta.remove("managedFields");
-                }
-            }
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            v.to_string().hash(&mut h);
-            (o.kind.as_str(), o.id(), h.finish())
-        })
-        .collect();
-    keys.sort_unstable();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    keys.hash(&mut h);
-    h.finish()
-}
-
-/// Each Service with its EndpointSlices, by namespace and name: what one
-/// Service's targets are read from, without scanning every object.
-fn by_service(objects: &[Object]) -> HashMap<(&str, String), Vec<Object>> {
-    let mut out: HashMap<(&str, String), Vec<Object>> = HashMap::new();
-    for o in objects {
-        let service = match o.kind.as_str() {
-            "Service" => o.name.clone(),
-            "EndpointSlice" => {
-                match o.text(&["metadata", "labels", "kubernetes.io/service-name"]) {
-                    Some(s) => s,
-                    None => continue,
-                }
-            }
-            _ => continue,
-        };
-        out.entry((o.namespace.as_str(), service))
-            .or_default()
-            .push(o.clone());
-    }
-    out
-}
-
-/// The targets of `b` now, or why it has none.
-fn targets(
-    services: &HashMap<(&str, String), Vec<Object>>,
-    b: &Binding,
-    guard: &Guard,
-) -> Result<Vec<String>, String> {
-    let group = services
-        .get(&(b.namespace.as_str(), b.service.clone()))
-        .map_or(&[][..], Vec::as_slice);
+/// The targets of `b` among `group` (its Service and EndpointSlices), or
+/// why it has none.
+fn targets(group: &[&Object], b: &Binding, guard: &Guard) -> Result<Vec<String>, String> {
     crate::import::service_targets(group, &b.namespace, &b.service, &b.port, guard)
 }
 
 impl Endpoints {
-    /// What the build of `objects` made: its bindings and their targets.
-    pub fn built(objects: &[Object], bindings: Vec<Binding>, guard: &Guard) -> Endpoints {
-        let services = by_service(objects);
+    /// What the build of `objects` (whose `others` digest is `others`)
+    /// made: its bindings and their targets.
+    pub fn built(
+        objects: &[Object],
+        others: u64,
+        bindings: Vec<Binding>,
+        guard: &Guard,
+    ) -> Endpoints {
+        let services = Services::new(objects.iter());
         let targets = bindings
             .iter()
-            .filter_map(|b| Some((b.pool.clone()?, targets(&services, b, guard).ok()?)))
+            .filter_map(|b| {
+                let group = services.group(&b.namespace, &b.service);
+                Some((b.pool.clone()?, targets(group, b, guard).ok()?))
+            })
             .collect();
         Endpoints {
-            others: Some(others(objects)),
+            others: Some(others),
             bindings,
             targets,
         }
     }
 
     /// Applies a change of EndpointSlices only to the pools in force:
-    /// whether it did (no build is needed).
-    pub fn apply(&mut self, objects: &[Object], shared: &Shared) -> bool {
-        if self.others != Some(others(objects)) {
+    /// whether it did (no build is needed). Reads only the Services whose
+    /// endpoints changed since the last call or build.
+    pub fn apply(&mut self, cache: &Cache, shared: &Shared) -> bool {
+        if self.others != Some(cache.others()) {
             return false;
         }
+        let dirty = cache.take_dirty();
         let policy = shared.policy.load();
         let guard = crate::cluster::gateway::BaseNames::of(&policy.config).guard;
-        let services = by_service(objects);
+        let mut groups: HashMap<&(String, String), Vec<Object>> = HashMap::new();
         let mut moved = Vec::new();
         for b in &self.bindings {
-            match (&b.pool, targets(&services, b, &guard)) {
+            let Some(service) = dirty.get(&(b.namespace.clone(), b.service.clone())) else {
+                continue;
+            };
+            let group = groups
+                .entry(service)
+                .or_insert_with(|| cache.service(&b.namespace, &b.service));
+            let group: Vec<&Object> = group.iter().collect();
+            match (&b.pool, targets(&group, b, &guard)) {
                 (None, Err(_)) => {}
                 (None, Ok(_)) | (Some(_), Err(_)) => return false,
                 (Some(pool), Ok(now)) if self.targets.get(pool) != Some(&now) => {

@@ -8,8 +8,8 @@
 //! operator's own routes), its certificates after the base's (whose first
 //! stays the default; a base's one `cert` and `key` become that list's
 //! first). Every node keeps its place: the base's in the file, the
-//! cluster's in the imported text, whose lines are numbered after the
-//! file's so a problem tells which side it is in.
+//! cluster's the line `origins` gave its entry, past the file's, so a
+//! problem tells which side it is in and whose entry.
 
 use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode, MarkedSequenceNode};
 use marked_yaml::{Node, Span};

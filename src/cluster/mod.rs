@@ -10,13 +10,13 @@
 //! supported or withheld; `status` (one replica, the Lease holder) writes
 //! `status.loadBalancer`.
 
-mod blame;
 pub mod compose;
 mod endpoints;
 mod events;
 pub mod gateway;
 mod gateway_status;
 mod merge;
+mod origins;
 mod status;
 mod watch;
 
@@ -169,23 +169,19 @@ async fn run(
     let mut composer = Some(Composer::new(settings, base.clone()));
     let mut in_place = endpoints::Endpoints::default();
     loop {
-        let base_changed = quiet_spell(&cache, &controller).await;
+        let base_changed = changed(&cache, &controller).await;
+        // Endpoints are applied at once (no quiet spell: a rolling update
+        // moves them every few seconds, and each waits for nothing else).
+        let synced = cache.synced(names.iter().map(String::as_str));
+        if !base_changed && synced && in_place.apply(&cache, &shared) {
+            continue;
+        }
+        quiet_spell(&cache, &controller).await;
         if !cache.synced(names.iter().map(String::as_str)) {
             continue;
         }
-        let objects = cache.objects();
-        if !base_changed && in_place.apply(&objects, &shared) {
-            continue;
-        }
-        let referenced = composer.as_ref().map(|c| c.referenced(&objects));
-        if named.update(&referenced.unwrap_or_default(), &client, &cache) {
-            // The new watches' first lists come before the build.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !cache.synced(named.names()) && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-        let objects = Arc::new(cache.objects());
+        let (objects, others) = watch_named(composer.as_ref(), &mut named, &client, &cache).await;
+        let objects = Arc::new(objects);
         let started = Instant::now();
         let Some(c) = composer.take() else {
             return;
@@ -210,7 +206,7 @@ async fn run(
                     }
                     false => {
                         let guard = gateway::BaseNames::of(&composed.checked.config).guard;
-                        endpoints::Endpoints::built(&objects, composed.bindings, &guard)
+                        endpoints::Endpoints::built(&objects, others, composed.bindings, &guard)
                     }
                 };
                 let served = composed.served.clone();
@@ -227,6 +223,30 @@ async fn run(
                     tracing::error!(problem = %line, "kubernetes.build_failed");
                 }
             }
+        }
+    }
+}
+
+/// The objects to build, and their `others` digest, once every Secret and
+/// ConfigMap they name is watched: a snapshot that names one not watched
+/// yet starts its watch, waits for its first list (up to 5 s) and is taken
+/// again (an Ingress that arrived meanwhile is never built without what it
+/// names, and then left so by endpoints applied in place).
+async fn watch_named(
+    composer: Option<&Composer>,
+    named: &mut NamedWatches,
+    client: &kube::Client,
+    cache: &Arc<Cache>,
+) -> (Vec<crate::import::Object>, u64) {
+    loop {
+        let (objects, others) = cache.snapshot();
+        let referenced = composer.map(|c| c.referenced(&objects));
+        if !named.update(&referenced.unwrap_or_default(), client, cache) {
+            return (objects, others);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !cache.synced(named.names()) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
@@ -283,23 +303,26 @@ fn writers(
     (publisher, recorder)
 }
 
-/// Waits for a change, then for the burst it starts to end: whether the
-/// base file changed in it.
-async fn quiet_spell(cache: &Cache, controller: &Controller) -> bool {
-    let mut base = tokio::select! {
+/// Waits for a change: whether it is the base file's.
+async fn changed(cache: &Cache, controller: &Controller) -> bool {
+    tokio::select! {
         _ = cache.changed.notified() => false,
         _ = controller.base_changed.notified() => true,
-    };
+    }
+}
+
+/// Waits for the burst a change started to end.
+async fn quiet_spell(cache: &Cache, controller: &Controller) {
     let first = Instant::now();
     loop {
         let left = MAX_WAIT.saturating_sub(first.elapsed());
         if left.is_zero() {
-            return base;
+            return;
         }
         tokio::select! {
             _ = cache.changed.notified() => {}
-            _ = controller.base_changed.notified() => base = true,
-            _ = tokio::time::sleep(QUIET.min(left)) => return base,
+            _ = controller.base_changed.notified() => {}
+            _ = tokio::time::sleep(QUIET.min(left)) => return,
         }
     }
 }

@@ -8,7 +8,8 @@
 //! Secrets are watched one by one, only those a served Ingress names
 //! (`SecretWatches`), so no unrelated Secret is ever held.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -138,21 +139,68 @@ struct Held {
     /// Objects of a relist under way, put in force when it completes.
     relist: Option<BTreeMap<(String, String), Object>>,
     synced: bool,
+    /// The wrapping sum of its objects' `entry` digests: what one change
+    /// updates, so the content of every watch is compared in O(1).
+    digest: u64,
 }
 
 /// Every watch's objects; `changed` wakes the builder.
 #[derive(Default)]
 pub struct Cache {
     held: Mutex<HashMap<String, Held>>,
+    /// The Services (namespace, name) whose EndpointSlices changed since
+    /// the last `snapshot`.
+    dirty: Mutex<HashSet<(String, String)>>,
     pub changed: Notify,
 }
 
+/// The watches of EndpointSlices, which `others` leaves out.
+const SLICES: &str = "EndpointSlice/";
+
 impl Cache {
-    /// Every object held, of every watch.
-    pub fn objects(&self) -> Vec<Object> {
+    /// Every object held and the `others` digest of them, taken together;
+    /// the Services whose endpoints changed are forgotten (a build reads
+    /// them all).
+    pub fn snapshot(&self) -> (Vec<Object>, u64) {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.values()
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        let objects = held
+            .values()
             .flat_map(|h| h.objects.values().cloned())
+            .collect();
+        (objects, others(&held))
+    }
+
+    /// A digest of every object but the EndpointSlices, each without its
+    /// status and what comes with any write: whether anything a build
+    /// reads, endpoints apart, changed.
+    pub fn others(&self) -> u64 {
+        others(&self.held.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The Services whose EndpointSlices changed since last asked.
+    pub fn take_dirty(&self) -> HashSet<(String, String)> {
+        std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Service `namespace/name` and its EndpointSlices.
+    pub fn service(&self, namespace: &str, name: &str) -> Vec<Object> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let label = ["metadata", "labels", "kubernetes.io/service-name"];
+        held.iter()
+            .flat_map(|(watch, h)| {
+                let slices = watch.starts_with(SLICES);
+                let services = watch.starts_with("Service/");
+                let from = (namespace.to_string(), String::new());
+                h.objects
+                    .range(from..)
+                    .take_while(move |((ns, _), _)| ns == namespace)
+                    .filter(move |((_, n), o)| {
+                        (services && n == name)
+                            || (slices && o.text(&label).as_deref() == Some(name))
+                    })
+                    .map(|(_, o)| o.clone())
+            })
             .collect()
     }
 
@@ -173,12 +221,27 @@ impl Cache {
         let h = held.entry(watch.to_string()).or_default();
         let changed = match event {
             Event::Apply(o) => object(o, kind).is_some_and(|o| {
-                let old = h.objects.insert(key(&o), o.clone());
-                old.is_none_or(|old| !same_but_status(&old, &o))
+                let new = o.print();
+                h.digest = h.digest.wrapping_add(entry(&o, new));
+                self.moved(&o);
+                match h.objects.insert(key(&o), o) {
+                    None => true,
+                    Some(old) => {
+                        let was = old.print();
+                        h.digest = h.digest.wrapping_sub(entry(&old, was));
+                        self.moved(&old);
+                        was != new
+                    }
+                }
             }),
-            Event::Delete(o) => {
-                object(o, kind).is_some_and(|o| h.objects.remove(&key(&o)).is_some())
-            }
+            Event::Delete(o) => object(o, kind).is_some_and(|o| {
+                let Some(old) = h.objects.remove(&key(&o)) else {
+                    return false;
+                };
+                h.digest = h.digest.wrapping_sub(entry(&old, old.print()));
+                self.moved(&old);
+                true
+            }),
             Event::Init => {
                 h.relist = Some(BTreeMap::new());
                 false
@@ -191,7 +254,14 @@ impl Cache {
             }
             Event::InitDone => {
                 h.objects = h.relist.take().unwrap_or_default();
+                h.digest = h
+                    .objects
+                    .values()
+                    .fold(0, |d, o| d.wrapping_add(entry(o, o.print())));
                 h.synced = true;
+                for o in h.objects.values() {
+                    self.moved(o);
+                }
                 true
             }
         };
@@ -211,22 +281,30 @@ impl Cache {
     }
 }
 
-/// Whether two versions of an object differ in their status alone (and
-/// the resource version and managed fields that come with any write): the
-/// controller's own status writes build nothing.
-fn same_but_status(a: &Object, b: &Object) -> bool {
-    let strip = |o: &Object| {
-        let mut v = o.value.clone();
-        if let Value::Object(map) = &mut v {
-            map.remove("status");
-            if let Some(Value::Object(meta)) = map.get_mut("metadata") {
-                meta.remove("resourceVersion");
-                meta.remove("managedFields");
-            }
+impl Cache {
+    /// Marks the Service an EndpointSlice belongs to as changed.
+    fn moved(&self, o: &Object) {
+        if o.kind != "EndpointSlice" {
+            return;
         }
-        v
-    };
-    strip(a) == strip(b)
+        if let Some(service) = o.text(&["metadata", "labels", "kubernetes.io/service-name"]) {
+            let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+            dirty.insert((o.namespace.clone(), service));
+        }
+    }
+}
+
+fn others(held: &HashMap<String, Held>) -> u64 {
+    held.iter()
+        .filter(|(watch, _)| !watch.starts_with(SLICES))
+        .fold(0, |d, (_, h)| d.wrapping_add(h.digest))
+}
+
+/// One object's part of its watch's digest: its kind, place and `print`.
+fn entry(o: &Object, print: u64) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&o.kind, &o.namespace, &o.name, print).hash(&mut h);
+    h.finish()
 }
 
 fn key(o: &Object) -> (String, String) {

@@ -20,5 +20,5 @@ pub use error::Problems;
 pub use methods::*;
 pub use model::*;
 pub use read::{edit_reserved, name_ok, parse_rate, ACKNOWLEDGEABLE};
-pub use reading::{Loaded, Reading};
+pub use reading::{Loaded, Reading, Source};
 pub use route::*;

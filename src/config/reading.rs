@@ -9,12 +9,43 @@ use super::error::Problems;
 use super::model::Config;
 use super::yaml::{self, Reader};
 
+/// The text a policy was read from, as `GET /v1/policy` shows it: a
+/// file's own, or the controller's base file with the cluster's part,
+/// which is written out only when asked for (a build has no text).
+pub struct Source {
+    text: std::sync::OnceLock<String>,
+    make: Option<Box<dyn Fn() -> String + Send + Sync>>,
+}
+
+impl Source {
+    pub fn made(make: impl Fn() -> String + Send + Sync + 'static) -> Source {
+        Source {
+            text: std::sync::OnceLock::new(),
+            make: Some(Box::new(make)),
+        }
+    }
+
+    pub fn text(&self) -> &str {
+        self.text
+            .get_or_init(|| self.make.as_ref().map(|m| m()).unwrap_or_default())
+    }
+}
+
+impl From<String> for Source {
+    fn from(text: String) -> Source {
+        Source {
+            text: std::sync::OnceLock::from(text),
+            make: None,
+        }
+    }
+}
+
 /// A file read without errors: the config, plus warnings worth printing.
 pub struct Loaded {
     pub config: Config,
     pub warnings: Vec<String>,
     /// The text it was read from (`GET /v1/policy` shows it).
-    pub text: String,
+    pub text: Source,
 }
 
 /// What the reader made of a file: the config (none when the text is not a
@@ -23,7 +54,7 @@ pub struct Loaded {
 pub struct Reading {
     pub config: Option<Config>,
     pub problems: Problems,
-    pub text: String,
+    pub text: Source,
 }
 
 impl Reading {
@@ -57,7 +88,7 @@ impl Config {
                 Reading {
                     config: None,
                     problems,
-                    text: String::new(),
+                    text: String::new().into(),
                 }
             }
         }
@@ -67,26 +98,41 @@ impl Config {
     pub fn read_text(file: &str, text: &str, base: &Path) -> Reading {
         let mut problems = Problems::new(file);
         match yaml::parse(text, &mut problems) {
-            Some(root) => Self::read_tree(problems, &root, text, base),
+            Some(root) => Self::read_tree(problems, &root, text.to_string().into(), base),
             None => Reading {
                 config: None,
                 problems,
-                text: text.to_string(),
+                text: text.to_string().into(),
             },
         }
+    }
+
+    /// Reads the controller's base file: its config, and the tree the
+    /// cluster's part is merged into.
+    pub fn read_base(
+        file: &str,
+        text: &str,
+        base: &Path,
+    ) -> Result<(Loaded, marked_yaml::Node), Problems> {
+        let mut problems = Problems::new(file);
+        let Some(root) = yaml::parse(text, &mut problems) else {
+            return Err(problems);
+        };
+        let loaded = Self::read_tree(problems, &root, text.to_string().into(), base).finish()?;
+        Ok((loaded, root))
     }
 
     /// Reads a YAML tree parsed already (the controller's: the base file
     /// with the cluster's objects merged in); `text` is what `GET
     /// /v1/policy` shows of it.
-    pub fn read_node(file: &str, root: &marked_yaml::Node, text: &str, base: &Path) -> Reading {
+    pub fn read_node(file: &str, root: &marked_yaml::Node, text: Source, base: &Path) -> Reading {
         Self::read_tree(Problems::new(file), root, text, base)
     }
 
     fn read_tree(
         mut problems: Problems,
         root: &marked_yaml::Node,
-        text: &str,
+        text: Source,
         base: &Path,
     ) -> Reading {
         let config = super::read::build(
@@ -99,7 +145,7 @@ impl Config {
         Reading {
             config,
             problems,
-            text: text.to_string(),
+            text,
         }
     }
 

@@ -12,6 +12,9 @@ use marked_yaml::{LoaderOptions, Node};
 use super::error::Problems;
 use super::model::Place;
 
+/// The longest key YAML lets a file write without the explicit `?` form.
+const MAX_KEY: usize = 1024;
+
 /// A node together with the dotted field path that reached it.
 #[derive(Clone)]
 pub struct At<'a> {
@@ -214,7 +217,10 @@ impl Reader<'_> {
         })
     }
 
-    /// Every entry of a mapping whose keys are names chosen by the operator.
+    /// Every entry of a mapping whose keys are names chosen by the operator;
+    /// a key longer than YAML allows one to be written (1,024 characters)
+    /// is refused, so a policy made as a tree (the controller's) holds no
+    /// more than a file could.
     pub fn named<'a>(&mut self, at: &At<'a>) -> Vec<(&'a str, At<'a>)> {
         let Some(map) = at.node.as_mapping() else {
             if !is_null(at.node) {
@@ -222,16 +228,29 @@ impl Reader<'_> {
             }
             return Vec::new();
         };
-        map.iter()
-            .map(|(k, v)| {
-                let pos = k
-                    .span()
-                    .start()
-                    .map(|m| (m.line(), m.column()))
-                    .unwrap_or((1, 1));
-                (k.as_str(), at.child(k.as_str(), v, pos))
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (k, v) in map.iter() {
+            let pos = k
+                .span()
+                .start()
+                .map(|m| (m.line(), m.column()))
+                .unwrap_or((1, 1));
+            let chars = k.as_str().chars().count();
+            if chars > MAX_KEY {
+                let shown: String = k.as_str().chars().take(40).collect();
+                self.problems.push(
+                    pos,
+                    "config.key_too_long",
+                    format!(
+                        "{}.{shown}...: a key of {chars} characters; YAML allows {MAX_KEY}",
+                        at.path
+                    ),
+                );
+                continue;
+            }
+            out.push((k.as_str(), at.child(k.as_str(), v, pos)));
+        }
+        out
     }
 
     pub fn sequence<'a>(&mut self, at: &At<'a>) -> Vec<&'a Node> {

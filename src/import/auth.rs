@@ -582,13 +582,9 @@ fn secret_entries(
         ));
     }
     let id = format!("{ns}/{name}");
-    let secret = draft
-        .objects
-        .iter()
-        .find(|o| o.kind == "Secret" && o.namespace == ns && o.name == name)
-        .ok_or_else(|| {
-            format!("Secret {id} is not among the manifests; its users are not known")
-        })?;
+    let secret = draft.object("Secret", ns, name).ok_or_else(|| {
+        format!("Secret {id} is not among the manifests; its users are not known")
+    })?;
     let text = match ann
         .get("auth-secret-type")
         .map_or("auth-file", |t| t.as_str())

@@ -124,7 +124,7 @@ pub fn upstream(
     );
     let targets = match draft.options.cluster {
         true => match endpoints::targets(
-            draft.objects,
+            draft.services.group(&ing.namespace, &service),
             &ing.namespace,
             &service,
             &port,
@@ -192,10 +192,7 @@ fn pool(draft: &mut Draft<'_>, name: String, node: Pool) -> String {
 }
 
 fn service_port(draft: &Draft<'_>, namespace: &str, service: &str, port: &str) -> Option<String> {
-    let svc = draft
-        .objects
-        .iter()
-        .find(|o| o.kind == "Service" && o.namespace == namespace && o.name == service)?;
+    let svc = draft.object("Service", namespace, service)?;
     let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
         return None;
     };

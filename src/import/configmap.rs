@@ -28,6 +28,7 @@ pub fn read(draft: &mut Draft<'_>) {
     let Some(cm) = draft
         .objects
         .iter()
+        .copied()
         .filter(|o| o.kind == "ConfigMap")
         .find(named)
     else {

@@ -16,13 +16,13 @@ pub fn replicas(draft: &mut Draft<'_>) {
         draft.line(subject, "replicas", Verdict::Mapped(why));
         return;
     }
-    let controller = draft.objects.iter().find(|o| {
+    let controller = draft.objects.iter().copied().find(|o| {
         o.kind == "Deployment"
             && (o.name.contains("ingress-nginx")
                 || o.value.to_string().contains("ingress-nginx/controller"))
     });
     let hpa = controller.and_then(|d| {
-        draft.objects.iter().find(|o| {
+        draft.objects.iter().copied().find(|o| {
             o.kind == "HorizontalPodAutoscaler"
                 && o.text(&["spec", "scaleTargetRef", "name"]).as_deref() == Some(&d.name)
         })

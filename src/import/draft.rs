@@ -4,7 +4,7 @@
 //! the controller's settings with ingress-nginx's defaults. It holds
 //! state; what an annotation or a key becomes is decided in the families.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -92,7 +92,11 @@ impl Hsts {
 /// routes, server keys) and the report.
 pub struct Draft<'a> {
     pub options: &'a Options,
-    pub objects: &'a [Object],
+    pub objects: &'a [&'a Object],
+    /// The Services and EndpointSlices of `objects`, by Service.
+    pub services: super::Services<'a>,
+    /// `objects` by kind, namespace and name (`object`).
+    index: HashMap<(&'a str, &'a str, &'a str), &'a Object>,
     pub globals: Globals,
     pub replicas: u64,
     pub report: Vec<Line>,
@@ -107,6 +111,9 @@ pub struct Draft<'a> {
     /// The Ingress (`namespace/name`) whose TLS section serves each host.
     pub tls_owners: BTreeMap<String, String>,
     pub routes: Vec<Route>,
+    /// Each host, path and path type served, and the Ingress
+    /// (`namespace/name`) whose it is: the first served.
+    pub claimed: HashMap<(String, String, String), String>,
     /// The hosts of Ingresses not imported.
     pub closed: BTreeSet<String>,
     /// Compiled regular-expression bytes imported, by namespace.
@@ -123,10 +130,17 @@ pub struct Draft<'a> {
 }
 
 impl<'a> Draft<'a> {
-    pub fn new(objects: &'a [Object], options: &'a Options) -> Self {
+    pub fn new(objects: &'a [&'a Object], options: &'a Options) -> Self {
         Draft {
             options,
             objects,
+            services: super::Services::new(objects.iter().copied()),
+            index: objects
+                .iter()
+                .rev()
+                .copied()
+                .map(|o| ((o.kind.as_str(), o.namespace.as_str(), o.name.as_str()), o))
+                .collect(),
             globals: Globals::default(),
             replicas: 1,
             report: Vec::new(),
@@ -138,6 +152,7 @@ impl<'a> Draft<'a> {
             tls_hosts: BTreeSet::new(),
             tls_owners: BTreeMap::new(),
             routes: Vec::new(),
+            claimed: HashMap::new(),
             closed: BTreeSet::new(),
             regex_bytes: BTreeMap::new(),
             bindings: Vec::new(),
@@ -165,9 +180,13 @@ impl<'a> Draft<'a> {
     /// A ConfigMap by `namespace/name`, or `name` in `namespace`.
     pub fn configmap_data(&self, namespace: &str, reference: &str) -> Option<&'a Value> {
         let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
-        self.objects
-            .iter()
-            .find(|o| o.kind == "ConfigMap" && o.namespace == ns && o.name == name)
+        self.object("ConfigMap", ns, name)
             .and_then(|o| o.value.get("data"))
+    }
+
+    /// The object of `kind` at `namespace/name`; the first of a name
+    /// given twice.
+    pub fn object(&self, kind: &str, namespace: &str, name: &str) -> Option<&'a Object> {
+        self.index.get(&(kind, namespace, name)).copied()
     }
 }

@@ -3,6 +3,7 @@
 //! when none is ready, the serving ones that are terminating), or an
 //! `ExternalName` Service's name, resolved by DNS like any pool target.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
@@ -80,10 +81,48 @@ fn local(ip: IpAddr) -> bool {
     }
 }
 
+/// Each Service with its EndpointSlices, by namespace and name: what a
+/// backend's targets are read from, without scanning every object.
+#[derive(Default)]
+pub struct Services<'a>(HashMap<&'a str, HashMap<&'a str, Vec<&'a Object>>>);
+
+impl<'a> Services<'a> {
+    pub fn new(objects: impl IntoIterator<Item = &'a Object>) -> Self {
+        let mut out: HashMap<&str, HashMap<&str, Vec<&Object>>> = HashMap::new();
+        for o in objects {
+            let service = match o.kind.as_str() {
+                "Service" => o.name.as_str(),
+                "EndpointSlice" => {
+                    let label = o
+                        .value
+                        .pointer("/metadata/labels/kubernetes.io~1service-name");
+                    match label.and_then(serde_json::Value::as_str) {
+                        Some(s) => s,
+                        None => continue,
+                    }
+                }
+                _ => continue,
+            };
+            let namespace = out.entry(o.namespace.as_str()).or_default();
+            namespace.entry(service).or_default().push(o);
+        }
+        Services(out)
+    }
+
+    /// Service `namespace/service` and its EndpointSlices.
+    pub fn group(&self, namespace: &str, service: &str) -> &[&'a Object] {
+        self.0
+            .get(namespace)
+            .and_then(|services| services.get(service))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
 /// The targets of Service `namespace/service` at its port `port` (a
-/// number or a port name), or why there are none.
+/// number or a port name) among `objects` (which `Services::group` gives),
+/// or why there are none.
 pub fn targets(
-    objects: &[Object],
+    objects: &[&Object],
     ns: &str,
     service: &str,
     port: &str,

@@ -76,6 +76,34 @@ impl Object {
     pub fn text(&self, path: &[&str]) -> Option<String> {
         text(&self.value, path)
     }
+
+    /// A digest of its content but its status and what comes with any
+    /// write (resource version, managed fields): the controller's own
+    /// status writes do not change it.
+    pub fn print(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let Value::Object(map) = &self.value else {
+            self.value.to_string().hash(&mut h);
+            return h.finish();
+        };
+        for (k, v) in map.iter().filter(|(k, _)| *k != "status") {
+            k.hash(&mut h);
+            match (k.as_str(), v) {
+                ("metadata", Value::Object(meta)) => {
+                    let kept = meta.iter().filter(|(k, _)| {
+                        !matches!(k.as_str(), "resourceVersion" | "managedFields")
+                    });
+                    for (k, v) in kept {
+                        k.hash(&mut h);
+                        v.to_string().hash(&mut h);
+                    }
+                }
+                _ => v.to_string().hash(&mut h),
+            }
+        }
+        h.finish()
+    }
 }
 
 /// A scalar at `path` under `value`, as text.

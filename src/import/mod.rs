@@ -61,7 +61,7 @@ pub fn rule_hosts(ing: &Object) -> Vec<String> {
     hosts.filter(|h| names::dns1123_subdomain(h)).collect()
 }
 pub use emit::{json_node, yaml, Node};
-pub use endpoints::{targets as service_targets, Binding, Guard};
+pub use endpoints::{targets as service_targets, Binding, Guard, Services};
 pub use manifests::Object;
 pub use names::policy_name;
 pub use tls::secret_pem;
@@ -211,15 +211,23 @@ impl fmt::Display for Line {
     }
 }
 
-/// The import's result: the policy text and the report.
+/// The import's result: the policy and the report.
 pub struct Imported {
-    pub policy: String,
+    /// The policy, written as text only by the command (`text`).
+    pub policy: Node,
+    /// The comment the text starts with.
+    pub header: String,
     pub report: Vec<Line>,
     /// In controller mode, the pools made of endpoints.
     pub bindings: Vec<Binding>,
 }
 
 impl Imported {
+    /// The policy as the command writes it.
+    pub fn text(&self) -> String {
+        format!("{}{}", self.header, yaml(&self.policy))
+    }
+
     pub fn unsupported(&self) -> usize {
         self.report
             .iter()
@@ -230,6 +238,11 @@ impl Imported {
 
 /// Converts the objects read from the inputs.
 pub fn convert(objects: &[Object], options: &Options) -> Imported {
+    convert_refs(&objects.iter().collect::<Vec<_>>(), options)
+}
+
+/// `convert`, of objects held elsewhere (the controller's, not copied).
+pub fn convert_refs(objects: &[&Object], options: &Options) -> Imported {
     policy::run(draft::Draft::new(objects, options))
 }
 
@@ -267,14 +280,15 @@ pub fn main(options: &Options) -> i32 {
 fn run(options: &Options) -> Result<usize, Error> {
     let objects = manifests::read(&options.inputs)?;
     let mut imported = convert(&objects, options);
+    let mut policy = imported.text();
     if options.to == Target::GatewayApi {
-        let converted = gateway_api::convert(&objects, options, &imported.policy);
+        let converted = gateway_api::convert(&objects, options, &policy);
         imported.report.extend(converted.report);
         for (k, base) in converted.bases.iter().enumerate() {
             let path = options.base.as_ref().map(|p| numbered(p, k + 1));
             write(path.as_ref(), base, false)?;
         }
-        imported.policy = converted.manifests;
+        policy = converted.manifests;
     }
     let mut report: String = imported.report.iter().map(|l| format!("{l}\n")).collect();
     let unsupported = imported.unsupported();
@@ -283,7 +297,7 @@ fn run(options: &Options) -> Result<usize, Error> {
         imported.report.len(),
         unsupported
     ));
-    write(options.output.as_ref(), &imported.policy, false)?;
+    write(options.output.as_ref(), &policy, false)?;
     write(options.report.as_ref(), &report, true)?;
     Ok(unsupported)
 }

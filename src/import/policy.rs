@@ -12,7 +12,7 @@ use super::claims;
 use super::configmap;
 use super::controller;
 use super::draft::Draft;
-use super::emit;
+use super::emit::Node;
 use super::manifests::Object;
 use super::names;
 use super::out::{CertSource, Certificate, Policy, Server, ServerTls};
@@ -57,7 +57,13 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
     // or the controller's).
     draft.methods.sort_by(|a, b| a.0.cmp(&b.0));
     Imported {
-        policy: policy_text(&draft),
+        policy: policy_tree(&draft),
+        header: format!(
+            "# Imported from ingress-nginx by `fairgate import ingress-nginx`; the\n\
+             # report says what became of every annotation. Limits are sized for the\n\
+             # whole fleet: ingress-nginx counted per controller pod ({} here).\n",
+            draft.replicas
+        ),
         report: draft.report,
         bindings: draft.bindings,
     }
@@ -66,10 +72,19 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
 /// Ingresses of the class imported; others are reported as skipped.
 fn ingresses<'a>(draft: &mut Draft<'a>) -> Vec<&'a Object> {
     let mut out = Vec::new();
-    for ing in draft.objects.iter().filter(|o| o.kind == "Ingress") {
-        let class = ing
-            .text(&["spec", "ingressClassName"])
-            .or_else(|| ing.text(&["metadata", "annotations", "kubernetes.io/ingress.class"]));
+    for ing in draft
+        .objects
+        .iter()
+        .copied()
+        .filter(|o| o.kind == "Ingress")
+    {
+        // The controller matched the class already (`cluster::class_of`).
+        let class = match draft.options.cluster {
+            true => None,
+            false => ing
+                .text(&["spec", "ingressClassName"])
+                .or_else(|| ing.text(&["metadata", "annotations", "kubernetes.io/ingress.class"])),
+        };
         match class {
             Some(c) if c != draft.options.ingress_class => draft.line(
                 &ing.id(),
@@ -124,7 +139,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
             "{}-{i}",
             names::policy_name(&format!("{}_{}", ing.namespace, ing.name))
         );
-        if let Some(why) = refused_claim(draft, ing, host.as_deref(), &path, &kind) {
+        if let Some(why) = refused_claim(draft, host.as_deref(), &path, &kind) {
             let item = format!("{}{path}", host.as_deref().unwrap_or("*"));
             draft.line(&ing.id(), &item, Verdict::Unsupported(why));
             continue;
@@ -138,7 +153,14 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
         None if draft.routes.len() == first && !paths::of(ing).is_empty() => {
             "none of its paths could be served".into()
         }
-        None => return,
+        None => {
+            // Its hosts and paths are its claims now.
+            for r in &draft.routes[first..] {
+                let owner = || r.ingress.clone();
+                draft.claimed.entry(r.origin.clone()).or_insert_with(owner);
+            }
+            return;
+        }
     };
     draft.routes.truncate(first);
     draft.closed.extend(super::rule_hosts(ing));
@@ -188,13 +210,7 @@ fn close_withheld_hosts(draft: &mut Draft<'_>) {
 
 /// Why an Ingress may not serve `host` and `path`: the host is the
 /// operator's, or an older Ingress serves the same path there.
-fn refused_claim(
-    draft: &Draft<'_>,
-    ing: &Object,
-    host: Option<&str>,
-    path: &str,
-    kind: &str,
-) -> Option<String> {
+fn refused_claim(draft: &Draft<'_>, host: Option<&str>, path: &str, kind: &str) -> Option<String> {
     if let Some(h) = host {
         if let Some(r) = claims::reserved(&draft.options.reserved_hosts, h, false) {
             return Some(claims::operators(&format!("host {h}"), r));
@@ -205,17 +221,14 @@ fn refused_claim(
         path.to_string(),
         kind.to_string(),
     );
-    let owner = draft
-        .routes
-        .iter()
-        .find(|r| r.origin == origin && r.ingress != ing.id())?;
+    let owner = draft.claimed.get(&origin)?;
     let what = format!("{}{path}", host.unwrap_or("*"));
-    Some(claims::taken(&what, &owner.ingress))
+    Some(claims::taken(&what, owner))
 }
 
 /// The policy as YAML, under a header saying where it came from and how
 /// its limits are sized.
-fn policy_text(draft: &Draft<'_>) -> String {
+fn policy_tree(draft: &Draft<'_>) -> Node {
     let options = draft.options;
     let tls = (!draft.certs.is_empty()).then(|| ServerTls {
         listen: options.tls_listen.clone(),
@@ -224,7 +237,7 @@ fn policy_text(draft: &Draft<'_>) -> String {
             .iter()
             .filter_map(|(id, hosts)| {
                 let cert = match options.cluster {
-                    true => tls::secret_cert(draft.objects, id)?,
+                    true => tls::secret_cert(draft, id)?,
                     false => {
                         let dir = format!("{}/{id}", options.tls_dir);
                         CertSource::Files {
@@ -260,11 +273,5 @@ fn policy_text(draft: &Draft<'_>) -> String {
         routes: draft.routes.iter().map(route_node).collect(),
         tls_host_uncovered: uncovered,
     };
-    format!(
-        "# Imported from ingress-nginx by `fairgate import ingress-nginx`; the\n\
-         # report says what became of every annotation. Limits are sized for the\n\
-         # whole fleet: ingress-nginx counted per controller pod ({} here).\n{}",
-        draft.replicas,
-        emit::yaml(&policy.node())
-    )
+    policy.node()
 }

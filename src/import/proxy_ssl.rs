@@ -110,10 +110,7 @@ fn secret(
 
 /// Controller mode: the Secret's `ca.crt` itself, as `ca_pem`.
 fn cluster_ca(draft: &Draft<'_>, ns: &str, name: &str, verify: bool, plan: &mut Plan) -> Verdict {
-    let secret = draft
-        .objects
-        .iter()
-        .find(|o| o.kind == "Secret" && o.namespace == ns && o.name == name);
+    let secret = draft.object("Secret", ns, name);
     let Some(ca) = secret.and_then(|s| super::tls::secret_field(s, "ca.crt")) else {
         return Verdict::Unsupported(format!("Secret {ns}/{name} is missing or has no ca.crt"));
     };

@@ -31,7 +31,7 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
             continue;
         };
         let id = format!("{}/{secret}", ing.namespace);
-        if draft.options.cluster && secret_cert(draft.objects, &id).is_none() {
+        if draft.options.cluster && secret_cert(draft, &id).is_none() {
             let why = format!(
                 "Secret {id} is missing or holds no usable tls.crt and tls.key: its hosts get the default certificate"
             );
@@ -82,11 +82,9 @@ fn refused(draft: &Draft<'_>, ing: &Object, host: &str) -> Option<String> {
 
 /// The certificate of the `kubernetes.io/tls` Secret `namespace/name`
 /// among the objects, as PEM for the policy.
-pub fn secret_cert(objects: &[Object], id: &str) -> Option<CertSource> {
+pub fn secret_cert(draft: &Draft<'_>, id: &str) -> Option<CertSource> {
     let (ns, name) = id.split_once('/')?;
-    let secret = objects
-        .iter()
-        .find(|o| o.kind == "Secret" && o.namespace == ns && o.name == name)?;
+    let secret = draft.object("Secret", ns, name)?;
     let (cert, key) = secret_pem(secret)?;
     Some(CertSource::Pem { cert, key })
 }

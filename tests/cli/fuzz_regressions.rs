@@ -125,14 +125,14 @@ metadata:
         Some("5")
     );
     let options = import_options(&file);
-    let imported = fairgate::import::convert(&objects, &options);
-    let reading = Config::read_text("imported.yaml", &imported.policy, dir.path());
+    let imported = fairgate::import::convert(&objects, &options).text();
+    let reading = Config::read_text("imported.yaml", &imported, dir.path());
     let syntax: Vec<_> = reading
         .problems
         .errors()
         .filter(|p| p.code == "config.yaml_syntax")
         .collect();
-    assert!(syntax.is_empty(), "{syntax:?}\n{}", imported.policy);
+    assert!(syntax.is_empty(), "{syntax:?}\n{}", imported);
 }
 
 /// ingress_manifests: a `custom-headers` ConfigMap with an empty value (or
@@ -163,13 +163,14 @@ metadata:
     std::fs::write(&file, manifests).unwrap();
     let objects = read(std::slice::from_ref(&file)).unwrap();
     let imported = fairgate::import::convert(&objects, &import_options(&file));
-    let reading = Config::read_text("imported.yaml", &imported.policy, dir.path());
+    let text = imported.text();
+    let reading = Config::read_text("imported.yaml", &text, dir.path());
     let refused: Vec<_> = reading
         .problems
         .errors()
         .filter(|p| p.code == "config.type_invalid")
         .collect();
-    assert!(refused.is_empty(), "{refused:?}\n{}", imported.policy);
+    assert!(refused.is_empty(), "{refused:?}\n{}", text);
     assert!(imported.unsupported() > 0);
 }
 
@@ -200,11 +201,11 @@ spec:
         let file = dir.path().join(name);
         std::fs::write(&file, text).unwrap();
         let objects = read(std::slice::from_ref(&file)).unwrap();
-        let imported = fairgate::import::convert(&objects, &import_options(&file));
-        let reading = Config::read_text("imported.yaml", &imported.policy, dir.path());
+        let imported = fairgate::import::convert(&objects, &import_options(&file)).text();
+        let reading = Config::read_text("imported.yaml", &imported, dir.path());
         let errors: Vec<_> = reading.problems.errors().collect();
-        assert!(errors.is_empty(), "{errors:?}\n{}", imported.policy);
-        imported.policy
+        assert!(errors.is_empty(), "{errors:?}\n{}", imported);
+        imported
     };
     let empty = import("empty.yaml", ingress("host: \"\"\n      "));
     let absent = import("absent.yaml", ingress(""));

@@ -78,8 +78,9 @@ async fn issue_40_finding_5_one_namespace_never_freezes_anothers_changes() {
         let name = format!("bad-{i}");
         assert!(
             warned(&api, "evil", &name, "Withheld", "not served"),
-            "{name}: {:#?}",
-            api.list("v1/events", "evil")
+            "{name}: {:#?}\n{}",
+            api.list("v1/events", "evil"),
+            gw.logs()
         );
     }
     // Nothing is searched again: a later change builds at once.

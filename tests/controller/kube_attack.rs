@@ -181,7 +181,7 @@ fn custom_headers_never_reads_a_configmap_of_another_namespace() {
     let referenced = c.referenced(&objs);
     println!("watched by name: {referenced:?}");
     let composed = compose(&mut c, &objects).unwrap_or_else(|p| panic!("{:?}", p.render_errors()));
-    let text = &composed.checked.text;
+    let text = composed.checked.text.text();
     assert!(
         served(&composed).contains(&"evil/leak".to_string()),
         "{:?}",

@@ -244,3 +244,85 @@ async fn issue_41_an_endpoint_change_is_applied_without_a_build() {
     .await;
     assert!(back, "{}", gw.logs());
 }
+
+async fn reads(gw: &Gateway) -> f64 {
+    let text = metrics(gw).await;
+    metric(&text, "fairgate_kubernetes_policy_reads_total").unwrap_or(0.0)
+}
+
+/// Issue 41: 200 Ingresses created at once by one `kubectl create`, two of
+/// them broken where only the policy reader sees it: `clash` uses a Service
+/// whose pool name the base policy holds, `tls` names a Secret whose
+/// certificate is not for its host (before this issue, found by a
+/// bisection search). The 198 are served, each broken one gets one
+/// Warning Event naming what is wrong (the pool, the certificate's hosts
+/// and the Secret), and the reader ran once more than the builds did (the
+/// round that withheld them), never a search.
+#[tokio::test]
+async fn issue_41_two_broken_of_200_ingresses_are_named_at_their_field_without_a_search() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    backend(&api, "shop", "clash", &echo.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "kube");
+    let (cert, key) = pki.leaf("other", "other", &["other.example"], "02");
+    let read = |p: std::path::PathBuf| std::fs::read(p).unwrap();
+    api.apply(tls_secret("shop", "tls-other", &read(cert), &read(key)));
+    let base = tls_base(&pki, free_addr()).replace(
+        "default_limits: none\n",
+        &format!(
+            "default_limits: none\nupstreams: {{shop_clash-80: {{targets: [\"{}\"]}}}}\n",
+            echo.addr
+        ),
+    );
+    let gw = controller(&base, &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let mut items: Vec<Value> = (0..198)
+        .map(|i| shop_ingress(&format!("ok-{i}"), &format!("h{i}.example"), "/"))
+        .collect();
+    let clash = ingress(
+        "shop",
+        "clash",
+        Some("fairgate"),
+        "clash.example",
+        "/",
+        "clash",
+    );
+    let mut tls = shop_ingress("tls", "tls.example", "/");
+    tls["spec"]["tls"] = serde_json::json!([{"hosts": ["tls.example"], "secretName": "tls-other"}]);
+    items.splice(100..100, [clash, tls]);
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let created = api
+        .kubectl(dir.path())
+        .run(&["-n", "shop", "create", "-f", "-"], &list.to_string());
+    assert_eq!(created.code, 0, "{}", created.stderr);
+    let served = eventually(Duration::from_secs(30), || async {
+        host_status(&gw, "h197.example", "/").await == 200
+    })
+    .await;
+    assert!(served, "{}", gw.logs());
+    let builds = settled_builds(&gw).await;
+    for i in 0..198 {
+        let host = format!("h{i}.example");
+        assert_eq!(host_status(&gw, &host, "/").await, 200, "{host}");
+    }
+    assert_eq!(host_status(&gw, "clash.example", "/").await, 404);
+    assert_eq!(host_status(&gw, "tls.example", "/").await, 404);
+    let said = [
+        ("clash", "\"shop_clash-80\" is a name of the base policy"),
+        (
+            "tls",
+            "TLS Secret shop/tls-other: hosts: tls.example is not a name of its certificate",
+        ),
+    ];
+    for (name, what) in said {
+        let withheld: Vec<Value> = api
+            .list("v1/events", "shop")
+            .into_iter()
+            .filter(|e| e["involvedObject"]["name"] == name && e["reason"] == "Withheld")
+            .collect();
+        assert_eq!(withheld.len(), 1, "{withheld:#?}");
+        let message = withheld[0]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(what), "{name}: {message}");
+    }
+    assert_eq!(reads(&gw).await, builds + 1.0, "{}", gw.logs());
+}

@@ -12,8 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 
-use serde_json::Value;
-
 use super::{Attempt, Build, Composer};
 use crate::build::Checked;
 use crate::cluster::gateway::StatusWrite;
@@ -57,15 +55,7 @@ pub struct Found {
 fn fingerprint(o: &Object, named: &[&Object]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for o in std::iter::once(o).chain(named.iter().copied()) {
-        let mut v = o.value.clone();
-        if let Value::Object(map) = &mut v {
-            map.remove("status");
-            if let Some(Value::Object(meta)) = map.get_mut("metadata") {
-                meta.remove("resourceVersion");
-                meta.remove("managedFields");
-            }
-        }
-        v.to_string().hash(&mut h);
+        o.print().hash(&mut h);
     }
     h.finish()
 }
@@ -73,7 +63,7 @@ fn fingerprint(o: &Object, named: &[&Object]) -> u64 {
 /// The Ingresses that name more Secrets and ConfigMaps than their bound,
 /// or push their namespace past its (the newest pays), and why.
 pub fn over_bounds(
-    ours: &[Object],
+    ours: &[&Object],
     named: impl Fn(&Object) -> BTreeSet<(Kind, String)>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -142,6 +132,7 @@ impl Composer {
             let mut served: Vec<&Object> = build
                 .ours
                 .iter()
+                .copied()
                 .filter(|o| !withheld.contains_key(&o.id()))
                 .collect();
             // What built together before comes first (a stable sort keeps
@@ -187,6 +178,7 @@ impl Composer {
         let waiting: Vec<String> = build
             .ours
             .iter()
+            .copied()
             .filter(|o| !withheld.contains_key(&o.id()))
             .filter(|o| self.memo.served.get(&o.id()) != prints.get(&o.id()))
             .map(Object::id)
@@ -199,6 +191,7 @@ impl Composer {
         let served: Vec<&Object> = build
             .ours
             .iter()
+            .copied()
             .filter(|o| !withheld.contains_key(&o.id()))
             .collect();
         match self.attempt(build, &served) {

@@ -139,7 +139,8 @@ fn resolve(
         );
         return Err(());
     }
-    let found = service_targets(cx.objects, &ns, &b.name, &port.to_string(), &cx.base.guard);
+    let group = cx.services.group(&ns, &b.name);
+    let found = service_targets(group, &ns, &b.name, &port.to_string(), &cx.base.guard);
     let binding = |pool| crate::import::Binding {
         pool,
         namespace: ns.clone(),
@@ -175,11 +176,8 @@ fn resolve(
 /// (CVE-2021-25740): the Gateway API asks implementations not to follow
 /// them.
 fn external_name(cx: &Context<'_>, ns: &str, name: &str) -> bool {
-    cx.objects.iter().any(|o| {
-        o.kind == "Service"
-            && o.namespace == ns
-            && o.name == name
-            && o.text(&["spec", "type"]).as_deref() == Some("ExternalName")
+    cx.services.group(ns, name).iter().any(|o| {
+        o.kind == "Service" && o.text(&["spec", "type"]).as_deref() == Some("ExternalName")
     })
 }
 

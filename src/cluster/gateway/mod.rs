@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::config::Kubernetes;
-use crate::import::{secret_pem, yaml, Node, Object};
+use crate::import::{secret_pem, Node, Object};
 use attach::Served;
 use spec::{GatewaySpec, ListenerTls, ReferenceGrantSpec, RouteSpec};
 
@@ -178,11 +178,11 @@ pub fn our_classes<'a>(objects: &'a [Object], settings: &Kubernetes) -> BTreeSet
 
 /// The HTTPRoutes and GRPCRoutes with a parentRef to the Gateway served,
 /// oldest first (the order the spec breaks ties in).
-pub fn routes(objects: &[Object], settings: &Kubernetes) -> Vec<Object> {
+pub fn routes<'o>(objects: &'o [Object], settings: &Kubernetes) -> Vec<&'o Object> {
     let Some(id) = settings.gateway.as_deref() else {
         return Vec::new();
     };
-    let mut out: Vec<Object> = objects
+    let mut out: Vec<&Object> = objects
         .iter()
         .filter(|o| matches!(o.kind.as_str(), "HTTPRoute" | "GRPCRoute"))
         .filter(|o| {
@@ -196,7 +196,6 @@ pub fn routes(objects: &[Object], settings: &Kubernetes) -> Vec<Object> {
                 .iter()
                 .any(|p| attach::names_gateway(p, &o.namespace, id))
         })
-        .cloned()
         .collect();
     out.sort_by_cached_key(|o| {
         (
@@ -252,9 +251,9 @@ pub fn secrets(objects: &[Object], settings: &Kubernetes) -> BTreeSet<String> {
 
 /// The Gateway's part of the policy, and what the objects' status says.
 pub struct Translation {
-    /// The policy text (routes, pools, certificates), merged like the
+    /// The policy (routes, pools, certificates), merged like the
     /// Ingresses'.
-    pub policy: String,
+    pub policy: Node,
     pub statuses: Vec<StatusWrite>,
     /// Where each of the policy's certificates comes from, in its order
     /// (`Gateway NS/NAME, listener https (Secret NS/NAME)`): what a
@@ -275,7 +274,7 @@ pub fn translate(
     let mut statuses = status::classes(objects, settings);
     let Some((gw, spec)) = gateway(objects, settings) else {
         return Translation {
-            policy: String::new(),
+            policy: Node::Map(Vec::new()),
             statuses,
             certificates: Vec::new(),
             bindings: Vec::new(),
@@ -290,7 +289,7 @@ pub fn translate(
     let mut pools = BTreeMap::new();
     let mut bindings = Vec::new();
     let shared = Shared {
-        objects,
+        services: crate::import::Services::new(objects.iter()),
         settings,
         gw,
         labels: &labels,
@@ -329,7 +328,7 @@ pub fn translate(
         root.push(("routes".into(), Node::Seq(entries)));
     }
     Translation {
-        policy: yaml(&Node::Map(root)),
+        policy: Node::Map(root),
         statuses,
         certificates: origins,
         bindings,
@@ -338,7 +337,7 @@ pub fn translate(
 
 /// What every route of one translation is read with.
 struct Shared<'a> {
-    objects: &'a [Object],
+    services: crate::import::Services<'a>,
     settings: &'a Kubernetes,
     gw: &'a Object,
     labels: &'a attach::Labels,
@@ -405,7 +404,7 @@ fn one_route(
     };
     let rules_cx = rules::Context {
         only,
-        objects: cx.objects,
+        services: &cx.services,
         grants: cx.grants,
         scheme,
         port,

@@ -112,7 +112,8 @@ pub struct Context<'a> {
     /// `plain` or `tls` when every listener the route attached to is of
     /// one protocol (`match.listener`).
     pub only: Option<&'static str>,
-    pub objects: &'a [Object],
+    /// The Services and EndpointSlices of `objects`, by Service.
+    pub services: &'a crate::import::Services<'a>,
     pub grants: &'a Grants,
     /// `http` or `https`: the scheme of the listeners it attached to.
     pub scheme: &'static str,

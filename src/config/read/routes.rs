@@ -25,9 +25,10 @@ pub(super) fn routes(
         }
         return out;
     };
+    let mut names = std::collections::HashSet::new();
     for (i, node) in r.sequence(&at).into_iter().enumerate() {
         if let Some(route) = route(r, &at.item(i, node), config, declared) {
-            if out.iter().any(|o| o.name == route.name) {
+            if !names.insert(route.name.clone()) {
                 r.error(
                     &at.item(i, node),
                     "routes.name_duplicate",
