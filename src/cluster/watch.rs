@@ -253,13 +253,14 @@ impl Cache {
                 false
             }
             Event::InitDone => {
-                h.objects = h.relist.take().unwrap_or_default();
+                let old = std::mem::replace(&mut h.objects, h.relist.take().unwrap_or_default());
                 h.digest = h
                     .objects
                     .values()
                     .fold(0, |d, o| d.wrapping_add(entry(o, o.print())));
                 h.synced = true;
-                for o in h.objects.values() {
+                // A slice gone while the watch was away moves its Service too.
+                for o in old.values().chain(h.objects.values()) {
                     self.moved(o);
                 }
                 true

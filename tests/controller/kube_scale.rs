@@ -326,3 +326,26 @@ async fn issue_41_two_broken_of_200_ingresses_are_named_at_their_field_without_a
     }
     assert_eq!(reads(&gw).await, builds + 1.0, "{}", gw.logs());
 }
+
+/// Issue 41, endpoints in place across a relist: a Service's only
+/// EndpointSlice deleted while the API server was away (its history
+/// compacted, so the watch lists again) takes the Service's routes to 503
+/// once it is back, as a deletion seen live does; it is never left
+/// routing to the gone pod.
+#[tokio::test]
+async fn issue_41_a_slice_gone_while_the_api_server_was_away_is_not_routed_to() {
+    let echo = EchoProcess::start();
+    let mut api = shop_api(&echo.addr);
+    api.apply(shop_ingress("web", "shop.example", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    assert_eq!(host_status(&gw, "shop.example", "/").await, 200);
+    api.stop();
+    api.delete("discovery.k8s.io/v1/endpointslices", "shop", "web-1");
+    api.restart(true);
+    let gone = eventually(Duration::from_secs(20), || async {
+        host_status(&gw, "shop.example", "/").await == 503
+    })
+    .await;
+    assert!(gone, "{}", gw.logs());
+}
