@@ -297,8 +297,11 @@ fn named_field(message: &str, entry: &Entry<'_>) -> String {
     }
 }
 
-/// The served Ingresses whose TLS sections name a host of the
-/// certificate `node`, each with the section's Secret (`namespace/name`).
+/// The served Ingress whose TLS section names a host of the certificate
+/// `node`, with the section's Secret (`namespace/name`): the oldest, whose
+/// claim the import kept (`import::age`), so a later section of
+/// another namespace naming the same host is never blamed for it, nor
+/// makes its owner blamed for another's certificate.
 fn tls_owners<'o>(node: &Node, served: &[&'o Object]) -> Vec<(&'o Object, String)> {
     let hosts: Vec<String> = match node {
         Node::Map(keys) => keys
@@ -333,6 +336,8 @@ fn tls_owners<'o>(node: &Node, served: &[&'o Object]) -> Vec<(&'o Object, String
             out.push((o, format!("{}/{secret}", o.namespace)));
         }
     }
+    out.sort_by_cached_key(|(o, _)| import::age(o));
+    out.truncate(1);
     out
 }
 

@@ -91,6 +91,14 @@ impl<'a> At<'a> {
     }
 }
 
+/// Where a mapping's key is written.
+fn key_position(key: &marked_yaml::types::MarkedScalarNode) -> (usize, usize) {
+    key.span()
+        .start()
+        .map(|m| (m.line(), m.column()))
+        .unwrap_or((1, 1))
+}
+
 pub fn position(node: &Node) -> (usize, usize) {
     node.span()
         .start()
@@ -192,11 +200,7 @@ impl Reader<'_> {
         };
         let mut entries = Vec::new();
         for (key, value) in map.iter() {
-            let key_pos = key
-                .span()
-                .start()
-                .map(|m| (m.line(), m.column()))
-                .unwrap_or((1, 1));
+            let key_pos = key_position(key);
             if allowed.contains(&key.as_str()) {
                 entries.push((key.as_str(), value, key_pos));
             } else {
@@ -230,11 +234,7 @@ impl Reader<'_> {
         };
         let mut out = Vec::new();
         for (k, v) in map.iter() {
-            let pos = k
-                .span()
-                .start()
-                .map(|m| (m.line(), m.column()))
-                .unwrap_or((1, 1));
+            let pos = key_position(k);
             let chars = k.as_str().chars().count();
             if chars > MAX_KEY {
                 let shown: String = k.as_str().chars().take(40).collect();
