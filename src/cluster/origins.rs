@@ -474,4 +474,28 @@ mod tests {
             "hosts: a.example is not a name of its certificate (its names: localhost)"
         );
     }
+
+    #[test]
+    fn a_certificate_is_blamed_on_its_oldest_claimant_only() {
+        let ingress = |ns: &str, created: &str| Object {
+            kind: "Ingress".into(),
+            namespace: ns.into(),
+            name: "web".into(),
+            value: serde_json::json!({
+                "metadata": {"creationTimestamp": created},
+                "spec": {"tls": [{"hosts": ["A.example"], "secretName": "tls"}]}
+            }),
+        };
+        let (owner, later) = (
+            ingress("shop", "2026-01-01T00:00:00Z"),
+            ingress("evil", "2026-06-01T00:00:00Z"),
+        );
+        let cert = Node::map([("hosts", Node::strs(["a.example"]))]);
+        for served in [[&owner, &later], [&later, &owner]] {
+            let blamed = tls_owners(&cert, &served);
+            let ids: Vec<(String, String)> =
+                blamed.iter().map(|(o, s)| (o.id(), s.clone())).collect();
+            assert_eq!(ids, [("shop/web".to_string(), "shop/tls".to_string())]);
+        }
+    }
 }
