@@ -7,6 +7,7 @@
 //! of the crate but the leaves (`tenant`, `host`, `redact`).
 
 pub mod error;
+pub mod kubernetes;
 pub mod methods;
 pub mod model;
 mod read;
@@ -17,6 +18,7 @@ pub mod schema;
 pub mod yaml;
 
 pub use error::Problems;
+pub use kubernetes::*;
 pub use methods::*;
 pub use model::*;
 pub use read::{edit_reserved, name_ok, parse_rate, ACKNOWLEDGEABLE};

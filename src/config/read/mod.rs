@@ -15,6 +15,7 @@ use http::header::HeaderName;
 use ipnet::IpNet;
 use marked_yaml::Node;
 
+use super::kubernetes::*;
 use super::methods::IdentityMap;
 use super::model::*;
 use super::route::*;
@@ -23,6 +24,7 @@ use super::yaml::{self, join, At, Reader};
 
 mod actions;
 mod auth;
+mod forwarding;
 mod kubernetes;
 mod limits;
 mod methods;
@@ -33,6 +35,7 @@ mod upstreams;
 
 use actions::*;
 use auth::*;
+use forwarding::*;
 use kubernetes::*;
 use limits::*;
 use methods::*;
