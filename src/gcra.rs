@@ -1,6 +1,8 @@
 //! The token bucket's arithmetic (GCRA over integer microseconds) and the
 //! shape of one decision. `lua/token_bucket.lua` is the same algorithm run
 //! inside Redis; the memory store runs this one. Change both together.
+//! It depends on nothing in the crate: the limiter (`limit`) and the
+//! failed-credential buckets of `auth` both use it.
 
 /// One bucket a request must spend from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,14 +7,17 @@
 pub mod admin;
 pub mod admin_api;
 pub mod auth;
+pub mod breaker;
 pub mod build;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod echo;
+pub mod gcra;
 pub mod host;
 pub mod import;
+pub mod k8s;
 pub mod limit;
 pub mod metrics;
 pub mod proxy;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use rustls::pki_types::CertificateDer;
 
+use crate::breaker::{Breaker, Trip};
 use crate::config::{AnswerCache, CacheKey, External};
 use crate::metrics::METRICS;
 
@@ -210,10 +211,7 @@ impl ExternalAuth {
                 return Outcome::Allowed(answer);
             }
         }
-        if !self
-            .breaker_lock()
-            .admit(Instant::now(), self.config.timeout)
-        {
+        if !self.breaker_lock().admit(Instant::now(), &self.trip()) {
             METRICS
                 .external_auth
                 .with_label_values(&[&self.name, "breaker_open"])
@@ -231,11 +229,8 @@ impl ExternalAuth {
             .with_label_values(&[&self.name, label])
             .inc();
         match &outcome {
-            Outcome::Unavailable(f) if f.is_the_services() => {
-                self.breaker_lock()
-                    .failed(Instant::now(), &self.name, *f, &self.config)
-            }
-            _ => self.breaker_lock().answered(&self.name),
+            Outcome::Unavailable(f) if f.is_the_services() => self.failed(*f),
+            _ => self.answered(),
         }
         if let (Outcome::Allowed(answer), Some(cache), Some(key)) =
             (&outcome, &self.state.cache, key)
@@ -253,6 +248,49 @@ impl ExternalAuth {
 
     fn breaker_lock(&self) -> std::sync::MutexGuard<'_, Breaker> {
         self.state.breaker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The method's breaker settings; a probe whose client hung up is
+    /// replaced after twice the timeout.
+    fn trip(&self) -> Trip {
+        Trip {
+            failures: self.config.breaker.failures,
+            open_for: self.config.breaker.open_for,
+            probe_gap: 2 * self.config.timeout,
+        }
+    }
+
+    /// The service answered (2xx, 401, 403): it is up. One log line per
+    /// change of the breaker.
+    fn answered(&self) {
+        if self.breaker_lock().answered() {
+            METRICS
+                .external_auth_open
+                .with_label_values(&[&self.name])
+                .set(0);
+            tracing::info!(method = self.name.as_str(), "auth.external.recovered");
+        }
+    }
+
+    fn failed(&self, why: Failure) {
+        let mut breaker = self.breaker_lock();
+        let opened = breaker.failed(Instant::now(), &self.trip());
+        if breaker.is_open() {
+            METRICS
+                .external_auth_open
+                .with_label_values(&[&self.name])
+                .set(1);
+        }
+        drop(breaker);
+        if opened {
+            let open_for_ms = self.config.breaker.open_for.as_millis() as u64;
+            tracing::warn!(
+                method = self.name.as_str(),
+                reason = why.reason(),
+                open_for_ms,
+                "auth.external.unavailable"
+            );
+        }
     }
 
     /// Where a request's answer is cached, when answers are and the request
@@ -588,59 +626,6 @@ fn client(private: &[CertificateDer<'static>]) -> Option<Arc<reqwest::Client>> {
     let client = Arc::new(builder.build().ok()?);
     clients.insert(key, Arc::downgrade(&client));
     Some(client)
-}
-
-/// Closed: every request calls. After `failures` failures in a row, open
-/// for `open_for`: no calls; then one call probes while the others still
-/// fail at once (a probe whose client hung up is replaced after twice the
-/// timeout). One log line per change.
-#[derive(Default)]
-struct Breaker {
-    failures: u32,
-    open_until: Option<Instant>,
-    probing: Option<Instant>,
-}
-
-impl Breaker {
-    fn admit(&mut self, now: Instant, timeout: Duration) -> bool {
-        let probe_due = self.probing.is_none_or(|p| now >= p + 2 * timeout);
-        match self.open_until {
-            None => true,
-            Some(until) if now >= until && probe_due => {
-                self.probing = Some(now);
-                true
-            }
-            Some(_) => false,
-        }
-    }
-
-    /// The service answered (2xx, 401, 403): it is up.
-    fn answered(&mut self, name: &str) {
-        if self.open_until.is_some() {
-            METRICS.external_auth_open.with_label_values(&[name]).set(0);
-            tracing::info!(method = name, "auth.external.recovered");
-        }
-        *self = Breaker::default();
-    }
-
-    fn failed(&mut self, now: Instant, name: &str, why: Failure, config: &External) {
-        self.failures = self.failures.saturating_add(1);
-        let was_open = self.open_until.is_some();
-        if was_open || self.failures >= config.breaker.failures {
-            self.open_until = Some(now + config.breaker.open_for);
-            self.probing = None;
-            METRICS.external_auth_open.with_label_values(&[name]).set(1);
-        }
-        if !was_open && self.open_until.is_some() {
-            let open_for_ms = config.breaker.open_for.as_millis() as u64;
-            tracing::warn!(
-                method = name,
-                reason = why.reason(),
-                open_for_ms,
-                "auth.external.unavailable"
-            );
-        }
-    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Bucket;
-use crate::limit::bucket::{decide, Spend};
+use crate::gcra::{decide, Spend};
 
 /// Keys (addresses, user names) tracked at once; past this, a new key
 /// takes the place of the one whose bucket is fullest (earliest
@@ -22,7 +22,7 @@ use crate::limit::bucket::{decide, Spend};
 /// scans the table.
 const MAX_KEYS: usize = 100_000;
 
-/// One GCRA bucket (`limit::bucket`, the limiter's own arithmetic) per
+/// One GCRA bucket (`crate::gcra`, the limiter's own arithmetic) per
 /// key (by default the client's address), on the injected clock.
 pub struct Failures<K = IpAddr> {
     clock: Arc<dyn Clock>,

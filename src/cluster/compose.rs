@@ -20,10 +20,10 @@ mod search;
 use super::gateway::{self, StatusWrite};
 use super::merge;
 use super::origins::Origins;
-use super::watch::Kind;
 use crate::build::Checked;
 use crate::config::{Config, Kubernetes, Problems, Source};
 use crate::import::{self, Object, Verdict};
+use crate::k8s::Kind;
 
 /// What a build says about one Ingress, for its Events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,12 +179,12 @@ impl Composer {
     /// problems when they cannot be traced.
     fn attempt(&self, build: &Build<'_>, served: &[&Object]) -> Attempt {
         let (ingresses, routes): (Vec<&Object>, Vec<&Object>) =
-            served.iter().copied().partition(|o| o.kind == "Ingress");
+            served.iter().copied().partition(|o| o.is(Kind::Ingress));
         let objects: Vec<&Object> = build.inputs.iter().copied().chain(ingresses).collect();
         let mut options = self.options(build);
         // The hosts of Ingresses left out are closed (`404`).
         let served_ids: HashSet<String> = served.iter().map(|o| o.id()).collect();
-        let left_out = build.ours.iter().filter(|o| o.kind == "Ingress");
+        let left_out = build.ours.iter().filter(|o| o.is(Kind::Ingress));
         let left_out = left_out.filter(|o| !served_ids.contains(&o.id()));
         options.closed_hosts = left_out.flat_map(|o| import::rule_hosts(o)).collect();
         options.named_elsewhere = routes
@@ -326,7 +326,7 @@ impl Composer {
     pub fn ours<'o>(&self, objects: &'o [Object]) -> Vec<&'o Object> {
         let classes: Vec<&Object> = objects
             .iter()
-            .filter(|o| o.kind == "IngressClass")
+            .filter(|o| o.is(Kind::IngressClass))
             .filter(|o| {
                 o.text(&["spec", "controller"]).as_deref() == Some(&self.settings.controller)
             })
@@ -344,7 +344,7 @@ impl Composer {
         let unclassed = self.settings.watch_without_class || default;
         let mut ours: Vec<&Object> = objects
             .iter()
-            .filter(|o| o.kind == "Ingress")
+            .filter(|o| o.is(Kind::Ingress))
             .filter(|o| match class_of(o) {
                 Some(c) => names.contains(c.as_str()),
                 None => unclassed,
@@ -373,22 +373,24 @@ impl Composer {
             .iter()
             .filter(|o| {
                 matches!(
-                    o.kind.as_str(),
-                    "Service"
-                        | "EndpointSlice"
-                        | "ConfigMap"
-                        | "Namespace"
-                        | "GatewayClass"
-                        | "Gateway"
-                        | "ReferenceGrant"
-                        | gateway::POLICY_KIND
+                    Kind::by_name(&o.kind),
+                    Some(
+                        Kind::Service
+                            | Kind::EndpointSlice
+                            | Kind::ConfigMap
+                            | Kind::Namespace
+                            | Kind::GatewayClass
+                            | Kind::Gateway
+                            | Kind::ReferenceGrant
+                            | Kind::RoutePolicy
+                    )
                 )
             })
             .map(Cow::Borrowed)
             .collect();
         let mut served: BTreeSet<String> = ours.iter().flat_map(|o| tls_secrets(o)).collect();
         served.extend(gateway::secrets(objects, &self.settings));
-        for secret in objects.iter().filter(|o| o.kind == "Secret") {
+        for secret in objects.iter().filter(|o| o.is(Kind::Secret)) {
             let id = secret.id();
             // Only a served certificate is checked here: a backend's CA
             // (`proxy-ssl-secret`) is checked where the pool's roots load.
@@ -421,7 +423,7 @@ impl Composer {
         }
         let secrets: HashSet<String> = objects
             .iter()
-            .filter(|o| o.kind == "Secret")
+            .filter(|o| o.is(Kind::Secret))
             .map(Object::id)
             .collect();
         self.good_secrets.retain(|id, _| secrets.contains(id));

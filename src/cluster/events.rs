@@ -25,6 +25,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use super::compose::Note;
 use super::Pod;
 use crate::import::Object;
+use crate::k8s::Kind;
 
 /// The most Events written after one build.
 const PER_BUILD: usize = 100;
@@ -84,7 +85,7 @@ impl Recorder {
             for note in notes {
                 let Some(ing) = objects
                     .iter()
-                    .find(|o| o.kind == "Ingress" && o.id() == note.ingress)
+                    .find(|o| o.is(Kind::Ingress) && o.id() == note.ingress)
                 else {
                     continue;
                 };
@@ -188,7 +189,7 @@ fn event(ing: &Object, uid: &str, key: u64, note: &Note, pod: &Pod) -> Event {
         },
         involved_object: ObjectReference {
             api_version: Some("networking.k8s.io/v1".into()),
-            kind: Some("Ingress".into()),
+            kind: Some(Kind::Ingress.name().into()),
             name: Some(ing.name.clone()),
             namespace: Some(ing.namespace.clone()),
             uid: Some(uid.to_string()).filter(|u| !u.is_empty()),

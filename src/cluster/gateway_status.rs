@@ -11,8 +11,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 
 use super::gateway::{self, StatusWrite};
-use super::watch::Kind;
 use crate::config::Kubernetes;
+use crate::k8s::Kind;
 
 /// Makes each object's status what `wanted` says; `written` remembers what
 /// this holder wrote, so an unchanged status is not read again.
@@ -29,7 +29,7 @@ pub async fn write(
     for w in wanted {
         let key = format!("{}/{}/{}", w.kind, w.namespace, w.name);
         let mut want = w.status.clone();
-        if w.kind == "Gateway" {
+        if w.kind == Kind::Gateway.name() {
             want["addresses"] = addresses.clone();
         }
         if written.get(&key) == Some(&timeless(&want)) {

@@ -30,10 +30,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::config::Kubernetes;
+use crate::k8s::Kind;
 use crate::metrics::METRICS;
 use crate::state::Shared;
 use compose::Composer;
-use watch::{Cache, Kind, Watch};
+use watch::{Cache, Watch};
 
 pub use compose::class_of;
 

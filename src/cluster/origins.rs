@@ -14,6 +14,7 @@ use marked_yaml::{Marker, Span};
 use crate::config::Problems;
 use crate::import::Node;
 use crate::import::{self, Object};
+use crate::k8s::Kind;
 
 /// The sections whose entries are named by their key.
 const NAMED: [&str; 3] = ["upstreams", "limits", "concurrency"];
@@ -244,9 +245,9 @@ impl<'o> Owner<'o> {
         let by_prefix = served
             .iter()
             .map(|o| {
-                let prefix = match o.kind.as_str() {
-                    "Ingress" => import::route_prefix(&o.namespace, &o.name),
-                    _ => super::gateway::route_prefix(o),
+                let prefix = match o.is(Kind::Ingress) {
+                    true => import::route_prefix(&o.namespace, &o.name),
+                    false => super::gateway::route_prefix(o),
                 };
                 (prefix, *o)
             })
@@ -319,7 +320,7 @@ fn tls_owners<'o>(node: &Node, served: &[&'o Object]) -> Vec<(&'o Object, String
         _ => Vec::new(),
     };
     let mut out = Vec::new();
-    for o in served.iter().copied().filter(|o| o.kind == "Ingress") {
+    for o in served.iter().copied().filter(|o| o.is(Kind::Ingress)) {
         let sections = match o.value.pointer("/spec/tls") {
             Some(serde_json::Value::Array(s)) => s.as_slice(),
             _ => &[],
@@ -478,7 +479,7 @@ mod tests {
     #[test]
     fn a_certificate_is_blamed_on_its_oldest_claimant_only() {
         let ingress = |ns: &str, created: &str| Object {
-            kind: "Ingress".into(),
+            kind: Kind::Ingress.name().into(),
             namespace: ns.into(),
             name: "web".into(),
             value: serde_json::json!({

@@ -25,6 +25,7 @@ use super::gateway::StatusWrite;
 use super::Pod;
 use crate::config::Kubernetes;
 use crate::import::Object;
+use crate::k8s::Kind;
 use crate::metrics::METRICS;
 
 /// What the status task writes: the served Ingresses' addresses, none for
@@ -52,7 +53,7 @@ impl Publisher {
     /// publish a withheld Ingress) and the Gateway API objects' status.
     pub fn publish(&self, served: Vec<Object>, unserved: Vec<Object>, statuses: Vec<StatusWrite>) {
         let ingresses =
-            |list: Vec<Object>| list.into_iter().filter(|o| o.kind == "Ingress").collect();
+            |list: Vec<Object>| list.into_iter().filter(|o| o.is(Kind::Ingress)).collect();
         let wanted = (ingresses(served), ingresses(unserved), statuses);
         self.served.send_replace(Arc::new(wanted));
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -22,115 +22,8 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::import::Object;
+use crate::k8s::Kind;
 use crate::metrics::METRICS;
-
-/// The kinds watched: what the importer reads, by its kind name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    IngressClass,
-    Ingress,
-    Service,
-    EndpointSlice,
-    ConfigMap,
-    Secret,
-    Namespace,
-    GatewayClass,
-    Gateway,
-    HTTPRoute,
-    GRPCRoute,
-    ReferenceGrant,
-    RoutePolicy,
-}
-
-/// The Gateway API's group and the version of each kind read.
-const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::IngressClass => "IngressClass",
-            Kind::Ingress => "Ingress",
-            Kind::Service => "Service",
-            Kind::EndpointSlice => "EndpointSlice",
-            Kind::ConfigMap => "ConfigMap",
-            Kind::Secret => "Secret",
-            Kind::Namespace => "Namespace",
-            Kind::GatewayClass => "GatewayClass",
-            Kind::Gateway => "Gateway",
-            Kind::HTTPRoute => "HTTPRoute",
-            Kind::GRPCRoute => "GRPCRoute",
-            Kind::ReferenceGrant => "ReferenceGrant",
-            Kind::RoutePolicy => "RoutePolicy",
-        }
-    }
-
-    pub fn resource(self) -> ApiResource {
-        use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-        use k8s_openapi::api::discovery::v1::EndpointSlice;
-        use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-        match self {
-            Kind::IngressClass => ApiResource::erase::<IngressClass>(&()),
-            Kind::Ingress => ApiResource::erase::<Ingress>(&()),
-            Kind::Service => ApiResource::erase::<Service>(&()),
-            Kind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
-            Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
-            Kind::Secret => ApiResource::erase::<Secret>(&()),
-            Kind::Namespace => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
-            Kind::GatewayClass => gateway_api(self, "v1", "gatewayclasses"),
-            Kind::Gateway => gateway_api(self, "v1", "gateways"),
-            Kind::HTTPRoute => gateway_api(self, "v1", "httproutes"),
-            Kind::GRPCRoute => gateway_api(self, "v1", "grpcroutes"),
-            Kind::ReferenceGrant => gateway_api(self, "v1beta1", "referencegrants"),
-            Kind::RoutePolicy => ApiResource {
-                group: "fairgate.dev".into(),
-                version: "v1alpha1".into(),
-                api_version: "fairgate.dev/v1alpha1".into(),
-                kind: "RoutePolicy".into(),
-                plural: "routepolicies".into(),
-            },
-        }
-    }
-
-    /// The kind of this name (`Kind::name`).
-    pub fn by_name(name: &str) -> Option<Kind> {
-        use Kind::*;
-        [
-            IngressClass,
-            Ingress,
-            Service,
-            EndpointSlice,
-            ConfigMap,
-            Secret,
-            Namespace,
-            GatewayClass,
-            Gateway,
-            HTTPRoute,
-            GRPCRoute,
-            ReferenceGrant,
-            RoutePolicy,
-        ]
-        .into_iter()
-        .find(|k| k.name() == name)
-    }
-
-    /// Whether objects of this kind live in a namespace.
-    pub fn namespaced(self) -> bool {
-        !matches!(
-            self,
-            Kind::IngressClass | Kind::Namespace | Kind::GatewayClass
-        )
-    }
-}
-
-fn gateway_api(kind: Kind, version: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: GATEWAY_GROUP.into(),
-        version: version.into(),
-        api_version: format!("{GATEWAY_GROUP}/{version}"),
-        kind: kind.name().into(),
-        plural: plural.into(),
-    }
-}
 
 /// One watch's objects and whether its first list is complete.
 #[derive(Default)]
@@ -285,7 +178,7 @@ impl Cache {
 impl Cache {
     /// Marks the Service an EndpointSlice belongs to as changed.
     fn moved(&self, o: &Object) {
-        if o.kind != "EndpointSlice" {
+        if !o.is(Kind::EndpointSlice) {
             return;
         }
         if let Some(service) = o.text(&["metadata", "labels", "kubernetes.io/service-name"]) {

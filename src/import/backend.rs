@@ -11,6 +11,7 @@ use super::manifests::{text, Object};
 use super::names;
 use super::out::{Pool, PoolTls, Wire};
 use super::Verdict;
+use crate::k8s::Kind;
 
 /// `backend-protocol`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -192,7 +193,7 @@ fn pool(draft: &mut Draft<'_>, name: String, node: Pool) -> String {
 }
 
 fn service_port(draft: &Draft<'_>, namespace: &str, service: &str, port: &str) -> Option<String> {
-    let svc = draft.object("Service", namespace, service)?;
+    let svc = draft.object(Kind::Service, namespace, service)?;
     let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
         return None;
     };

@@ -16,6 +16,8 @@ use super::streaming;
 use super::units;
 use super::Verdict;
 
+use crate::k8s::Kind;
+
 /// The controller's ConfigMap: its keys become defaults of every route.
 pub fn read(draft: &mut Draft<'_>) {
     let named = |o: &&Object| match &draft.options.configmap {
@@ -29,7 +31,7 @@ pub fn read(draft: &mut Draft<'_>) {
         .objects
         .iter()
         .copied()
-        .filter(|o| o.kind == "ConfigMap")
+        .filter(|o| o.is(Kind::ConfigMap))
         .find(named)
     else {
         let verdict = match &draft.options.configmap {

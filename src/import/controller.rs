@@ -6,6 +6,8 @@
 use super::draft::Draft;
 use super::Verdict;
 
+use crate::k8s::Kind;
+
 /// `--replicas`, else the controller's HorizontalPodAutoscaler (its
 /// maximum) or Deployment, else 1.
 pub fn replicas(draft: &mut Draft<'_>) {
@@ -17,13 +19,13 @@ pub fn replicas(draft: &mut Draft<'_>) {
         return;
     }
     let controller = draft.objects.iter().copied().find(|o| {
-        o.kind == "Deployment"
+        o.is(Kind::Deployment)
             && (o.name.contains("ingress-nginx")
                 || o.value.to_string().contains("ingress-nginx/controller"))
     });
     let hpa = controller.and_then(|d| {
         draft.objects.iter().copied().find(|o| {
-            o.kind == "HorizontalPodAutoscaler"
+            o.is(Kind::HorizontalPodAutoscaler)
                 && o.text(&["spec", "scaleTargetRef", "name"]).as_deref() == Some(&d.name)
         })
     });

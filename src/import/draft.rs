@@ -12,6 +12,7 @@ use super::manifests::Object;
 use super::out::{AuthMethod, Concurrency, ExternalAuth, Limit, Pool, ServerSetting};
 use super::routes::Route;
 use super::{Line, Options, Verdict};
+use crate::k8s::Kind;
 
 /// The controller's ConfigMap keys the import reads, with ingress-nginx's defaults.
 pub struct Globals {
@@ -180,13 +181,13 @@ impl<'a> Draft<'a> {
     /// A ConfigMap by `namespace/name`, or `name` in `namespace`.
     pub fn configmap_data(&self, namespace: &str, reference: &str) -> Option<&'a Value> {
         let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
-        self.object("ConfigMap", ns, name)
+        self.object(Kind::ConfigMap, ns, name)
             .and_then(|o| o.value.get("data"))
     }
 
     /// The object of `kind` at `namespace/name`; the first of a name
     /// given twice.
-    pub fn object(&self, kind: &str, namespace: &str, name: &str) -> Option<&'a Object> {
-        self.index.get(&(kind, namespace, name)).copied()
+    pub fn object(&self, kind: Kind, namespace: &str, name: &str) -> Option<&'a Object> {
+        self.index.get(&(kind.name(), namespace, name)).copied()
     }
 }

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 use super::manifests::{text, Object};
 
+use crate::k8s::Kind;
+
 /// A pool made of a Service's endpoints (or the `503` route of one with
 /// none: `pool` None): what an EndpointSlice change updates in place.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,9 +92,9 @@ impl<'a> Services<'a> {
     pub fn new(objects: impl IntoIterator<Item = &'a Object>) -> Self {
         let mut out: HashMap<&str, HashMap<&str, Vec<&Object>>> = HashMap::new();
         for o in objects {
-            let service = match o.kind.as_str() {
-                "Service" => o.name.as_str(),
-                "EndpointSlice" => {
+            let service = match Kind::by_name(&o.kind) {
+                Some(Kind::Service) => o.name.as_str(),
+                Some(Kind::EndpointSlice) => {
                     let label = o
                         .value
                         .pointer("/metadata/labels/kubernetes.io~1service-name");
@@ -130,7 +132,7 @@ pub fn targets(
 ) -> Result<Vec<String>, String> {
     let svc = objects
         .iter()
-        .find(|o| o.kind == "Service" && o.namespace == ns && o.name == service)
+        .find(|o| o.is(Kind::Service) && o.namespace == ns && o.name == service)
         .ok_or_else(|| format!("Service {ns}/{service} does not exist"))?;
     let svc_port = service_port(svc, port)
         .ok_or_else(|| format!("Service {ns}/{service} has no port {port}"))?;
@@ -138,7 +140,7 @@ pub fn targets(
         return external_name(svc, &svc_port, guard);
     }
     let slices = objects.iter().filter(|o| {
-        o.kind == "EndpointSlice"
+        o.is(Kind::EndpointSlice)
             && o.namespace == ns
             && text(
                 &o.value,

@@ -16,6 +16,8 @@ use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::Marker;
 use yaml_rust2::{Yaml, YamlLoader};
 
+use crate::k8s::Kind;
+
 /// The largest manifest file read: 16 MiB, many times a large cluster's
 /// `kubectl get ingress,service,configmap -A -o yaml`.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -66,6 +68,11 @@ pub struct Object {
 }
 
 impl Object {
+    /// Whether it is of this kind.
+    pub fn is(&self, kind: Kind) -> bool {
+        self.kind == kind.name()
+    }
+
     /// `namespace/name`, as the report names it.
     pub fn id(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -258,7 +265,7 @@ fn unpack(value: Value, out: &mut Vec<Object>) {
     let Some(kind) = text(&value, &["kind"]) else {
         return;
     };
-    if kind == "List" || kind.ends_with("List") {
+    if kind.ends_with("List") {
         if let Some(Value::Array(items)) = value.get("items") {
             for item in items {
                 unpack(item.clone(), out);

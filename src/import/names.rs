@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::manifests::{text, Object};
+use crate::k8s::Kind;
 
 /// A DNS-1123 label (a namespace): at most 63 of `a-z`, `0-9`, `-`,
 /// starting and ending with a letter or digit.
@@ -82,7 +83,7 @@ pub fn ingress_problem(ing: &Object) -> Option<String> {
         let service =
             text(backend, &["service", "name"]).or_else(|| text(backend, &["serviceName"]));
         if let Some(service) = service {
-            checks.push(("Service", service, dns1035_label, LABEL_1035));
+            checks.push((Kind::Service.name(), service, dns1035_label, LABEL_1035));
         }
         let number = text(backend, &["service", "port", "number"]).or_else(|| {
             text(backend, &["servicePort"]).filter(|p| p.starts_with(|c: char| c.is_ascii_digit()))

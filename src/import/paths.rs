@@ -25,8 +25,13 @@ pub fn rule_host(rule: &Value) -> Option<String> {
     Some(host.to_ascii_lowercase())
 }
 
+/// The pathType given to an Ingress's defaultBackend (no Ingress may
+/// write it: the API server allows only Exact, Prefix and
+/// ImplementationSpecific).
+pub const DEFAULT_BACKEND: &str = "Default";
+
 /// Every rule path of an Ingress as (host, path, pathType, backend), and
-/// its defaultBackend as a catch-all (path "", pathType "Default").
+/// its defaultBackend as a catch-all (path "", pathType `DEFAULT_BACKEND`).
 pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
     let mut out = Vec::new();
     if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
@@ -58,7 +63,7 @@ pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
             hosts.push(None);
         }
         for host in hosts {
-            out.push((host, String::new(), "Default".into(), backend.clone()));
+            out.push((host, String::new(), DEFAULT_BACKEND.into(), backend.clone()));
         }
     }
     out
@@ -72,9 +77,9 @@ pub fn regex_triggers(draft: &Draft<'_>, ing: &Object) -> Vec<(Option<String>, &
     let use_regex = annotations::get(ing, prefix, "use-regex").is_some_and(|v| units::go_bool(&v));
     let target = annotations::get(ing, prefix, "rewrite-target").filter(|t| !t.is_empty());
     let mut out = Vec::new();
-    for (host, path, kind, _) in of(ing) {
+    for (host, path, path_type, _) in of(ing) {
         let why = match () {
-            _ if kind == "Default" => continue,
+            _ if path_type == DEFAULT_BACKEND => continue,
             _ if use_regex => "use-regex",
             _ if target.as_ref().is_some_and(|t| *t != path) => "rewrite-target",
             _ => continue,
@@ -94,8 +99,8 @@ pub fn regex_lines(draft: &mut Draft<'_>, ing: &Object) {
         .map(|(h, _)| h)
         .collect();
     let mut said: Vec<Option<String>> = Vec::new();
-    for (host, _, kind, _) in of(ing) {
-        if kind == "Default" || own.contains(&host) || said.contains(&host) {
+    for (host, _, path_type, _) in of(ing) {
+        if path_type == DEFAULT_BACKEND || own.contains(&host) || said.contains(&host) {
             continue;
         }
         let Some((by, annotation)) = draft.regex_hosts.get(&host).cloned() else {
@@ -176,7 +181,7 @@ pub fn route(
     if https {
         keys.https_redirect = true;
     }
-    let rank = if kind == "Default" { 2 } else { 1 };
+    let rank = if kind == DEFAULT_BACKEND { 2 } else { 1 };
     Some(Route {
         name,
         ingress: id,
@@ -203,7 +208,7 @@ fn path_rule(
     regex: bool,
 ) -> Result<(PathRule, Vec<String>), String> {
     let rule = match kind {
-        "Default" => PathRule::Any,
+        DEFAULT_BACKEND => PathRule::Any,
         _ if regex => {
             let (re, names) = named_groups(path);
             // A top-level `|` would leave the alternatives after the first

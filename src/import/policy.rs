@@ -21,6 +21,8 @@ use super::routes::{order, route_node};
 use super::tls;
 use super::{Imported, Verdict};
 
+use crate::k8s::Kind;
+
 /// Converts the objects: the controller's settings first, then the TLS
 /// sections, the main Ingresses' routes, and the canaries folded into them.
 pub fn run(mut draft: Draft<'_>) -> Imported {
@@ -76,7 +78,7 @@ fn ingresses<'a>(draft: &mut Draft<'a>) -> Vec<&'a Object> {
         .objects
         .iter()
         .copied()
-        .filter(|o| o.kind == "Ingress")
+        .filter(|o| o.is(Kind::Ingress))
     {
         // The controller matched the class already (`cluster::class_of`).
         let class = match draft.options.cluster {
@@ -201,7 +203,7 @@ fn close_withheld_hosts(draft: &mut Draft<'_>) {
             path: super::routes::PathRule::Any,
             headers: None,
             keys,
-            origin: (host, "/".into(), "Default".into()),
+            origin: (host, "/".into(), super::paths::DEFAULT_BACKEND.into()),
             rank: 2,
             regex: false,
         });

@@ -46,7 +46,7 @@ pub fn order(r: &Route) -> impl Ord {
     let (_, path, kind) = &r.origin;
     let exact = u8::from(kind != "Exact");
     let class = match kind.as_str() {
-        "Default" => 2,
+        super::paths::DEFAULT_BACKEND => 2,
         _ if r.regex => 0,
         _ => exact,
     };

@@ -1,9 +1,9 @@
 //! What the limiter decided for one request and who answered: the typed
 //! vocabularies that logs, metrics and traces print with `as_str()`.
 
-use super::bucket::BucketState;
 use super::plan::Planned;
 use crate::config::StoreKind;
+use crate::gcra::BucketState;
 
 /// Who decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

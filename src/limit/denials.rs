@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::bucket::{BucketState, Spend};
+use crate::gcra::{BucketState, Spend};
 
 struct Denial {
     until: Instant,

@@ -13,18 +13,26 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::breaker::{self, Trip};
 use crate::metrics::METRICS;
+
+/// The breaker's time: tokio's, so that tests with paused time move it.
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
 
 /// How long the store must answer without a failure before the outage
 /// logged by `rate_limits.fallback` is over (`rate_limits.recovered`).
 pub const SETTLE: Duration = Duration::from_secs(2);
 
 /// While open, decisions skip the store; one call per `probe_every` is let
-/// through to find out whether it is back.
+/// through to find out whether it is back (`crate::breaker`, opened by one
+/// failure).
 pub struct Breaker {
+    /// Whether `state` is open, read without its lock on the hot path.
     open: AtomicBool,
-    next_probe: Mutex<Instant>,
-    probe_every: Duration,
+    state: Mutex<breaker::Breaker>,
+    trip: Trip,
     /// An outage is logged and not yet over (read without the lock on the
     /// hot path; changed only under it).
     outage: AtomicBool,
@@ -39,25 +47,25 @@ impl Breaker {
         METRICS.store_up.set(1);
         Breaker {
             open: AtomicBool::new(false),
-            next_probe: Mutex::new(Instant::now()),
-            probe_every,
+            state: Mutex::new(breaker::Breaker::default()),
+            trip: Trip {
+                failures: 1,
+                open_for: probe_every,
+                probe_gap: probe_every,
+            },
             outage: AtomicBool::new(false),
             last_failure: Mutex::new(Instant::now()),
             episodes: AtomicU64::new(0),
         }
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, breaker::Breaker> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Whether this decision should ask the store.
     pub fn should_try(&self) -> bool {
-        if !self.open.load(Ordering::Acquire) {
-            return true;
-        }
-        let mut next = self.next_probe.lock().unwrap_or_else(|e| e.into_inner());
-        if Instant::now() >= *next {
-            *next = Instant::now() + self.probe_every;
-            return true;
-        }
-        false
+        !self.open.load(Ordering::Acquire) || self.state().admit(now(), &self.trip)
     }
 
     pub fn is_open(&self) -> bool {
@@ -73,7 +81,7 @@ impl Breaker {
     /// unless one is going on.
     pub fn failure(&self, reason: super::Fallback, error: &dyn std::fmt::Display) {
         let now = Instant::now();
-        *self.next_probe.lock().unwrap_or_else(|e| e.into_inner()) = now + self.probe_every;
+        self.state().failed(now.into_std(), &self.trip);
         let mut last = self.last_failure.lock().unwrap_or_else(|e| e.into_inner());
         *last = now;
         self.open.store(true, Ordering::Release);
@@ -97,6 +105,7 @@ impl Breaker {
         // Loads first: the hot path, with a healthy store, writes nothing
         // and takes no lock.
         if self.open.load(Ordering::Acquire) {
+            self.state().answered();
             self.open.store(false, Ordering::Release);
         }
         if !self.outage.load(Ordering::Acquire) {

@@ -1,10 +1,9 @@
 //! Rate limiting: which buckets a request spends (planned here from the
-//! policy and the identity; every key shape is `keys`), the bucket
-//! arithmetic (`bucket`), the stores (`store`), upload leases (`lease`),
-//! refusals known without asking (`denials`) and what to do when the shared
-//! store fails (`fallback`). It knows nothing of HTTP responses.
+//! policy and the identity; every key shape is `keys`), the stores
+//! (`store`), upload leases (`lease`), refusals known without asking
+//! (`denials`) and what to do when the shared store fails (`fallback`).
+//! The bucket arithmetic is `crate::gcra`, which `auth` uses too. It knows nothing of HTTP responses.
 
-pub mod bucket;
 pub mod decision;
 pub mod denials;
 pub mod fallback;
@@ -26,7 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::clock::{Clock, SystemClock};
-use bucket::{BucketState, Spend};
+use crate::gcra::{BucketState, Spend};
 use fallback::Breaker;
 use store::memory::MemoryStore;
 use store::{OpenError, Store, StoreError, StoreTlsPem};

@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::bucket::Spend;
 use super::keys::{self, Kind, Scoped};
 use crate::auth::Identity;
 use crate::config::{Bucket, Concurrency, Config, Limit, Route, Scope};
+use crate::gcra::Spend;
 
 /// One bucket a request will spend from, with the policy that sized it.
 #[derive(Debug, Clone)]

@@ -20,43 +20,6 @@ fn config(failures: u32) -> External {
     }
 }
 
-const T: Duration = Duration::from_millis(100);
-
-#[test]
-fn a_probe_whose_client_left_is_replaced_after_twice_the_timeout() {
-    let c = config(1);
-    let mut b = Breaker::default();
-    let t = Instant::now();
-    b.failed(t, "m", Failure::TimedOut, &c);
-    let due = t + Duration::from_secs(5);
-    assert!(b.admit(due, T), "the probe");
-    // Its request was dropped: neither answered nor failed.
-    assert!(!b.admit(due + T, T));
-    assert!(b.admit(due + 2 * T, T), "another probe");
-}
-
-#[test]
-fn the_breaker_opens_after_failures_in_a_row_and_probes_once_an_interval() {
-    let c = config(2);
-    let mut b = Breaker::default();
-    let t = Instant::now();
-    assert!(b.admit(t, T));
-    b.failed(t, "m", Failure::TimedOut, &c);
-    assert!(b.admit(t, T), "one failure is not enough");
-    b.failed(t, "m", Failure::TimedOut, &c);
-    assert!(!b.admit(t + Duration::from_secs(4), T), "open");
-    let later = t + Duration::from_secs(5);
-    assert!(b.admit(later, T), "one probe after the interval");
-    assert!(!b.admit(later, T), "only one");
-    b.failed(later, "m", Failure::Unreachable, &c);
-    assert!(!b.admit(later + Duration::from_secs(4), T), "open again");
-    assert!(b.admit(later + Duration::from_secs(5), T));
-    b.answered("m");
-    assert!(
-        b.admit(later + Duration::from_secs(5), T) && b.admit(later + Duration::from_secs(5), T)
-    );
-}
-
 fn cached(key: CacheKey, per_uri: bool) -> ExternalAuth {
     let mut c = config(3);
     c.request_headers = vec![http::header::COOKIE, http::header::AUTHORIZATION];

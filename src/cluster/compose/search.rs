@@ -15,9 +15,9 @@ use std::hash::{Hash, Hasher};
 use super::{Attempt, Build, Composer};
 use crate::build::Checked;
 use crate::cluster::gateway::StatusWrite;
-use crate::cluster::watch::Kind;
 use crate::config::Problems;
 use crate::import::{self, Object};
+use crate::k8s::Kind;
 
 /// At most this many rounds of withholding what the reader refused.
 const ROUNDS: usize = 8;
@@ -68,7 +68,7 @@ pub fn over_bounds(
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut per_namespace: HashMap<&str, BTreeSet<(Kind, String)>> = HashMap::new();
-    for ing in ours.iter().filter(|o| o.kind == "Ingress") {
+    for ing in ours.iter().filter(|o| o.is(Kind::Ingress)) {
         let names = named(ing);
         if names.len() > NAMED_PER_INGRESS {
             let why = format!(

@@ -10,27 +10,30 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::spec::{GatewaySpec, GroupKind, Listener, ParentRef};
-use super::{Condition, GROUP};
 use crate::import::Object;
+use crate::k8s::{Condition, ConditionType, Kind, Reason, GATEWAY_GROUP};
 
 /// A listener as served, with why it is not (its conditions).
 #[derive(Debug, Clone)]
 pub struct Served {
     pub listener: Listener,
     /// `Accepted` false: its reason and message.
-    pub refused: Option<(&'static str, String)>,
+    pub refused: Option<(Reason, String)>,
     /// `ResolvedRefs` false (a certificate): its reason and message.
-    pub unresolved: Option<(&'static str, String)>,
+    pub unresolved: Option<(Reason, String)>,
     /// The kinds of route it takes.
     pub kinds: Vec<&'static str>,
     /// Routes attached, for `status.listeners[].attachedRoutes`.
     pub attached: u32,
 }
 
+/// The route kinds an HTTP or HTTPS listener takes.
+const HTTP_ROUTES: [&str; 2] = [Kind::HTTPRoute.name(), Kind::GRPCRoute.name()];
+
 /// The route kinds a listener of `protocol` can take.
 fn kinds_for(protocol: &str) -> &'static [&'static str] {
     match protocol {
-        "HTTP" | "HTTPS" => &["HTTPRoute", "GRPCRoute"],
+        "HTTP" | "HTTPS" => &HTTP_ROUTES,
         _ => &[],
     }
 }
@@ -45,7 +48,7 @@ pub fn listeners(spec: &GatewaySpec) -> Vec<Served> {
             let mut refused = None;
             if supported.is_empty() {
                 refused = Some((
-                    "UnsupportedProtocol",
+                    Reason::UnsupportedProtocol,
                     format!(
                         "protocol {:?} is not served: HTTP and HTTPS are",
                         l.protocol
@@ -69,14 +72,14 @@ pub fn listeners(spec: &GatewaySpec) -> Vec<Served> {
 fn allowed_kinds(
     l: &Listener,
     supported: &'static [&'static str],
-) -> (Vec<&'static str>, Option<(&'static str, String)>) {
+) -> (Vec<&'static str>, Option<(Reason, String)>) {
     let Some(named) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) else {
         return (supported.to_vec(), None);
     };
     let mut kinds = Vec::new();
     let mut invalid = Vec::new();
     for GroupKind { group, kind } in named {
-        let ours = group.as_deref().unwrap_or(GROUP) == GROUP;
+        let ours = group.as_deref().unwrap_or(GATEWAY_GROUP) == GATEWAY_GROUP;
         match supported.iter().find(|k| **k == kind && ours) {
             Some(k) => kinds.push(*k),
             None => invalid.push(kind.clone()),
@@ -84,7 +87,7 @@ fn allowed_kinds(
     }
     let unresolved = (!invalid.is_empty()).then(|| {
         (
-            "InvalidRouteKinds",
+            Reason::InvalidRouteKinds,
             format!("route kinds not served: {}", invalid.join(", ")),
         )
     });
@@ -101,7 +104,7 @@ pub type Labels = BTreeMap<String, BTreeMap<String, String>>;
 pub fn namespace_labels(objects: &[Object]) -> Labels {
     objects
         .iter()
-        .filter(|o| o.kind == "Namespace")
+        .filter(|o| o.is(Kind::Namespace))
         .map(|ns| {
             let labels = match ns.value.pointer("/metadata/labels") {
                 Some(Value::Object(m)) => m
@@ -118,10 +121,11 @@ pub fn namespace_labels(objects: &[Object]) -> Labels {
 /// Whether `parent` names the Gateway `gateway` (`namespace/name`), seen
 /// from a route in `route_ns`.
 pub fn names_gateway(parent: &ParentRef, route_ns: &str, gateway: &str) -> bool {
-    let group = parent.group.as_deref().unwrap_or(GROUP);
-    let kind = parent.kind.as_deref().unwrap_or("Gateway");
+    let group = parent.group.as_deref().unwrap_or(GATEWAY_GROUP);
+    let gateway_kind = Kind::Gateway.name();
+    let kind = parent.kind.as_deref().unwrap_or(gateway_kind);
     let ns = parent.namespace.as_deref().unwrap_or(route_ns);
-    group == GROUP && kind == "Gateway" && format!("{ns}/{}", parent.name) == gateway
+    group == GATEWAY_GROUP && kind == gateway_kind && format!("{ns}/{}", parent.name) == gateway
 }
 
 /// A route of `kind` in `route_ns` with `hostnames`, through `parent`.
@@ -146,8 +150,8 @@ pub fn attach(
         .collect();
     if named.is_empty() {
         return Err(Condition::no(
-            "Accepted",
-            "NoMatchingParent",
+            ConditionType::Accepted,
+            Reason::NoMatchingParent,
             "no listener of the Gateway matches the parentRef's sectionName and port",
         ));
     }
@@ -159,8 +163,8 @@ pub fn attach(
         .collect();
     if allowed.is_empty() {
         return Err(Condition::no(
-            "Accepted",
-            "NotAllowedByListeners",
+            ConditionType::Accepted,
+            Reason::NotAllowedByListeners,
             "no listener the parentRef names allows this route's kind and namespace",
         ));
     }
@@ -175,8 +179,8 @@ pub fn attach(
         .collect();
     match attached.is_empty() {
         true => Err(Condition::no(
-            "Accepted",
-            "NoMatchingListenerHostname",
+            ConditionType::Accepted,
+            Reason::NoMatchingListenerHostname,
             "no hostname of the route matches a listener's hostname",
         )),
         false => Ok(attached),

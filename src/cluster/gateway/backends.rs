@@ -7,6 +7,7 @@
 use super::rules::{direct, Context, Translated};
 use super::spec::BackendRef;
 use crate::import::{policy_name, service_targets, Node, Object};
+use crate::k8s::{Kind, Reason};
 
 /// A rule's backends: one pool, a weighted split, or `500` for what does
 /// not resolve (its share of the weights, or all of it).
@@ -98,23 +99,23 @@ fn resolve(
     out: &mut Translated,
 ) -> Result<Option<(String, Node)>, ()> {
     let group = b.group.as_deref().unwrap_or("");
-    let kind = b.kind.as_deref().unwrap_or("Service");
-    if !group.is_empty() || kind != "Service" {
+    let service = Kind::Service.name();
+    let kind = b.kind.as_deref().unwrap_or(service);
+    if !group.is_empty() || kind != service {
         out.unresolved(
-            "InvalidKind",
+            Reason::InvalidKind,
             format!("backendRef kind {kind:?} of group {group:?} is not served: Services are"),
         );
         return Err(());
     }
     let ns = b.namespace.clone().unwrap_or(route.namespace.clone());
     if ns != route.namespace
-        && !cx.grants.allows(
-            (&route.kind, &route.namespace),
-            ("", "Service", &ns, &b.name),
-        )
+        && !cx
+            .grants
+            .allows((&route.kind, &route.namespace), ("", service, &ns, &b.name))
     {
         out.unresolved(
-            "RefNotPermitted",
+            Reason::RefNotPermitted,
             format!(
                 "no ReferenceGrant in {ns} lets {} {} reach Service {}",
                 route.kind, route.namespace, b.name
@@ -124,14 +125,14 @@ fn resolve(
     }
     let Some(port) = b.port else {
         out.unresolved(
-            "BackendNotFound",
+            Reason::BackendNotFound,
             format!("backendRef to Service {ns}/{} names no port", b.name),
         );
         return Err(());
     };
     if external_name(cx, &ns, &b.name) {
         out.unresolved(
-            "UnsupportedValue",
+            Reason::UnsupportedValue,
             format!(
                 "Service {ns}/{} is an ExternalName Service, which Gateway API routes do not reach",
                 b.name
@@ -154,7 +155,7 @@ fn resolve(
             return Ok(None);
         }
         Err(why) => {
-            out.unresolved("BackendNotFound", why);
+            out.unresolved(Reason::BackendNotFound, why);
             return Err(());
         }
     };
@@ -177,7 +178,7 @@ fn resolve(
 /// them.
 fn external_name(cx: &Context<'_>, ns: &str, name: &str) -> bool {
     cx.services.group(ns, name).iter().any(|o| {
-        o.kind == "Service" && o.text(&["spec", "type"]).as_deref() == Some("ExternalName")
+        o.is(Kind::Service) && o.text(&["spec", "type"]).as_deref() == Some("ExternalName")
     })
 }
 

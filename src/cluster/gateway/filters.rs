@@ -6,6 +6,7 @@
 use super::rules::{Action, Context, Translated};
 use super::spec::{Filter, HeaderModifier};
 use crate::import::Node;
+use crate::k8s::{Kind, Reason, POLICY_GROUP};
 
 /// Applies one filter; false when it cannot be served (the rule then
 /// answers 500).
@@ -113,11 +114,11 @@ fn extension(f: &Filter, cx: &Context<'_>, act: &mut Action, out: &mut Translate
     let Some(r) = f.extension_ref.as_ref() else {
         return bad(out, "ExtensionRef without its reference");
     };
-    let is_ours = r.group.as_deref() == Some(super::POLICY_GROUP)
-        && r.kind.as_deref() == Some(super::POLICY_KIND);
+    let is_ours = r.group.as_deref() == Some(POLICY_GROUP)
+        && r.kind.as_deref() == Some(Kind::RoutePolicy.name());
     if !is_ours {
         out.unresolved(
-            "InvalidKind",
+            Reason::InvalidKind,
             format!(
                 "ExtensionRef to {}/{} is not served",
                 r.group.clone().unwrap_or_default(),
@@ -129,7 +130,10 @@ fn extension(f: &Filter, cx: &Context<'_>, act: &mut Action, out: &mut Translate
     match cx.policies.get(&(cx.namespace.to_string(), r.name.clone())) {
         Some(Node::Map(fields)) => {
             if let Some(why) = foreign_name(fields, cx.base) {
-                return bad(out, &format!("{} {}: {why}", super::POLICY_KIND, r.name));
+                return bad(
+                    out,
+                    &format!("{} {}: {why}", Kind::RoutePolicy.name(), r.name),
+                );
             }
             act.fields
                 .retain(|(k, _)| !fields.iter().any(|(f, _)| f == k));
@@ -138,8 +142,8 @@ fn extension(f: &Filter, cx: &Context<'_>, act: &mut Action, out: &mut Translate
         }
         _ => {
             out.unresolved(
-                "BackendNotFound",
-                format!("{} {} does not exist", super::POLICY_KIND, r.name),
+                Reason::BackendNotFound,
+                format!("{} {} does not exist", Kind::RoutePolicy.name(), r.name),
             );
             false
         }

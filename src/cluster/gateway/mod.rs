@@ -22,16 +22,11 @@ use serde_json::Value;
 
 use crate::config::Kubernetes;
 use crate::import::{secret_pem, Node, Object};
+use crate::k8s::{Kind, Reason, GATEWAY_GROUP};
 use attach::Served;
 use spec::{GatewaySpec, ListenerTls, ReferenceGrantSpec, RouteSpec};
 
 pub use status::{is_ours, withheld_parents, StatusWrite};
-
-/// The Gateway API's group.
-pub const GROUP: &str = "gateway.networking.k8s.io";
-/// fairgate's policy resource, named by an HTTPRoute's `ExtensionRef`.
-pub const POLICY_GROUP: &str = "fairgate.dev";
-pub const POLICY_KIND: &str = "RoutePolicy";
 
 /// The base policy file's own names, which a RoutePolicy may use (never
 /// those the cluster's Ingresses bring, which other namespaces own).
@@ -70,35 +65,6 @@ impl BaseNames {
     }
 }
 
-/// One status condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Condition {
-    pub kind: &'static str,
-    pub status: bool,
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl Condition {
-    pub fn yes(kind: &'static str, reason: &'static str, message: &str) -> Condition {
-        Condition {
-            kind,
-            status: true,
-            reason,
-            message: message.into(),
-        }
-    }
-
-    pub fn no(kind: &'static str, reason: &'static str, message: &str) -> Condition {
-        Condition {
-            kind,
-            status: false,
-            reason,
-            message: message.into(),
-        }
-    }
-}
-
 /// The ReferenceGrants: which kinds of which namespaces may name objects
 /// of another.
 #[derive(Default)]
@@ -109,7 +75,7 @@ impl Grants {
         Grants(
             objects
                 .iter()
-                .filter(|o| o.kind == "ReferenceGrant")
+                .filter(|o| o.is(Kind::ReferenceGrant))
                 .filter_map(|o| Some((o.namespace.clone(), parse::<ReferenceGrantSpec>(o)?)))
                 .collect(),
         )
@@ -122,7 +88,7 @@ impl Grants {
         self.0.iter().filter(|(at, _)| at == ns).any(|(_, g)| {
             g.from
                 .iter()
-                .any(|f| f.group == GROUP && f.kind == from.0 && f.namespace == from.1)
+                .any(|f| f.group == GATEWAY_GROUP && f.kind == from.0 && f.namespace == from.1)
                 && g.to.iter().any(|t| {
                     t.group == group
                         && t.kind == kind
@@ -157,7 +123,7 @@ pub fn gateway<'a>(
     let id = settings.gateway.as_deref()?;
     let gw = objects
         .iter()
-        .find(|o| o.kind == "Gateway" && o.id() == id)?;
+        .find(|o| o.is(Kind::Gateway) && o.id() == id)?;
     let spec: GatewaySpec = parse(gw)?;
     our_classes(objects, settings)
         .contains(spec.gateway_class_name.as_str())
@@ -168,7 +134,7 @@ pub fn gateway<'a>(
 pub fn our_classes<'a>(objects: &'a [Object], settings: &Kubernetes) -> BTreeSet<&'a str> {
     objects
         .iter()
-        .filter(|o| o.kind == "GatewayClass")
+        .filter(|o| o.is(Kind::GatewayClass))
         .filter(|o| {
             o.text(&["spec", "controllerName"]).as_deref() == Some(&settings.gateway_controller)
         })
@@ -184,7 +150,7 @@ pub fn routes<'o>(objects: &'o [Object], settings: &Kubernetes) -> Vec<&'o Objec
     };
     let mut out: Vec<&Object> = objects
         .iter()
-        .filter(|o| matches!(o.kind.as_str(), "HTTPRoute" | "GRPCRoute"))
+        .filter(|o| o.is(Kind::HTTPRoute) || o.is(Kind::GRPCRoute))
         .filter(|o| {
             let parents = o
                 .value
@@ -219,7 +185,7 @@ pub fn orphans(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
         .collect();
     objects
         .iter()
-        .filter(|o| matches!(o.kind.as_str(), "HTTPRoute" | "GRPCRoute"))
+        .filter(|o| o.is(Kind::HTTPRoute) || o.is(Kind::GRPCRoute))
         .filter(|o| !attached.contains(&(o.kind.clone(), o.id())))
         .filter(|o| status::has_our_entry(o, settings, id))
         .map(|o| status::without_ours(o, settings))
@@ -237,7 +203,7 @@ pub fn secrets(objects: &[Object], settings: &Kubernetes) -> BTreeSet<String> {
         .flat_map(|t| t.certificate_refs.iter())
         .filter(|r| {
             r.group.as_deref().unwrap_or("").is_empty()
-                && r.kind.as_deref().unwrap_or("Secret") == "Secret"
+                && r.kind.as_deref().unwrap_or(Kind::Secret.name()) == Kind::Secret.name()
         })
         .map(|r| {
             format!(
@@ -499,33 +465,36 @@ fn listener_secret(
     gw: &Object,
     tls: &ListenerTls,
     grants: &Grants,
-) -> Result<(String, String, String), (&'static str, String)> {
+) -> Result<(String, String, String), (Reason, String)> {
     if tls.mode.as_deref().is_some_and(|m| m != "Terminate") {
         return Err((
-            "InvalidCertificateRef",
+            Reason::InvalidCertificateRef,
             "only tls.mode Terminate is served".into(),
         ));
     }
     let Some(r) = tls.certificate_refs.first() else {
         return Err((
-            "InvalidCertificateRef",
+            Reason::InvalidCertificateRef,
             "an HTTPS listener needs a certificateRef".into(),
         ));
     };
     if !r.group.as_deref().unwrap_or("").is_empty()
-        || r.kind.as_deref().unwrap_or("Secret") != "Secret"
+        || r.kind.as_deref().unwrap_or(Kind::Secret.name()) != Kind::Secret.name()
     {
         return Err((
-            "InvalidCertificateRef",
+            Reason::InvalidCertificateRef,
             "certificateRefs name Secrets".into(),
         ));
     }
     let ns = r.namespace.clone().unwrap_or_else(|| gw.namespace.clone());
     if ns != gw.namespace
-        && !grants.allows(("Gateway", &gw.namespace), ("", "Secret", &ns, &r.name))
+        && !grants.allows(
+            (Kind::Gateway.name(), &gw.namespace),
+            ("", Kind::Secret.name(), &ns, &r.name),
+        )
     {
         return Err((
-            "RefNotPermitted",
+            Reason::RefNotPermitted,
             format!(
                 "no ReferenceGrant in {ns} lets the Gateway use Secret {}",
                 r.name
@@ -533,10 +502,10 @@ fn listener_secret(
         ));
     }
     let id = format!("{ns}/{}", r.name);
-    let secret = objects.iter().find(|o| o.kind == "Secret" && o.id() == id);
+    let secret = objects.iter().find(|o| o.is(Kind::Secret) && o.id() == id);
     let Some((cert, key)) = secret.and_then(secret_pem) else {
         return Err((
-            "InvalidCertificateRef",
+            Reason::InvalidCertificateRef,
             format!("Secret {id} is missing or holds no tls.crt and tls.key"),
         ));
     };
@@ -548,9 +517,9 @@ fn listener_secret(
 fn policies(objects: &[Object]) -> BTreeMap<(String, String), Node> {
     objects
         .iter()
-        .filter(|o| o.kind == POLICY_KIND)
+        .filter(|o| o.is(Kind::RoutePolicy))
         .filter_map(|o| {
-            let spec: policy::RoutePolicySpec = parse(o)?;
+            let spec: crate::k8s::route_policy::RoutePolicySpec = parse(o)?;
             Some((
                 (o.namespace.clone(), o.name.clone()),
                 Node::Map(spec.keys()),

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use super::spec::{PathModifier, RouteMatch, RouteSpec, Rule};
-use super::{backends, filters, Condition, Grants};
+use super::{backends, filters, Grants};
 use crate::import::{Node, Object};
+use crate::k8s::{Condition, ConditionType, Kind, Reason};
 
 /// Where a route sorts among the Gateway's: first match wins, so the
 /// spec's precedence is the order of the list. Exact hosts, then
@@ -151,7 +152,7 @@ pub fn translate(
     let created = route
         .text(&["metadata", "creationTimestamp"])
         .unwrap_or_default();
-    let grpc = route.kind == "GRPCRoute";
+    let grpc = route.is(Kind::GRPCRoute);
     let mut counter = 0;
     for (r, rule) in spec.rules.iter().enumerate() {
         let action = action(route, rule, grpc, cx, &mut out);
@@ -386,13 +387,16 @@ fn value_matches(
 
 impl Translated {
     pub(super) fn unsupported(&mut self, message: String) {
-        self.unsupported
-            .get_or_insert(Condition::no("Accepted", "UnsupportedValue", &message));
+        self.unsupported.get_or_insert(Condition::no(
+            ConditionType::Accepted,
+            Reason::UnsupportedValue,
+            &message,
+        ));
     }
 
-    pub(super) fn unresolved(&mut self, reason: &'static str, message: String) {
+    pub(super) fn unresolved(&mut self, reason: Reason, message: String) {
         self.unresolved
-            .get_or_insert(Condition::no("ResolvedRefs", reason, &message));
+            .get_or_insert(Condition::no(ConditionType::ResolvedRefs, reason, &message));
     }
 }
 

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 
 use super::attach::{Attachment, Served};
 use super::spec::ParentRef;
-use super::{Condition, GROUP};
 use crate::config::Kubernetes;
 use crate::import::Object;
+use crate::k8s::{Condition, ConditionType, Kind, Reason, GATEWAY_GROUP};
 
 /// One object's status as it should be.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +43,9 @@ fn conditions(list: &[Condition], generation: i64) -> Value {
         list.iter()
             .map(|c| {
                 json!({
-                    "type": c.kind,
+                    "type": c.kind.name(),
                     "status": if c.status { "True" } else { "False" },
-                    "reason": c.reason,
+                    "reason": c.reason.name(),
                     "message": c.message,
                     "observedGeneration": generation,
                     "lastTransitionTime": now,
@@ -60,12 +60,12 @@ pub fn classes(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
     let ours = super::our_classes(objects, settings);
     objects
         .iter()
-        .filter(|o| o.kind == "GatewayClass" && ours.contains(o.name.as_str()))
+        .filter(|o| o.is(Kind::GatewayClass) && ours.contains(o.name.as_str()))
         .map(|c| StatusWrite {
             kind: c.kind.clone(),
             namespace: String::new(),
             name: c.name.clone(),
-            status: json!({"conditions": conditions(&[Condition::yes("Accepted", "Accepted", "handled by fairgate")], generation(c))}),
+            status: json!({"conditions": conditions(&[Condition::met(ConditionType::Accepted, "handled by fairgate")], generation(c))}),
             parents_of: None,
         })
         .collect()
@@ -77,14 +77,14 @@ pub fn gateway(gw: &Object, listeners: &[Served]) -> StatusWrite {
     let g = generation(gw);
     let all_valid = listeners.iter().all(|s| s.refused.is_none());
     let accepted = match all_valid {
-        true => Condition::yes("Accepted", "Accepted", "served by fairgate"),
+        true => Condition::met(ConditionType::Accepted, "served by fairgate"),
         false => Condition::yes(
-            "Accepted",
-            "ListenersNotValid",
+            ConditionType::Accepted,
+            Reason::ListenersNotValid,
             "some listeners are not valid",
         ),
     };
-    let programmed = Condition::yes("Programmed", "Programmed", "the policy is in force");
+    let programmed = Condition::met(ConditionType::Programmed, "the policy is in force");
     let listeners: Vec<Value> = listeners.iter().map(|s| listener(s, g)).collect();
     StatusWrite {
         kind: gw.kind.clone(),
@@ -97,21 +97,25 @@ pub fn gateway(gw: &Object, listeners: &[Served]) -> StatusWrite {
 
 fn listener(s: &Served, generation: i64) -> Value {
     let accepted = match &s.refused {
-        None => Condition::yes("Accepted", "Accepted", "listener accepted"),
-        Some((reason, message)) => Condition::no("Accepted", reason, message),
+        None => Condition::met(ConditionType::Accepted, "listener accepted"),
+        Some((reason, message)) => Condition::no(ConditionType::Accepted, *reason, message),
     };
     let resolved = match &s.unresolved {
-        None => Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved"),
-        Some((reason, message)) => Condition::no("ResolvedRefs", reason, message),
+        None => Condition::met(ConditionType::ResolvedRefs, "references resolved"),
+        Some((reason, message)) => Condition::no(ConditionType::ResolvedRefs, *reason, message),
     };
     let programmed = match (s.refused.is_none(), s.unresolved.is_none()) {
-        (true, true) => Condition::yes("Programmed", "Programmed", "listener served"),
-        _ => Condition::no("Programmed", "Invalid", "listener not served as written"),
+        (true, true) => Condition::met(ConditionType::Programmed, "listener served"),
+        _ => Condition::no(
+            ConditionType::Programmed,
+            Reason::Invalid,
+            "listener not served as written",
+        ),
     };
     let kinds: Vec<Value> = s
         .kinds
         .iter()
-        .map(|k| json!({"group": GROUP, "kind": k}))
+        .map(|k| json!({"group": GATEWAY_GROUP, "kind": k}))
         .collect();
     json!({
         "name": s.listener.name,
@@ -130,8 +134,8 @@ fn parent_entry(
     list: &[Condition],
 ) -> Value {
     let mut r = json!({
-        "group": parent.group.as_deref().unwrap_or(GROUP),
-        "kind": parent.kind.as_deref().unwrap_or("Gateway"),
+        "group": parent.group.as_deref().unwrap_or(GATEWAY_GROUP),
+        "kind": parent.kind.as_deref().unwrap_or(Kind::Gateway.name()),
         "namespace": parent.namespace.as_deref().unwrap_or(&route.namespace),
         "name": parent.name,
     });
@@ -164,10 +168,10 @@ pub fn route(
             let accepted = match (attached, &unsupported) {
                 (Err(c), _) => c.clone(),
                 (Ok(_), Some(p)) => p.clone(),
-                (Ok(_), None) => Condition::yes("Accepted", "Accepted", "attached"),
+                (Ok(_), None) => Condition::met(ConditionType::Accepted, "attached"),
             };
             let resolved = unresolved.clone().unwrap_or_else(|| {
-                Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved")
+                Condition::met(ConditionType::ResolvedRefs, "references resolved")
             });
             parent_entry(route, settings, parent, &[accepted, resolved])
         })
@@ -189,8 +193,8 @@ pub fn withheld_parents(route: &Object, settings: &Kubernetes, why: &str) -> Sta
         .iter()
         .filter(|p| super::attach::names_gateway(p, &route.namespace, &gateway))
         .map(|p| {
-            let refused = Condition::no("Accepted", "UnsupportedValue", why);
-            let resolved = Condition::yes("ResolvedRefs", "ResolvedRefs", "references resolved");
+            let refused = Condition::no(ConditionType::Accepted, Reason::UnsupportedValue, why);
+            let resolved = Condition::met(ConditionType::ResolvedRefs, "references resolved");
             parent_entry(route, settings, p, &[refused, resolved])
         })
         .collect();
@@ -217,7 +221,7 @@ pub fn is_ours(entry: &Value, controller: &str, gateway: &str) -> bool {
         r["name"].as_str().unwrap_or("")
     );
     entry["controllerName"] == controller
-        && r["kind"].as_str().unwrap_or("Gateway") == "Gateway"
+        && r["kind"].as_str().unwrap_or(Kind::Gateway.name()) == Kind::Gateway.name()
         && id == gateway
 }
 

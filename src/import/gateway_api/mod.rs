@@ -30,6 +30,8 @@ use matches::{grpc_match, http_match, regex_escape};
 
 use filters::carry;
 
+use crate::k8s::Kind;
+
 /// The manifests, the base policy of each Gateway (the first's for
 /// `--base`, then `NAME-2`'s, ...) and what became of each route.
 pub struct Converted {
@@ -257,7 +259,7 @@ fn base(policy: &Value, namespace: &str, gateway: &Part, split: bool) -> String 
 fn owners(objects: &[Object]) -> BTreeMap<String, (String, String)> {
     objects
         .iter()
-        .filter(|o| o.kind == "Ingress")
+        .filter(|o| o.is(Kind::Ingress))
         .map(|o| {
             let prefix = super::route_prefix(&o.namespace, &o.name);
             (prefix, (o.namespace.clone(), o.name.clone()))

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::{Store, StoreError};
-use crate::limit::bucket::{decide, BucketState, Spend};
+use crate::gcra::{decide, BucketState, Spend};
 
 pub use crate::clock::{Clock, ManualClock, SystemClock};
 

@@ -33,7 +33,7 @@ pub struct StoreTlsPem {
     pub client: Option<(Vec<u8>, Vec<u8>)>,
 }
 
-use super::bucket::{BucketState, Spend};
+use crate::gcra::{BucketState, Spend};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -27,7 +27,7 @@ use redis::{
 
 use super::{OpenError, StoreTlsPem};
 use super::{Store, StoreError};
-use crate::limit::bucket::{BucketState, Spend};
+use crate::gcra::{BucketState, Spend};
 
 pub const TOKEN_BUCKET_LUA: &str = include_str!("../../../lua/token_bucket.lua");
 pub const SLOTS_LUA: &str = include_str!("../../../lua/slots.lua");
