@@ -330,7 +330,7 @@ fn basic(b: &crate::config::Basic, problems: &mut Problems) -> Option<Kind> {
     let users = match &b.users {
         None => Ok(None),
         Some(u) => text(&u.value)
-            .and_then(|t| crate::auth::users::UserMap::parse(&t))
+            .and_then(|t| crate::auth::users::UserMap::parse(&t).map_err(|e| e.to_string()))
             .map(Some)
             .map_err(|e| problems.push_at(&u.place, "auth.users_invalid", e)),
     };

@@ -23,14 +23,23 @@ pub struct UserRecord {
 #[derive(Debug, Default)]
 pub struct UserMap(HashMap<String, UserRecord>);
 
+/// What is wrong with a users file: every problem, each with its line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct UsersInvalid(pub Vec<String>);
+
 impl UserMap {
     /// Reads a user map; every problem at once, each with its line.
-    pub fn parse(text: &str) -> Result<UserMap, String> {
+    pub fn parse(text: &str) -> Result<UserMap, UsersInvalid> {
         let root = crate::config::yaml::load(text, |key| format!("duplicate key \"{key}\""))
-            .map_err(|((line, _), message)| format!("line {line}: {message}"))?;
+            .map_err(|((line, _), message)| {
+                UsersInvalid(vec![format!("line {line}: {message}")])
+            })?;
         let mut problems = Vec::new();
         let mut users = HashMap::new();
-        let top = root.as_mapping().ok_or("the top level must be a mapping")?;
+        let top = root
+            .as_mapping()
+            .ok_or_else(|| UsersInvalid(vec!["the top level must be a mapping".into()]))?;
         for (key, _) in top.iter().filter(|(k, _)| k.as_str() != "users") {
             problems.push(format!(
                 "line {}: unknown field; expected users",
@@ -52,7 +61,7 @@ impl UserMap {
         }
         match problems.is_empty() {
             true => Ok(UserMap(users)),
-            false => Err(problems.join("; ")),
+            false => Err(UsersInvalid(problems)),
         }
     }
 
@@ -113,7 +122,7 @@ mod tests {
     #[test]
     fn every_problem_is_said_with_its_line() {
         let text = "users:\n  alice: {tenant: \"a,b\"}\n  bob: {team: x, tenant: t}\n  cy: {plan: pro}\nother: 1\n";
-        let e = UserMap::parse(text).unwrap_err();
+        let e = UserMap::parse(text).unwrap_err().to_string();
         assert!(e.contains("line 5: unknown field; expected users"), "{e}");
         assert!(
             e.contains("line 2: users.alice: tenant: not a tenant id"),

@@ -21,7 +21,7 @@ use super::gateway::{self, StatusWrite};
 use super::merge;
 use super::origins::Origins;
 use crate::build::Checked;
-use crate::config::{Config, Kubernetes, Problems, Source};
+use crate::config::{Config, Kubernetes, Problems};
 use crate::import::{self, Object, Verdict};
 use crate::k8s::Kind;
 
@@ -217,11 +217,7 @@ impl Composer {
             }
         }
         // `GET /v1/policy` shows both: the file, and the cluster's part.
-        let (text, header, shown) = (build.text.clone(), imported.header, parts.clone());
-        let source = Source::made(move || {
-            let (ingresses, gateway) = (import::yaml(&shown[0]), import::yaml(&shown[1]));
-            format!("{text}\n---\n{header}{ingresses}{gateway}")
-        });
+        let source = import::shown(build.text.clone(), imported.header, parts.clone());
         let file = self.base.display().to_string();
         crate::metrics::METRICS.kube_reads.inc();
         let reading = Config::read_node(&file, &root, source, build.dir);

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::watch::Cache;
-use crate::import::{Binding, Guard, Object, Services};
+use crate::import::{Binding, Guard, NoTargets, Object, Services};
 use crate::metrics::METRICS;
 use crate::state::Shared;
 
@@ -24,7 +24,7 @@ pub struct Endpoints {
 
 /// The targets of `b` among `group` (its Service and EndpointSlices), or
 /// why it has none.
-fn targets(group: &[&Object], b: &Binding, guard: &Guard) -> Result<Vec<String>, String> {
+fn targets(group: &[&Object], b: &Binding, guard: &Guard) -> Result<Vec<String>, NoTargets> {
     crate::import::service_targets(group, &b.namespace, &b.service, &b.port, guard)
 }
 

@@ -245,6 +245,21 @@ fn scalar(s: &str) -> String {
     }
 }
 
+/// The policy the controller built, as `GET /v1/policy` shows it: the base
+/// file's text, then the cluster's part (the Ingresses', then the
+/// Gateway's) written as YAML the first time it is asked for, never on
+/// the build's path.
+pub fn shown(
+    base: std::sync::Arc<str>,
+    header: String,
+    parts: std::sync::Arc<[Node; 2]>,
+) -> crate::config::Source {
+    crate::config::Source::made(move || {
+        let (ingresses, gateway) = (yaml(&parts[0]), yaml(&parts[1]));
+        format!("{base}\n---\n{header}{ingresses}{gateway}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

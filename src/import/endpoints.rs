@@ -120,6 +120,27 @@ impl<'a> Services<'a> {
     }
 }
 
+/// Why a Service gives no targets. `NoReadyEndpoints` is a state a
+/// rollout passes through (its routes answer 503 until one is ready);
+/// the others are the object's mistakes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoTargets {
+    #[error("Service {0} does not exist")]
+    NoService(String),
+    #[error("Service {0} has no port {1}")]
+    NoPort(String, String),
+    #[error("Service {0} has no ready endpoints")]
+    NoReadyEndpoints(String),
+    #[error(
+        "Service {0} has no endpoint the gateway may reach: {1} (kubernetes.allow_local_endpoints)"
+    )]
+    Unreachable(String, String),
+    #[error("ExternalName Service {0} names no host")]
+    NoExternalName(String),
+    #[error("ExternalName Service {0}: {1}")]
+    ExternalNameRefused(String, String),
+}
+
 /// The targets of Service `namespace/service` at its port `port` (a
 /// number or a port name) among `objects` (which `Services::group` gives),
 /// or why there are none.
@@ -129,13 +150,13 @@ pub fn targets(
     service: &str,
     port: &str,
     guard: &Guard,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, NoTargets> {
+    let id = || format!("{ns}/{service}");
     let svc = objects
         .iter()
         .find(|o| o.is(Kind::Service) && o.namespace == ns && o.name == service)
-        .ok_or_else(|| format!("Service {ns}/{service} does not exist"))?;
-    let svc_port = service_port(svc, port)
-        .ok_or_else(|| format!("Service {ns}/{service} has no port {port}"))?;
+        .ok_or_else(|| NoTargets::NoService(id()))?;
+    let svc_port = service_port(svc, port).ok_or_else(|| NoTargets::NoPort(id(), port.into()))?;
     if text(&svc.value, &["spec", "type"]).as_deref() == Some("ExternalName") {
         return external_name(svc, &svc_port, guard);
     }
@@ -191,22 +212,25 @@ pub fn targets(
     found.sort();
     found.dedup();
     match (found.is_empty(), refused) {
-        (true, Some(why)) => Err(format!(
-            "Service {ns}/{service} has no endpoint the gateway may reach: {why} \
-             (kubernetes.allow_local_endpoints)"
-        )),
-        (true, None) => Err(format!("Service {ns}/{service} has no ready endpoints")),
+        (true, Some(why)) => Err(NoTargets::Unreachable(id(), why)),
+        (true, None) => Err(NoTargets::NoReadyEndpoints(id())),
         (false, _) => Ok(found),
     }
 }
 
 /// An `ExternalName` Service's one target, if the guard lets it.
-fn external_name(svc: &Object, port: &ServicePort, guard: &Guard) -> Result<Vec<String>, String> {
-    let id = svc.id();
+fn external_name(
+    svc: &Object,
+    port: &ServicePort,
+    guard: &Guard,
+) -> Result<Vec<String>, NoTargets> {
     let name = text(&svc.value, &["spec", "externalName"])
-        .ok_or_else(|| format!("ExternalName Service {id} names no host"))?;
+        .ok_or_else(|| NoTargets::NoExternalName(svc.id()))?;
     if let Some(why) = guard.refuses_name(&name, port.number.parse().unwrap_or(0)) {
-        return Err(format!("ExternalName Service {id}: {name} {why}"));
+        return Err(NoTargets::ExternalNameRefused(
+            svc.id(),
+            format!("{name} {why}"),
+        ));
     }
     Ok(vec![format!("{name}:{}", port.number)])
 }

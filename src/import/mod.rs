@@ -60,8 +60,8 @@ pub fn rule_hosts(ing: &Object) -> Vec<String> {
     let hosts = paths::of(ing).into_iter().filter_map(|(host, ..)| host);
     hosts.filter(|h| names::dns1123_subdomain(h)).collect()
 }
-pub use emit::{json_node, yaml, Node};
-pub use endpoints::{targets as service_targets, Binding, Guard, Services};
+pub use emit::{json_node, shown, yaml, Node};
+pub use endpoints::{targets as service_targets, Binding, Guard, NoTargets, Services};
 pub use manifests::Object;
 pub use names::policy_name;
 pub use tls::secret_pem;

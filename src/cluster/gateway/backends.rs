@@ -6,7 +6,7 @@
 
 use super::rules::{direct, Context, Translated};
 use super::spec::BackendRef;
-use crate::import::{policy_name, service_targets, Node, Object};
+use crate::import::{policy_name, service_targets, NoTargets, Node, Object};
 use crate::k8s::{Kind, Reason};
 
 /// A rule's backends: one pool, a weighted split, or `500` for what does
@@ -150,12 +150,12 @@ fn resolve(
     };
     let targets = match found {
         Ok(t) => t,
-        Err(why) if why.contains("no ready endpoints") => {
+        Err(NoTargets::NoReadyEndpoints(_)) => {
             out.bindings.push(binding(None));
             return Ok(None);
         }
         Err(why) => {
-            out.unresolved(Reason::BackendNotFound, why);
+            out.unresolved(Reason::BackendNotFound, why.to_string());
             return Err(());
         }
     };

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::Inexpressible;
 use super::Note;
 use crate::import::Verdict;
 
@@ -13,7 +14,7 @@ pub(super) fn carry(
     policy: &mut Map<String, Value>,
     filters: &mut Vec<Value>,
     notes: &mut Vec<Note>,
-) -> Result<(), String> {
+) -> Result<(), Inexpressible> {
     let empty = Map::new();
     for (key, v) in route.as_object().unwrap_or(&empty) {
         match key.as_str() {
@@ -54,9 +55,9 @@ pub(super) fn carry(
                 ));
             }
             other => {
-                return Err(format!(
+                return Err(Inexpressible(format!(
                     "its key {other} has no Gateway API or RoutePolicy form"
-                ))
+                )))
             }
         }
     }
@@ -135,19 +136,19 @@ fn rewrite(v: &Value, policy: &mut Map<String, Value>, filters: &mut Vec<Value>)
     }
 }
 
-/// `redirect: {to, code}` as a RequestRedirect: the URL's scheme, host,
-/// port and whole path.
-fn bad_port(to: &str) -> String {
-    format!("a redirect to {to:?}, whose port is not a number")
+fn bad_port(to: &str) -> Inexpressible {
+    Inexpressible(format!("a redirect to {to:?}, whose port is not a number"))
 }
 
-fn redirect(v: &Value) -> Result<Value, String> {
+/// `redirect: {to, code}` as a RequestRedirect: the URL's scheme, host,
+/// port and whole path.
+fn redirect(v: &Value) -> Result<Value, Inexpressible> {
     let to = v["to"].as_str().unwrap_or_default();
     let code = v["code"].as_u64().unwrap_or(302);
     if ![301, 302, 307, 308].contains(&code) {
-        return Err(format!(
+        return Err(Inexpressible(format!(
             "a redirect with status {code} (the Gateway API has 301, 302, 307 and 308)"
-        ));
+        )));
     }
     let parsed = to.split_once("://").and_then(|(scheme, rest)| {
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
@@ -155,9 +156,9 @@ fn redirect(v: &Value) -> Result<Value, String> {
         ok.then_some((scheme, authority, path))
     });
     let Some((scheme, authority, path)) = parsed else {
-        return Err(format!(
+        return Err(Inexpressible(format!(
             "a redirect to {to:?}, which is not a plain http(s) URL"
-        ));
+        )));
     };
     let mut r = json!({"scheme": scheme, "statusCode": code,
                        "path": {"type": "ReplaceFullPath", "replaceFullPath": if path.is_empty() { "/" } else { path }}});
@@ -172,9 +173,9 @@ fn redirect(v: &Value) -> Result<Value, String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
     if !dns {
-        return Err(format!(
+        return Err(Inexpressible(format!(
             "a redirect to {to:?}, whose host is not a DNS name"
-        ));
+        )));
     }
     r["hostname"] = json!(host);
     if let Some(port) = port {

@@ -435,6 +435,12 @@ fn reference_grants(
         .collect()
 }
 
+/// Why a route of the policy has no Gateway API form: the report says so,
+/// and the route is left out of the manifests.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct Inexpressible(pub(super) String);
+
 /// A report note: the item and what became of it.
 pub(super) type Note = (String, Verdict);
 
@@ -445,7 +451,7 @@ fn one_route(
     ns: &str,
     name: &str,
     cx: &Cx<'_>,
-) -> Result<(Vec<Value>, Vec<Note>), String> {
+) -> Result<(Vec<Value>, Vec<Note>), Inexpressible> {
     let mut notes = Vec::new();
     let mut policy = Map::new();
     let mut filters = Vec::new();
@@ -521,7 +527,7 @@ fn parents(
     https_redirect: bool,
     cx: &Cx<'_>,
     home: usize,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, Inexpressible> {
     if !https_redirect {
         return Ok(vec![parent_ref(cx, home, None)]);
     }
@@ -537,9 +543,9 @@ fn parents(
         .map(|(name, _)| parent_ref(cx, home, Some(name)))
         .collect();
     if parents.is_empty() {
-        return Err(
+        return Err(Inexpressible(
             "it redirects plain HTTP to HTTPS, but no HTTPS listener covers its host".into(),
-        );
+        ));
     }
     Ok(parents)
 }
@@ -554,7 +560,7 @@ fn rules(
     backends: Vec<Value>,
     cx: &Cx<'_>,
     notes: &mut Vec<Note>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, Inexpressible> {
     let rule = |matched: &Value, backends: Vec<Value>| {
         let mut r = json!({"matches": [matched]});
         if !filters.is_empty() {
@@ -571,7 +577,7 @@ fn rules(
     }
     let pool = canary["upstream"]
         .as_str()
-        .ok_or("a canary without its pool")?;
+        .ok_or_else(|| Inexpressible("a canary without its pool".into()))?;
     let (canary_ref, _, _) = backend(pool, ns, cx)?;
     let main = backends;
     let with_header = |name: &str, kind: &str, value: String| {
@@ -630,15 +636,15 @@ fn backend(
     pool: &str,
     route_ns: &str,
     cx: &Cx<'_>,
-) -> Result<(Value, bool, Option<String>), String> {
+) -> Result<(Value, bool, Option<String>), Inexpressible> {
     let p = cx
         .pools
         .get(pool)
-        .ok_or_else(|| format!("pool {pool} is not written"))?;
+        .ok_or_else(|| Inexpressible(format!("pool {pool} is not written")))?;
     if p["tls"].as_bool() == Some(true) {
-        return Err(format!(
+        return Err(Inexpressible(format!(
             "pool {pool} reaches its upstream over TLS, and fairgate does not serve the Gateway API's BackendTLSPolicy"
-        ));
+        )));
     }
     let grpc = p["protocol"].as_str() == Some("h2c");
     let targets: Vec<&str> = p["targets"]
@@ -657,9 +663,9 @@ fn backend(
         _ => None,
     };
     let Some((name, _, port)) = service.filter(|(_, ns, _)| ns == route_ns) else {
-        return Err(format!(
+        return Err(Inexpressible(format!(
             "pool {pool} reaches {targets:?}, not one Service of namespace {route_ns} by name (Gateway API routes do not follow ExternalName Services)"
-        ));
+        )));
     };
     let backend = json!({"name": name, "port": port});
     Ok((
