@@ -17,7 +17,11 @@ use crate::state::Shared;
 pub struct Endpoints {
     /// The cache's `others` digest as last built.
     others: Option<u64>,
-    bindings: Vec<Binding>,
+    /// What endpoints may not point at, as the build's policy says.
+    guard: Guard,
+    /// The bindings by Service (namespace, name), each pool once: a change
+    /// reads only the bindings of the Services it touched.
+    by_service: HashMap<(String, String), Vec<Binding>>,
     /// Each pool's targets, as last built or applied.
     targets: HashMap<String, Vec<String>>,
 }
@@ -35,19 +39,30 @@ impl Endpoints {
         objects: &[Object],
         others: u64,
         bindings: Vec<Binding>,
-        guard: &Guard,
+        guard: Guard,
     ) -> Endpoints {
         let services = Services::new(objects.iter());
-        let targets = bindings
-            .iter()
+        let mut by_service: HashMap<(String, String), Vec<Binding>> = HashMap::new();
+        for b in bindings {
+            let listed = by_service
+                .entry((b.namespace.clone(), b.service.clone()))
+                .or_default();
+            if !listed.iter().any(|l| l.pool == b.pool && l.port == b.port) {
+                listed.push(b);
+            }
+        }
+        let targets = by_service
+            .values()
+            .flatten()
             .filter_map(|b| {
                 let group = services.group(&b.namespace, &b.service);
-                Some((b.pool.clone()?, targets(group, b, guard).ok()?))
+                Some((b.pool.clone()?, targets(group, b, &guard).ok()?))
             })
             .collect();
         Endpoints {
             others: Some(others),
-            bindings,
+            guard,
+            by_service,
             targets,
         }
     }
@@ -61,24 +76,22 @@ impl Endpoints {
         }
         let dirty = cache.take_dirty();
         let policy = shared.policy.load();
-        let guard = crate::cluster::gateway::BaseNames::of(&policy.config).guard;
-        let mut groups: HashMap<&(String, String), Vec<Object>> = HashMap::new();
         let mut moved = Vec::new();
-        for b in &self.bindings {
-            let Some(service) = dirty.get(&(b.namespace.clone(), b.service.clone())) else {
+        for service in &dirty {
+            let Some(bindings) = self.by_service.get(service) else {
                 continue;
             };
-            let group = groups
-                .entry(service)
-                .or_insert_with(|| cache.service(&b.namespace, &b.service));
-            let group: Vec<&Object> = group.iter().collect();
-            match (&b.pool, targets(&group, b, &guard)) {
-                (None, Err(_)) => {}
-                (None, Ok(_)) | (Some(_), Err(_)) => return false,
-                (Some(pool), Ok(now)) if self.targets.get(pool) != Some(&now) => {
-                    moved.push((pool.clone(), now));
+            let held = cache.service(&service.0, &service.1);
+            let group: Vec<&Object> = held.iter().collect();
+            for b in bindings {
+                match (&b.pool, targets(&group, b, &self.guard)) {
+                    (None, Err(_)) => {}
+                    (None, Ok(_)) | (Some(_), Err(_)) => return false,
+                    (Some(pool), Ok(now)) if self.targets.get(pool) != Some(&now) => {
+                        moved.push((pool.clone(), now));
+                    }
+                    (Some(_), Ok(_)) => {}
                 }
-                (Some(_), Ok(_)) => {}
             }
         }
         for (name, now) in moved {

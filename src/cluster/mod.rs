@@ -207,7 +207,7 @@ async fn run(
                     }
                     false => {
                         let guard = gateway::BaseNames::of(&composed.checked.config).guard;
-                        endpoints::Endpoints::built(&objects, others, composed.bindings, &guard)
+                        endpoints::Endpoints::built(&objects, others, composed.bindings, guard)
                     }
                 };
                 let served = composed.served.clone();

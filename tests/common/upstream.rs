@@ -87,8 +87,14 @@ impl EchoProcess {
     /// As pod `pod` of namespace `namespace`, which its answers name (the
     /// Gateway API conformance suite's echo backend does so).
     pub fn start_as(ip: [u8; 4], pod: &str, namespace: &str) -> EchoProcess {
+        Self::start_at(SocketAddr::from((ip, 0)), pod, namespace)
+    }
+
+    /// As `start_as`, on `addr`'s port too (port 0: a free one): the pods
+    /// of one Deployment share a port, each on its own address.
+    pub fn start_at(addr: SocketAddr, pod: &str, namespace: &str) -> EchoProcess {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairgate"));
-        let listen = format!("{}:0", std::net::Ipv4Addr::from(ip));
+        let (ip, listen) = (addr.ip(), addr.to_string());
         cmd.args(["echo", "--listen", &listen]);
         cmd.env("POD_NAME", pod).env("NAMESPACE", namespace);
         let peer = Peer::spawn(&mut cmd, "the fairgate binary");
