@@ -25,7 +25,8 @@ use crate::build::Checked;
 use crate::cluster::Controller;
 use crate::config::reload;
 use crate::metrics::METRICS;
-use crate::proxy::edge::{Bounds, Edge, TlsListener};
+use crate::proxy::bounds::Bounds;
+use crate::proxy::edge::{Edge, TlsListener};
 use crate::proxy::gateway::Gateway;
 use crate::state::{Policy, Shared};
 

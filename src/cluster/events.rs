@@ -23,7 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
 use super::compose::Note;
-use super::Pod;
+use super::pod::Pod;
 use crate::import::Object;
 use crate::k8s::Kind;
 
@@ -82,11 +82,16 @@ impl Recorder {
             if written.len() > REMEMBERED {
                 written.clear();
             }
+            // By `namespace/name`: a note per Ingress, looked up at once (a
+            // scan per note was seconds at 10,000 Ingresses, and held up the
+            // endpoint changes waiting behind the build).
+            let ingresses: HashMap<String, &Object> = objects
+                .iter()
+                .filter(|o| o.is(Kind::Ingress))
+                .map(|o| (o.id(), o))
+                .collect();
             for note in notes {
-                let Some(ing) = objects
-                    .iter()
-                    .find(|o| o.is(Kind::Ingress) && o.id() == note.ingress)
-                else {
+                let Some(ing) = ingresses.get(&note.ingress) else {
                     continue;
                 };
                 let uid = ing.text(&["metadata", "uid"]).unwrap_or_default();

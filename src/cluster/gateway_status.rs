@@ -157,7 +157,7 @@ fn timeless(v: &Value) -> Value {
 /// The Gateway's `status.addresses`: what is published for the Ingresses,
 /// each with its type.
 async fn addresses(client: &kube::Client, settings: &Kubernetes) -> Value {
-    let published = super::status::addresses(client, settings)
+    let published = super::pod::addresses(client, settings)
         .await
         .unwrap_or_default();
     Value::Array(

@@ -17,6 +17,7 @@ pub mod gateway;
 mod gateway_status;
 mod merge;
 mod origins;
+mod pod;
 mod status;
 mod watch;
 
@@ -34,6 +35,7 @@ use crate::k8s::Kind;
 use crate::metrics::METRICS;
 use crate::state::Shared;
 use compose::Composer;
+use pod::Pod;
 use watch::{Cache, Watch};
 
 pub use compose::class_of;
@@ -47,24 +49,6 @@ const MAX_WAIT: Duration = Duration::from_secs(1);
 pub struct Controller {
     /// Set when the base file changed: the next build reads it again.
     pub base_changed: Notify,
-}
-
-/// Where this replica runs: the downward API's `POD_NAME` and
-/// `POD_NAMESPACE` (the Lease and Events are written there).
-#[derive(Debug, Clone)]
-pub struct Pod {
-    pub name: String,
-    pub namespace: String,
-}
-
-impl Pod {
-    pub fn from_env() -> Pod {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "fairgate".into());
-        Pod {
-            name: std::env::var("POD_NAME").unwrap_or(host),
-            namespace: std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "default".into()),
-        }
-    }
 }
 
 /// Starts the controller on the current runtime: the client from the usual

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -22,7 +21,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::gateway::StatusWrite;
-use super::Pod;
+use super::pod::{addresses, Pod};
 use crate::config::Kubernetes;
 use crate::import::Object;
 use crate::k8s::Kind;
@@ -240,39 +239,4 @@ async fn take_back(client: &kube::Client, settings: &Kubernetes, unserved: &[Obj
             tracing::warn!(ingress = %ing.id(), error = %e, "kubernetes.status_failed");
         }
     }
-}
-
-/// What is published: `publish_address`, or the published Service's
-/// load-balancer addresses (else its external IPs, else its cluster IP).
-pub async fn addresses(client: &kube::Client, settings: &Kubernetes) -> Option<Vec<Value>> {
-    let entry = |a: &str| match a.parse::<std::net::IpAddr>() {
-        Ok(_) => json!({"ip": a}),
-        Err(_) => json!({"hostname": a}),
-    };
-    if !settings.publish_address.is_empty() {
-        return Some(settings.publish_address.iter().map(|a| entry(a)).collect());
-    }
-    let (ns, name) = settings.publish_service.as_ref()?.split_once('/')?;
-    let svc = Api::<Service>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .ok()?;
-    let lb = svc
-        .status
-        .and_then(|s| s.load_balancer)
-        .and_then(|l| l.ingress)
-        .unwrap_or_default();
-    if !lb.is_empty() {
-        return Some(
-            lb.into_iter()
-                .map(|i| serde_json::to_value(i).unwrap_or(Value::Null))
-                .collect(),
-        );
-    }
-    let spec = svc.spec?;
-    let ips = spec
-        .external_ips
-        .filter(|v| !v.is_empty())
-        .or_else(|| spec.cluster_ip.map(|ip| vec![ip]))?;
-    Some(ips.iter().map(|a| entry(a)).collect())
 }

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::model::Place;
+use super::place::Place;
 
 /// Whether a problem stops the file from loading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

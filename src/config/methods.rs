@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use http::header::HeaderName;
 
-use super::model::{Located, PemSource};
+use super::place::{Located, PemSource};
 
 /// Headers that frame a message or carry what the gateway itself writes:
 /// never copied from an auth service's answer (a `Content-Length: 0` from

@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::header::HeaderName;
 use ipnet::IpNet;
 
-use super::model::Place;
+use super::place::Place;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathMatch {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use marked_yaml::{LoaderOptions, Node};
 
 use super::error::Problems;
-use super::model::Place;
+use super::place::Place;
 
 /// The longest key YAML lets a file write without the explicit `?` form.
 const MAX_KEY: usize = 1024;

@@ -9,12 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::backend::Protocol;
 use super::draft::Draft;
 use super::emit::Key;
-use super::manifests::{text, Object};
+use super::manifests::Object;
+pub use super::manifests::{annotation as get, annotations as of};
 use super::out::{EditKey, Redirect, RouteKey, Side};
 use super::plan::Plan;
 use super::units::{cidrs, go_bool, nginx_size};
@@ -109,24 +108,6 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("allowlist-source-range", "whitelist-source-range"),
     ("limit-allowlist", "limit-whitelist"),
 ];
-
-/// The Ingress's annotations under the controller's prefix, prefix removed.
-pub fn of(ing: &Object, prefix: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    if let Some(Value::Object(map)) = ing.value.pointer("/metadata/annotations") {
-        for (k, v) in map {
-            if let Some(short) = k.strip_prefix(prefix).and_then(|k| k.strip_prefix('/')) {
-                out.insert(short.to_string(), text(v, &[]).unwrap_or_default());
-            }
-        }
-    }
-    out
-}
-
-/// One annotation's value.
-pub fn get(ing: &Object, prefix: &str, key: &str) -> Option<String> {
-    of(ing, prefix).remove(key)
-}
 
 /// `backend-protocol`, or HTTP.
 pub fn protocol_of(draft: &Draft<'_>, ing: &Object) -> Protocol {

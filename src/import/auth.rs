@@ -19,7 +19,6 @@ use super::plan::Plan;
 use super::tls::secret_field;
 use super::units::{comma_list, go_bool};
 use super::Verdict;
-use crate::k8s::Kind;
 
 /// The annotations of external authentication (without the prefix).
 pub const EXTERNAL: &[&str] = &[
@@ -583,7 +582,7 @@ fn secret_entries(
         ));
     }
     let id = format!("{ns}/{name}");
-    let secret = draft.object(Kind::Secret, ns, name).ok_or_else(|| {
+    let secret = draft.secret(ns, name).ok_or_else(|| {
         format!("Secret {id} is not among the manifests; its users are not known")
     })?;
     let text = match ann

@@ -190,4 +190,9 @@ impl<'a> Draft<'a> {
     pub fn object(&self, kind: Kind, namespace: &str, name: &str) -> Option<&'a Object> {
         self.index.get(&(kind.name(), namespace, name)).copied()
     }
+
+    /// A Secret of `namespace`.
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<&'a Object> {
+        self.object(Kind::Secret, namespace, name)
+    }
 }

@@ -8,6 +8,7 @@
 //! a copy when loaded, so a few lines of them can stand for billions of
 //! nodes, and `kubectl` never writes one.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -111,6 +112,24 @@ impl Object {
         }
         h.finish()
     }
+}
+
+/// The Ingress's annotations under the controller's prefix, prefix removed.
+pub fn annotations(ing: &Object, prefix: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if let Some(Value::Object(map)) = ing.value.pointer("/metadata/annotations") {
+        for (k, v) in map {
+            if let Some(short) = k.strip_prefix(prefix).and_then(|k| k.strip_prefix('/')) {
+                out.insert(short.to_string(), text(v, &[]).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// One annotation's value.
+pub fn annotation(ing: &Object, prefix: &str, key: &str) -> Option<String> {
+    annotations(ing, prefix).remove(key)
 }
 
 /// A scalar at `path` under `value`, as text.

@@ -150,6 +150,11 @@ fn backends(ing: &Object) -> Vec<&Value> {
     out
 }
 
+/// The name the routes of Ingress `namespace/name` start with (then `-N`).
+pub fn route_prefix(namespace: &str, name: &str) -> String {
+    policy_name(&format!("{namespace}_{name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

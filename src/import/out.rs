@@ -11,32 +11,8 @@ use std::collections::BTreeMap;
 
 use super::emit::{Fields, Key, Node};
 
-/// A mapping's keys: an enum whose variants are written as the given
-/// text, and (for the schema test) every key and the dotted paths of
-/// `config::schema::paths()` they sit under.
-macro_rules! keys {
-    ($(#[$doc:meta])* $name:ident at [$($path:literal),+] { $($variant:ident = $text:literal,)+ }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name {
-            $($variant),+
-        }
-
-        impl Key for $name {
-            fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text),+
-                }
-            }
-        }
-
-        #[cfg(test)]
-        impl $name {
-            const ALL: &'static [$name] = &[$($name::$variant),+];
-            const AT: &'static [&'static str] = &[$($path),+];
-        }
-    };
-}
+#[macro_use]
+mod keys;
 
 keys! {
     /// The policy's top-level keys.
@@ -239,55 +215,6 @@ keys! {
 keys! {
     AuthKey at ["auth"] {
         Methods = "methods",
-    }
-}
-
-keys! {
-    MethodKey at ["auth.methods.<name>"] {
-        External = "external",
-        Basic = "basic",
-        Identity = "identity",
-    }
-}
-
-keys! {
-    ExternalKey at ["auth.methods.<name>.external"] {
-        Url = "url",
-        Method = "method",
-        ResponseHeaders = "response_headers",
-        StripEverywhere = "strip_everywhere",
-        SetHeaders = "set_headers",
-        Signin = "signin",
-        Cache = "cache",
-    }
-}
-
-keys! {
-    SigninKey at ["auth.methods.<name>.external.signin"] {
-        Url = "url",
-        Param = "param",
-        Hosts = "hosts",
-    }
-}
-
-keys! {
-    AnswerCacheKey at ["auth.methods.<name>.external.cache"] {
-        Cookie = "cookie",
-        Header = "header",
-        Ttl = "ttl",
-    }
-}
-
-keys! {
-    BasicKey at ["auth.methods.<name>.basic"] {
-        Htpasswd = "htpasswd",
-        Realm = "realm",
-    }
-}
-
-keys! {
-    IdentityKey at ["auth.methods.<name>.identity"] {
-        User = "user",
     }
 }
 

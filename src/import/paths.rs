@@ -25,13 +25,8 @@ pub fn rule_host(rule: &Value) -> Option<String> {
     Some(host.to_ascii_lowercase())
 }
 
-/// The pathType given to an Ingress's defaultBackend (no Ingress may
-/// write it: the API server allows only Exact, Prefix and
-/// ImplementationSpecific).
-pub const DEFAULT_BACKEND: &str = "Default";
-
 /// Every rule path of an Ingress as (host, path, pathType, backend), and
-/// its defaultBackend as a catch-all (path "", pathType `DEFAULT_BACKEND`).
+/// its defaultBackend as a catch-all (path "", pathType `routes::DEFAULT_BACKEND`).
 pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
     let mut out = Vec::new();
     if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
@@ -63,7 +58,12 @@ pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
             hosts.push(None);
         }
         for host in hosts {
-            out.push((host, String::new(), DEFAULT_BACKEND.into(), backend.clone()));
+            out.push((
+                host,
+                String::new(),
+                super::routes::DEFAULT_BACKEND.into(),
+                backend.clone(),
+            ));
         }
     }
     out
@@ -79,7 +79,7 @@ pub fn regex_triggers(draft: &Draft<'_>, ing: &Object) -> Vec<(Option<String>, &
     let mut out = Vec::new();
     for (host, path, path_type, _) in of(ing) {
         let why = match () {
-            _ if path_type == DEFAULT_BACKEND => continue,
+            _ if path_type == super::routes::DEFAULT_BACKEND => continue,
             _ if use_regex => "use-regex",
             _ if target.as_ref().is_some_and(|t| *t != path) => "rewrite-target",
             _ => continue,
@@ -100,7 +100,10 @@ pub fn regex_lines(draft: &mut Draft<'_>, ing: &Object) {
         .collect();
     let mut said: Vec<Option<String>> = Vec::new();
     for (host, _, path_type, _) in of(ing) {
-        if path_type == DEFAULT_BACKEND || own.contains(&host) || said.contains(&host) {
+        if path_type == super::routes::DEFAULT_BACKEND
+            || own.contains(&host)
+            || said.contains(&host)
+        {
             continue;
         }
         let Some((by, annotation)) = draft.regex_hosts.get(&host).cloned() else {
@@ -181,7 +184,11 @@ pub fn route(
     if https {
         keys.https_redirect = true;
     }
-    let rank = if kind == DEFAULT_BACKEND { 2 } else { 1 };
+    let rank = if kind == super::routes::DEFAULT_BACKEND {
+        2
+    } else {
+        1
+    };
     Some(Route {
         name,
         ingress: id,
@@ -208,7 +215,7 @@ fn path_rule(
     regex: bool,
 ) -> Result<(PathRule, Vec<String>), String> {
     let rule = match kind {
-        DEFAULT_BACKEND => PathRule::Any,
+        super::routes::DEFAULT_BACKEND => PathRule::Any,
         _ if regex => {
             let (re, names) = named_groups(path);
             // A top-level `|` would leave the alternatives after the first
@@ -409,6 +416,15 @@ fn compiled_bytes(pattern: &str) -> usize {
         pattern.trim_start_matches('^').trim_end_matches('$')
     );
     regex_automata::meta::Regex::new(&anchored).map_or(1 << 20, |re| re.memory_usage())
+}
+
+/// The hosts of an Ingress's rules that are DNS names (not wildcards,
+/// nor what the API server would refuse).
+pub fn rule_hosts(ing: &Object) -> Vec<String> {
+    let hosts = of(ing).into_iter().filter_map(|(host, ..)| host);
+    hosts
+        .filter(|h| super::names::dns1123_subdomain(h))
+        .collect()
 }
 
 #[cfg(test)]

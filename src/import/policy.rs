@@ -203,7 +203,7 @@ fn close_withheld_hosts(draft: &mut Draft<'_>) {
             path: super::routes::PathRule::Any,
             headers: None,
             keys,
-            origin: (host, "/".into(), super::paths::DEFAULT_BACKEND.into()),
+            origin: (host, "/".into(), super::routes::DEFAULT_BACKEND.into()),
             rank: 2,
             regex: false,
         });

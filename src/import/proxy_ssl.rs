@@ -11,7 +11,6 @@ use super::draft::Draft;
 use super::names;
 use super::plan::Plan;
 use super::Verdict;
-use crate::k8s::Kind;
 
 /// The annotations this module reads (without the prefix).
 pub const KEYS: &[&str] = &[
@@ -111,7 +110,7 @@ fn secret(
 
 /// Controller mode: the Secret's `ca.crt` itself, as `ca_pem`.
 fn cluster_ca(draft: &Draft<'_>, ns: &str, name: &str, verify: bool, plan: &mut Plan) -> Verdict {
-    let secret = draft.object(Kind::Secret, ns, name);
+    let secret = draft.secret(ns, name);
     let Some(ca) = secret.and_then(|s| super::tls::secret_field(s, "ca.crt")) else {
         return Verdict::Unsupported(format!("Secret {ns}/{name} is missing or has no ca.crt"));
     };

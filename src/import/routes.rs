@@ -7,6 +7,11 @@ use super::emit::Node;
 pub use super::out::PathRule;
 use super::out::{route_node as write, HeaderMatch, RouteKeys};
 
+/// The pathType given to an Ingress's defaultBackend (no Ingress may
+/// write it: the API server allows only Exact, Prefix and
+/// ImplementationSpecific).
+pub const DEFAULT_BACKEND: &str = "Default";
+
 /// One route of the policy.
 #[derive(Debug, Clone)]
 pub struct Route {
@@ -46,7 +51,7 @@ pub fn order(r: &Route) -> impl Ord {
     let (_, path, kind) = &r.origin;
     let exact = u8::from(kind != "Exact");
     let class = match kind.as_str() {
-        super::paths::DEFAULT_BACKEND => 2,
+        DEFAULT_BACKEND => 2,
         _ if r.regex => 0,
         _ => exact,
     };

@@ -9,7 +9,6 @@ use super::draft::Draft;
 use super::manifests::{text, Object};
 use super::out::CertSource;
 use super::Verdict;
-use crate::k8s::Kind;
 
 /// TLS sections: certificate files where the Secret is mounted.
 pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
@@ -85,7 +84,7 @@ fn refused(draft: &Draft<'_>, ing: &Object, host: &str) -> Option<String> {
 /// among the objects, as PEM for the policy.
 pub fn secret_cert(draft: &Draft<'_>, id: &str) -> Option<CertSource> {
     let (ns, name) = id.split_once('/')?;
-    let secret = draft.object(Kind::Secret, ns, name)?;
+    let secret = draft.secret(ns, name)?;
     let (cert, key) = secret_pem(secret)?;
     Some(CertSource::Pem { cert, key })
 }

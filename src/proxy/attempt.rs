@@ -17,24 +17,6 @@ use super::ctx::Ctx;
 use crate::config::{Balance, HashKey, Retries, Timeouts};
 use crate::upstream::Pool;
 
-/// What the request's attempts at the upstream have been so far.
-#[derive(Default)]
-pub struct Attempts {
-    /// When the first attempt was made.
-    pub started: Option<Instant>,
-    /// The pool the request was sent to (of a split or canary).
-    pub pool: Option<String>,
-    /// The target of the latest attempt.
-    pub target: Option<std::net::SocketAddr>,
-    pub count: u32,
-    /// The latest answer is to be retried (`retries.retry_on` a status).
-    pub status_retry: bool,
-    /// The status the upstream answered (the latest attempt's).
-    pub status: Option<u16>,
-    /// This request counted in flight at its target (`least_requests`).
-    pub busy: Option<crate::upstream::Busy>,
-}
-
 /// The next attempt's peer: its pool, its target and its timeouts.
 pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
     let route = ctx

@@ -42,7 +42,7 @@ pub struct Ctx {
     /// The path the upstream got, when a rewrite changed it.
     pub forwarded_path: Option<String>,
     /// The attempts at the upstream.
-    pub upstream: crate::proxy::attempt::Attempts,
+    pub upstream: Attempts,
     /// The request's spans, when traces are on.
     pub trace: Option<Box<crate::telemetry::RequestTrace>>,
     /// What answered the limit decision (`Decision::via`), for the span.
@@ -80,7 +80,7 @@ impl Ctx {
 
     /// The client's `X-Request-Id` when it is sane, else a new one.
     pub fn take_request_id(&mut self, headers: &http::HeaderMap) {
-        self.request_id = match headers.get(crate::proxy::headers::X_REQUEST_ID) {
+        self.request_id = match headers.get(X_REQUEST_ID) {
             Some(v) if request_id_ok(v.as_bytes()) => {
                 String::from_utf8_lossy(v.as_bytes()).into_owned()
             }
@@ -133,4 +133,26 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         METRICS.in_flight.dec();
     }
+}
+
+/// The request id header: read from trusted peers, sent upstream and
+/// answered.
+pub const X_REQUEST_ID: &str = "x-request-id";
+
+/// What the request's attempts at the upstream have been so far.
+#[derive(Default)]
+pub struct Attempts {
+    /// When the first attempt was made.
+    pub started: Option<Instant>,
+    /// The pool the request was sent to (of a split or canary).
+    pub pool: Option<String>,
+    /// The target of the latest attempt.
+    pub target: Option<std::net::SocketAddr>,
+    pub count: u32,
+    /// The latest answer is to be retried (`retries.retry_on` a status).
+    pub status_retry: bool,
+    /// The status the upstream answered (the latest attempt's).
+    pub status: Option<u16>,
+    /// This request counted in flight at its target (`least_requests`).
+    pub busy: Option<crate::upstream::Busy>,
 }

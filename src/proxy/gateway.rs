@@ -15,8 +15,8 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::{ErrorSource, ErrorType};
 
-use super::ctx::Ctx;
-use super::headers::{self, X_REQUEST_ID};
+use super::ctx::{Ctx, X_REQUEST_ID};
+use super::headers;
 use super::respond::{self, Deny};
 use super::{access_log, actions, admit, attempt, cors, quota, target};
 use crate::limit::Answered;

@@ -9,11 +9,9 @@ use std::net::IpAddr;
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, X_REQUEST_ID};
 use super::respond::Deny;
 use crate::metrics::EdgeReason;
-
-pub const X_REQUEST_ID: &str = "x-request-id";
 
 /// Proxy headers believed only from trusted peers; from anyone else they
 /// are removed before any phase reads the request (SPEC section 10), with

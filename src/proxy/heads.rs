@@ -26,7 +26,7 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
 use crate::metrics::EdgeReason;
-use crate::proxy::edge::{Answers, Bounds};
+use crate::proxy::bounds::{Answers, Bounds};
 use crate::proxy::h2::Resets;
 
 /// Runs the proxy's requests on a guarded stream, re-arming the head

@@ -19,6 +19,7 @@ pub mod actions;
 pub mod admit;
 pub mod attempt;
 pub mod authn;
+pub mod bounds;
 pub mod cors;
 pub mod ctx;
 pub mod edge;

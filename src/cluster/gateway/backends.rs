@@ -4,7 +4,7 @@
 //! Services of the route's namespace, or of one whose ReferenceGrant lets
 //! the route in; never ExternalName Services (CVE-2021-25740).
 
-use super::rules::{direct, Context, Translated};
+use super::context::{direct, Context, Translated};
 use super::spec::BackendRef;
 use crate::import::{policy_name, service_targets, NoTargets, Node, Object};
 use crate::k8s::{Kind, Reason};

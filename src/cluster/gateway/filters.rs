@@ -3,7 +3,7 @@
 //! must be the base policy file's own). A filter or value fairgate cannot
 //! serve makes the route `Accepted: False` (`UnsupportedValue`).
 
-use super::rules::{Action, Context, Translated};
+use super::context::{Action, Context, Translated};
 use super::spec::{Filter, HeaderModifier};
 use crate::import::Node;
 use crate::k8s::{Kind, Reason, POLICY_GROUP};

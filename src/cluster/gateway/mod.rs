@@ -9,6 +9,7 @@
 
 mod attach;
 mod backends;
+mod context;
 mod filters;
 pub mod policy;
 mod rules;
@@ -17,103 +18,16 @@ mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::config::Kubernetes;
 use crate::import::{secret_pem, Node, Object};
-use crate::k8s::{Kind, Reason, GATEWAY_GROUP};
+use crate::k8s::{Kind, Reason};
 use attach::Served;
-use spec::{GatewaySpec, ListenerTls, ReferenceGrantSpec, RouteSpec};
+use spec::{GatewaySpec, ListenerTls, RouteSpec};
 
-pub use status::{is_ours, withheld_parents, StatusWrite};
-
-/// The base policy file's own names, which a RoutePolicy may use (never
-/// those the cluster's Ingresses bring, which other namespaces own).
-#[derive(Debug, Clone, Default)]
-pub struct BaseNames {
-    pub limits: BTreeSet<String>,
-    pub concurrency: BTreeSet<String>,
-    pub methods: BTreeSet<String>,
-    /// What endpoints may not point at: the base's listeners among them.
-    pub guard: crate::import::Guard,
-}
-
-impl BaseNames {
-    pub fn of(config: &crate::config::Config) -> BaseNames {
-        let server = &config.server;
-        let mut own = server.listen.clone();
-        own.extend(server.tls.as_ref().map(|t| t.listen));
-        own.extend(config.admin.listen);
-        let guard = crate::import::Guard {
-            allow_local: config
-                .kubernetes
-                .as_ref()
-                .is_some_and(|k| k.allow_local_endpoints),
-            own,
-        };
-        BaseNames {
-            guard,
-            limits: config.limits.keys().cloned().collect(),
-            concurrency: config.concurrency.keys().cloned().collect(),
-            methods: config
-                .auth
-                .as_ref()
-                .map(|a| a.methods.keys().cloned().collect())
-                .unwrap_or_default(),
-        }
-    }
-}
-
-/// The ReferenceGrants: which kinds of which namespaces may name objects
-/// of another.
-#[derive(Default)]
-pub struct Grants(Vec<(String, ReferenceGrantSpec)>);
-
-impl Grants {
-    pub fn new(objects: &[Object]) -> Grants {
-        Grants(
-            objects
-                .iter()
-                .filter(|o| o.is(Kind::ReferenceGrant))
-                .filter_map(|o| Some((o.namespace.clone(), parse::<ReferenceGrantSpec>(o)?)))
-                .collect(),
-        )
-    }
-
-    /// Whether a `from` (kind of our group, namespace) may name `to`
-    /// (group, kind, namespace, name): a grant in `to`'s namespace says so.
-    pub fn allows(&self, from: (&str, &str), to: (&str, &str, &str, &str)) -> bool {
-        let (group, kind, ns, name) = to;
-        self.0.iter().filter(|(at, _)| at == ns).any(|(_, g)| {
-            g.from
-                .iter()
-                .any(|f| f.group == GATEWAY_GROUP && f.kind == from.0 && f.namespace == from.1)
-                && g.to.iter().any(|t| {
-                    t.group == group
-                        && t.kind == kind
-                        && t.name.as_deref().is_none_or(|n| n == name)
-                })
-        })
-    }
-}
-
-/// The name the fairgate routes of an HTTPRoute or GRPCRoute start with
-/// (then `-N`); never an Ingress's (`NAMESPACE_NAME`, its dots made `_`),
-/// which holds no `__`: a name's dots are never next to each other.
-pub fn route_prefix(route: &Object) -> String {
-    crate::import::policy_name(&format!(
-        "{}__{}__{}",
-        route.namespace,
-        route.name,
-        route.kind.to_ascii_lowercase()
-    ))
-}
-
-/// The spec of an object, or None when it does not parse as one.
-pub fn parse<T: DeserializeOwned>(o: &Object) -> Option<T> {
-    serde_json::from_value(o.value.get("spec").cloned().unwrap_or(Value::Null)).ok()
-}
+pub use context::{parse, route_prefix, BaseNames, Grants};
+pub use status::{is_ours, our_classes, withheld_parents, StatusWrite};
 
 /// The Gateway served, when it exists and its class is ours.
 pub fn gateway<'a>(
@@ -128,18 +42,6 @@ pub fn gateway<'a>(
     our_classes(objects, settings)
         .contains(spec.gateway_class_name.as_str())
         .then_some((gw, spec))
-}
-
-/// The GatewayClasses naming our controller.
-pub fn our_classes<'a>(objects: &'a [Object], settings: &Kubernetes) -> BTreeSet<&'a str> {
-    objects
-        .iter()
-        .filter(|o| o.is(Kind::GatewayClass))
-        .filter(|o| {
-            o.text(&["spec", "controllerName"]).as_deref() == Some(&settings.gateway_controller)
-        })
-        .map(|o| o.name.as_str())
-        .collect()
 }
 
 /// The HTTPRoutes and GRPCRoutes with a parentRef to the Gateway served,
@@ -318,7 +220,7 @@ fn one_route(
     cx: &Shared<'_>,
     listeners: &mut [Served],
     route: &Object,
-) -> (Option<rules::Translated>, StatusWrite) {
+) -> (Option<context::Translated>, StatusWrite) {
     let Some(route_spec) = parse::<RouteSpec>(route) else {
         let why = "the route's spec does not parse as the Gateway API's";
         return (None, status::withheld_parents(route, cx.settings, why));
@@ -368,7 +270,7 @@ fn one_route(
         (false, true) => Some("tls"),
         _ => None,
     };
-    let rules_cx = rules::Context {
+    let rules_cx = context::Context {
         only,
         services: &cx.services,
         grants: cx.grants,

@@ -5,40 +5,11 @@
 //! the route unserved (`Accepted: False`); a reference that does not
 //! resolve answers `500`, as the spec asks, and says so in `ResolvedRefs`.
 
-use std::collections::BTreeMap;
-
+use super::context::{direct, Action, Context, Entry, Precedence, Translated};
 use super::spec::{PathModifier, RouteMatch, RouteSpec, Rule};
-use super::{backends, filters, Grants};
+use super::{backends, filters};
 use crate::import::{Node, Object};
-use crate::k8s::{Condition, ConditionType, Kind, Reason};
-
-/// Where a route sorts among the Gateway's: first match wins, so the
-/// spec's precedence is the order of the list. Exact hosts, then
-/// wildcards (longest first), then any host; within one, exact paths,
-/// then regular expressions, then prefixes (longest first); then a method
-/// match, more header matches, more query matches; then the oldest route,
-/// its `namespace/name`, the rule and match order.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Precedence {
-    /// Exact, wildcard or any; longer first; then the name itself, so one
-    /// hostname's routes are together (its fence closes them).
-    host: (u8, std::cmp::Reverse<usize>, String),
-    path: (u8, std::cmp::Reverse<usize>),
-    method: u8,
-    headers: std::cmp::Reverse<usize>,
-    query: std::cmp::Reverse<usize>,
-    created: String,
-    id: String,
-    order: (usize, usize, usize),
-}
-
-/// One fairgate route of a Gateway API route.
-pub struct Entry {
-    pub precedence: Precedence,
-    /// The hostname it serves (None: any).
-    pub host: Option<String>,
-    pub route: Node,
-}
+use crate::k8s::Kind;
 
 /// The sorted entries as routes, each hostname's closed by a fence: a
 /// request for a hostname some route names, which none of that
@@ -95,38 +66,6 @@ fn fallback(route: Node, host: Option<&str>) -> Node {
 
 /// The most fairgate routes one Gateway API route becomes.
 const MAX_ENTRIES: usize = 1024;
-
-/// What a route's translation gives: its fairgate routes, the pools they
-/// use, and why a reference did not resolve or a value is not served.
-#[derive(Default)]
-pub struct Translated {
-    pub entries: Vec<Entry>,
-    pub pools: BTreeMap<String, Node>,
-    /// The pools made of endpoints, and Services without one ready.
-    pub bindings: Vec<crate::import::Binding>,
-    pub unresolved: Option<Condition>,
-    pub unsupported: Option<Condition>,
-}
-
-/// What a route is translated with.
-pub struct Context<'a> {
-    /// `plain` or `tls` when every listener the route attached to is of
-    /// one protocol (`match.listener`).
-    pub only: Option<&'static str>,
-    /// The Services and EndpointSlices of `objects`, by Service.
-    pub services: &'a crate::import::Services<'a>,
-    pub grants: &'a Grants,
-    /// `http` or `https`: the scheme of the listeners it attached to.
-    pub scheme: &'static str,
-    /// The listener port, for redirects that keep the scheme.
-    pub port: u32,
-    /// The RoutePolicies, by namespace and name, as route keys.
-    pub policies: &'a BTreeMap<(String, String), Node>,
-    /// The route's namespace, where its `ExtensionRef`s point.
-    pub namespace: &'a str,
-    /// The names a RoutePolicy may use.
-    pub base: &'a super::BaseNames,
-}
 
 /// The fairgate routes of `route` (an HTTPRoute or GRPCRoute) for the
 /// hostnames it serves (None: any host).
@@ -385,31 +324,6 @@ fn value_matches(
     (!fields.is_empty()).then_some(Node::Map(fields))
 }
 
-impl Translated {
-    pub(super) fn unsupported(&mut self, message: String) {
-        self.unsupported.get_or_insert(Condition::no(
-            ConditionType::Accepted,
-            Reason::UnsupportedValue,
-            &message,
-        ));
-    }
-
-    pub(super) fn unresolved(&mut self, reason: Reason, message: String) {
-        self.unresolved
-            .get_or_insert(Condition::no(ConditionType::ResolvedRefs, reason, &message));
-    }
-}
-
-/// What a rule does, whatever its match: answer itself, or forward with
-/// its edits.
-pub(super) struct Action {
-    pub(super) fields: Vec<(String, Node)>,
-    pub(super) redirect: Option<(super::spec::Redirect, u16)>,
-    pub(super) rewrite: Option<super::spec::Rewrite>,
-    scheme: &'static str,
-    port: u32,
-}
-
 impl Action {
     /// The route keys for a match of `path` (rewrites and redirects of a
     /// prefix depend on it).
@@ -523,12 +437,4 @@ fn action(
             .extend(backends::backends(route, &rule.backend_refs, grpc, cx, out));
     }
     act
-}
-
-pub(super) fn direct(status: u16, weight: Option<u64>) -> (String, Node) {
-    let mut fields = vec![("status".to_string(), Node::Int(u64::from(status)))];
-    if let Some(w) = weight {
-        fields.push(("weight".into(), Node::Int(w)));
-    }
-    ("direct_response".into(), Node::Map(fields))
 }

@@ -6,6 +6,8 @@
 //! object's `metadata.generation` as `observedGeneration`. The Lease
 //! holder writes them (`cluster::status`), only where they differ.
 
+use std::collections::BTreeSet;
+
 use serde_json::{json, Value};
 
 use super::attach::{Attachment, Served};
@@ -57,7 +59,7 @@ fn conditions(list: &[Condition], generation: i64) -> Value {
 
 /// Each GatewayClass naming our controller: Accepted.
 pub fn classes(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
-    let ours = super::our_classes(objects, settings);
+    let ours = our_classes(objects, settings);
     objects
         .iter()
         .filter(|o| o.is(Kind::GatewayClass) && ours.contains(o.name.as_str()))
@@ -241,4 +243,16 @@ fn route_write(route: &Object, settings: &Kubernetes, entries: Vec<Value>) -> St
             settings.gateway.clone().unwrap_or_default(),
         )),
     }
+}
+
+/// The GatewayClasses naming our controller.
+pub fn our_classes<'a>(objects: &'a [Object], settings: &Kubernetes) -> BTreeSet<&'a str> {
+    objects
+        .iter()
+        .filter(|o| o.is(Kind::GatewayClass))
+        .filter(|o| {
+            o.text(&["spec", "controllerName"]).as_deref() == Some(&settings.gateway_controller)
+        })
+        .map(|o| o.name.as_str())
+        .collect()
 }

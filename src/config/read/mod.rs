@@ -6,7 +6,6 @@
 //! reading: the model holds types, not readers.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,12 +17,14 @@ use marked_yaml::Node;
 use super::kubernetes::*;
 use super::methods::IdentityMap;
 use super::model::*;
+use super::place::*;
 use super::route::*;
 use super::schema;
-use super::yaml::{self, join, At, Reader};
+use super::yaml::{self, At, Reader};
 
 mod actions;
 mod auth;
+mod common;
 mod forwarding;
 mod kubernetes;
 mod limits;
@@ -35,6 +36,7 @@ mod upstreams;
 
 use actions::*;
 use auth::*;
+use common::*;
 use forwarding::*;
 use kubernetes::*;
 use limits::*;
@@ -45,30 +47,8 @@ use store::*;
 use upstreams::*;
 
 pub use actions::edit_reserved;
+pub use common::name_ok;
 pub use limits::parse_rate;
-
-pub(super) fn missing(r: &mut Reader<'_>, parent: &At<'_>, key: &str) {
-    r.problems.push(
-        parent.pos(),
-        "config.missing_field",
-        format!("{}: required", join(&parent.path, key)),
-    );
-}
-
-pub(super) fn socket_addr(
-    r: &mut Reader<'_>,
-    at: &At<'_>,
-    code: &'static str,
-) -> Option<SocketAddr> {
-    let text = r.string(at)?;
-    match text.parse() {
-        Ok(addr) => Some(addr),
-        Err(_) => {
-            r.error_value(at, code, "expected IP:PORT, e.g. 0.0.0.0:8080");
-            None
-        }
-    }
-}
 
 pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Config> {
     let top = r.mapping(&At::root(root), schema::TOP)?;
@@ -293,37 +273,6 @@ fn telemetry(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Telemetry {
     out
 }
 
-/// The `ca_file` of one of the gateway's own HTTPS clients (an external
-/// auth service, the OTLP collector): an existing file, loaded by the
-/// policy builder. Beside an `http://` URL it is `code`: nothing would be
-/// verified, whatever the file says.
-pub(super) fn ca_file(
-    r: &mut Reader<'_>,
-    f: &yaml::Fields<'_>,
-    url: Option<&str>,
-    code: &'static str,
-    base: &Path,
-) -> Option<Located<PemSource>> {
-    let at = f.get("ca_file")?;
-    let https = |u: &str| {
-        u.get(..8)
-            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-    };
-    if url.is_some_and(|u| !https(u)) {
-        r.error(
-            &at,
-            code,
-            "ca_file needs an https:// URL: over http:// nothing is verified",
-        );
-        return None;
-    }
-    let path = file_path(r, f, "ca_file", base)?;
-    Some(Located {
-        place: at.place_value(),
-        value: PemSource::File(path),
-    })
-}
-
 /// An OTLP/HTTP traces URL: `/v1/traces` is added to one without a path,
 /// as the OpenTelemetry exporters do with a collector's base URL.
 fn otlp_endpoint(text: &str) -> Result<String, &'static str> {
@@ -483,37 +432,3 @@ pub const ACKNOWLEDGEABLE: &[&str] = &[
     "server.escaped_slashes_keep",
     "server.tls_host_uncovered",
 ];
-
-/// A file path that must exist, resolved against the config's directory.
-pub(super) fn file_path(
-    r: &mut Reader<'_>,
-    f: &yaml::Fields<'_>,
-    key: &str,
-    base: &Path,
-) -> Option<PathBuf> {
-    let Some(at) = f.get(key) else {
-        missing(r, &f.at, key);
-        return None;
-    };
-    let text = r.string(&at)?;
-    let path = base.join(&text);
-    if !path.is_file() {
-        r.error_value(
-            &at,
-            "config.file_missing",
-            format!("no such file {}", path.display()),
-        );
-        return None;
-    }
-    Some(path)
-}
-
-/// A name of the policy (a limit, a concurrency policy, an auth method):
-/// `A-Z a-z 0-9 _ -`, 1 to 64 bytes.
-pub fn name_ok(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}

@@ -3,13 +3,6 @@
 
 use super::*;
 
-pub(super) struct Declared {
-    pub(super) limits: BTreeSet<String>,
-    pub(super) concurrency: BTreeSet<String>,
-    /// `auth.methods`, valid or not (a broken one is reported once).
-    pub(super) methods: BTreeSet<String>,
-}
-
 pub(super) fn routes(
     r: &mut Reader<'_>,
     at: Option<At<'_>>,
@@ -426,19 +419,6 @@ pub(super) fn check_scope(
         _ => {}
     }
 }
-
-/// Headers identity headers may not name: the gateway sets or reads them.
-pub(super) const RESERVED_HEADERS: &[&str] = &[
-    "authorization",
-    "host",
-    "connection",
-    "content-length",
-    "transfer-encoding",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-    "x-request-id",
-];
 
 pub(super) fn host_match(r: &mut Reader<'_>, at: &At<'_>) -> Option<HostMatch> {
     let text = crate::host::normal_name(&r.string(at)?);

@@ -3,8 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::Inexpressible;
-use super::Note;
+use super::report::{Inexpressible, Note};
 use crate::import::Verdict;
 
 /// The route's keys other than its match and pool: into Gateway API

@@ -1,7 +1,7 @@
 //! The matches of an Ingress path as Gateway API route matches: HTTP
 //! paths and headers, gRPC services and methods.
 
-use super::Inexpressible;
+use super::report::Inexpressible;
 use super::*;
 
 pub(super) fn regex_escape(s: &str) -> String {

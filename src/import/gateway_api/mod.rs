@@ -25,10 +25,12 @@ use super::{json_node, yaml, Line, Object, Options, Verdict};
 
 mod filters;
 mod matches;
+mod report;
 
 use matches::{grpc_match, http_match, regex_escape};
 
 use filters::carry;
+use report::{Inexpressible, Note};
 
 use crate::k8s::Kind;
 
@@ -434,15 +436,6 @@ fn reference_grants(
         })
         .collect()
 }
-
-/// Why a route of the policy has no Gateway API form: the report says so,
-/// and the route is left out of the manifests.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(super) struct Inexpressible(pub(super) String);
-
-/// A report note: the item and what became of it.
-pub(super) type Note = (String, Verdict);
 
 /// One fairgate route as a route object (two when it redirects plain HTTP
 /// to HTTPS) and its RoutePolicy.

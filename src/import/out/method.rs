@@ -2,8 +2,56 @@
 //! external (`auth-url`) or basic (`auth-type`) authentication of one
 //! Ingress became. Types and their writing only.
 
-use super::{AnswerCacheKey, BasicKey, ExternalKey, IdentityKey, MethodKey, SigninKey};
 use crate::import::emit::{Fields, Key, Node};
+
+keys! {
+    MethodKey at ["auth.methods.<name>"] {
+        External = "external",
+        Basic = "basic",
+        Identity = "identity",
+    }
+}
+
+keys! {
+    ExternalKey at ["auth.methods.<name>.external"] {
+        Url = "url",
+        Method = "method",
+        ResponseHeaders = "response_headers",
+        StripEverywhere = "strip_everywhere",
+        SetHeaders = "set_headers",
+        Signin = "signin",
+        Cache = "cache",
+    }
+}
+
+keys! {
+    SigninKey at ["auth.methods.<name>.external.signin"] {
+        Url = "url",
+        Param = "param",
+        Hosts = "hosts",
+    }
+}
+
+keys! {
+    AnswerCacheKey at ["auth.methods.<name>.external.cache"] {
+        Cookie = "cookie",
+        Header = "header",
+        Ttl = "ttl",
+    }
+}
+
+keys! {
+    BasicKey at ["auth.methods.<name>.basic"] {
+        Htpasswd = "htpasswd",
+        Realm = "realm",
+    }
+}
+
+keys! {
+    IdentityKey at ["auth.methods.<name>.identity"] {
+        User = "user",
+    }
+}
 
 /// One method, named by its Ingress.
 #[derive(Debug, Clone, PartialEq)]
