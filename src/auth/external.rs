@@ -263,7 +263,10 @@ impl ExternalAuth {
     /// The service answered (2xx, 401, 403): it is up. One log line per
     /// change of the breaker.
     fn answered(&self) {
-        if self.breaker_lock().answered() {
+        // Under the lock, as `failed`: a failure that opens the breaker
+        // meanwhile sets the gauge after this, never before.
+        let mut breaker = self.breaker_lock();
+        if breaker.answered() {
             METRICS
                 .external_auth_open
                 .with_label_values(&[&self.name])
@@ -281,7 +284,6 @@ impl ExternalAuth {
                 .with_label_values(&[&self.name])
                 .set(1);
         }
-        drop(breaker);
         if opened {
             let open_for_ms = self.config.breaker.open_for.as_millis() as u64;
             tracing::warn!(
