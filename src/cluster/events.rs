@@ -96,11 +96,17 @@ impl Recorder {
                 };
                 let uid = ing.text(&["metadata", "uid"]).unwrap_or_default();
                 let key = digest(&(&uid, note.reason, &note.message));
+                let stands = note.warning && standing.len() < STANDING;
+                let new = todo.len() < PER_BUILD && !written.contains_key(&key);
+                if !stands && !new {
+                    continue;
+                }
+                // Made only for a note that is written or kept standing.
                 let ev = event(ing, &uid, key, &note, &self.pod);
-                if note.warning && standing.len() < STANDING {
+                if stands {
                     standing.push((key, ev.clone()));
                 }
-                if todo.len() < PER_BUILD && !written.contains_key(&key) {
+                if new {
                     written.insert(key, (Instant::now(), 1));
                     todo.push(ev);
                 }

@@ -80,7 +80,10 @@ impl Cache {
     pub fn service(&self, namespace: &str, name: &str) -> Vec<Object> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let label = ["metadata", "labels", "kubernetes.io/service-name"];
+        // Only the Service and EndpointSlice watches: the named Secret
+        // and ConfigMap watches may be many, and hold neither.
         held.iter()
+            .filter(|(watch, _)| watch.starts_with(SLICES) || watch.starts_with("Service/"))
             .flat_map(|(watch, h)| {
                 let slices = watch.starts_with(SLICES);
                 let services = watch.starts_with("Service/");
