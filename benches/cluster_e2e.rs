@@ -308,6 +308,30 @@ async fn rolling_update(
     total
 }
 
+/// The controller, for the cluster `api` serves.
+async fn gateway(api: &KubeApi, dir: &std::path::Path) -> Gateway {
+    let kubeconfig = api.kubeconfig(dir).display().to_string();
+    let options = GatewayOptions {
+        env: vec![
+            ("KUBECONFIG".into(), kubeconfig),
+            ("POD_NAME".into(), "fairgate-0".into()),
+            ("POD_NAMESPACE".into(), "ingress".into()),
+        ],
+        wait_ready: false,
+        configmap: false,
+    };
+    Gateway::start_with(&common::cluster::base_policy(""), options).await
+}
+
+/// The time of day (UTC), as the gateway's log lines stamp it.
+fn clock() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let (s, ms) = (now.as_secs() % 86_400, now.subsec_millis());
+    format!("{:02}:{:02}:{:02}.{ms:03}", s / 3600, s / 60 % 60, s % 60)
+}
+
 fn rss_mib(pid: u32, field: &str) -> f64 {
     common::proc_status_kib(pid, field) as f64 / 1024.0
 }
@@ -339,21 +363,8 @@ async fn main() {
         "{n} Ingresses loaded into the API stand-in in {:?}",
         loaded.elapsed()
     );
-    let options = GatewayOptions {
-        env: vec![
-            (
-                "KUBECONFIG".into(),
-                api.kubeconfig(dir.path()).display().to_string(),
-            ),
-            ("POD_NAME".into(), "fairgate-0".into()),
-            ("POD_NAMESPACE".into(), "ingress".into()),
-        ],
-        wait_ready: false,
-        configmap: false,
-    };
-    let base = common::cluster::base_policy("");
     let started = Instant::now();
-    let gw = Gateway::start_with(&base, options).await;
+    let gw = gateway(&api, dir.path()).await;
     let first = until(Duration::from_secs(600), || async {
         answer(&gw, real(0)).await.is_ok()
     })
@@ -366,9 +377,21 @@ async fn main() {
     let (builds, updates) = (counter(&gw, BUILDS).await, counter(&gw, UPDATES).await);
     let mut moved = endpoint_changes(&api, &gw, &pods).await;
     let (builds_after, updates_after) = (counter(&gw, BUILDS).await, counter(&gw, UPDATES).await);
+    eprintln!("endpoint changes done; Ingress changes from {}", clock());
     let mut served = ingress_changes(&api, &gw).await;
     let old = pods.remove(generation_after(CHANGES - 1));
+    let builds_before_roll = counter(&gw, BUILDS).await;
+    eprintln!("rolling update from {}", clock());
     let (sent, failed) = rolling_update(&api, &gw, old).await;
+    let builds_in_roll = counter(&gw, BUILDS).await - builds_before_roll;
+    // Where each build's time went, as the gateway logs it.
+    for line in gw
+        .logs()
+        .lines()
+        .filter(|l| l.contains("kubernetes.applied"))
+    {
+        eprintln!("{line}");
+    }
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
     println!("| {n} Ingresses | value |\n|---|---|");
     println!(
@@ -391,6 +414,7 @@ async fn main() {
         "| rolling update of {ROLLED} Services, 10 looped: failed of sent | {} of {sent} {failed:?} |",
         failed.values().sum::<u64>()
     );
+    println!("| policy builds during the rolling update | {builds_in_roll} |");
     println!(
         "| gateway RSS now / peak | {:.0} / {:.0} MiB |",
         rss_mib(gw.pid(), "VmRSS:"),

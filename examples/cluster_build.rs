@@ -21,7 +21,7 @@ fn object(kind: &str, ns: &str, name: &str, value: serde_json::Value) -> Object 
         kind: kind.into(),
         namespace: ns.into(),
         name: name.into(),
-        value,
+        value: value.into(),
     }
 }
 

@@ -306,14 +306,17 @@ impl Supervisor {
 
     fn health_checks(&self, last: &mut HashMap<String, Instant>) {
         let policy = self.shared.policy.load();
-        for pool in policy.pools.values() {
+        // Only the pools with work to do get a task: a controller's
+        // 10,000 pools of endpoints have none.
+        for pool in policy.pools.values().filter(|p| p.resolves()) {
             let pool = pool.clone();
             tokio::spawn(async move { pool.refresh().await });
         }
         for (name, pool) in &policy.pools {
-            let due = last
-                .get(name)
-                .is_none_or(|t| t.elapsed() >= pool.health_interval());
+            let Some(every) = pool.health_interval() else {
+                continue;
+            };
+            let due = last.get(name).is_none_or(|t| t.elapsed() >= every);
             if due {
                 last.insert(name.clone(), Instant::now());
                 let pool = pool.clone();

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use arc_swap::ArcSwap;
 
@@ -53,9 +53,9 @@ pub struct Policy {
     /// The routes, indexed for matching.
     pub routes: crate::routing::Table,
     pub generation: u64,
-    /// Each route's metric series, by route index; one more, last, for
-    /// requests no route matched.
-    pub metrics: Vec<RouteMetrics>,
+    /// Each route's metric series, by route index, made at its first
+    /// request (20,000 routes' series cost more than the rest of a build).
+    metrics: Vec<OnceLock<RouteMetrics>>,
     /// The text of the file this policy was read from.
     pub source: crate::config::Source,
 }
@@ -78,19 +78,7 @@ impl Policy {
             },
         )?;
         let routes = crate::routing::Table::new(&config.routes);
-        let mut metrics: Vec<RouteMetrics> = config
-            .routes
-            .iter()
-            .map(|route| {
-                let limits: Vec<&str> = config
-                    .route_limits(route)
-                    .iter()
-                    .map(|l| l.name.as_str())
-                    .collect();
-                RouteMetrics::new(&route.name, &limits)
-            })
-            .collect();
-        metrics.push(RouteMetrics::new("none", &[]));
+        let metrics = config.routes.iter().map(|_| OnceLock::new()).collect();
         Ok(Policy {
             config,
             verifier: material.verifier,
@@ -109,8 +97,17 @@ impl Policy {
 impl Policy {
     /// The metric series of a route (`None`: no route matched).
     pub fn route_metrics(&self, route: Option<usize>) -> &RouteMetrics {
-        let none = self.metrics.len() - 1;
-        &self.metrics[route.unwrap_or(none).min(none)]
+        static NONE: LazyLock<RouteMetrics> = LazyLock::new(|| RouteMetrics::new("none", &[]));
+        let Some((series, route)) =
+            route.and_then(|i| Some((self.metrics.get(i)?, &self.config.routes[i])))
+        else {
+            return &NONE;
+        };
+        series.get_or_init(|| {
+            let limits = self.config.route_limits(route);
+            let limits: Vec<&str> = limits.iter().map(|l| l.name.as_str()).collect();
+            RouteMetrics::new(&route.name, &limits)
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! that gains its first usable endpoint or loses its last (its routes move
 //! between a pool and `503`) builds, as does any other change.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::watch::Cache;
 use crate::import::{Binding, Guard, NoTargets, Object, Services};
@@ -75,9 +75,28 @@ impl Endpoints {
             return false;
         }
         let dirty = cache.take_dirty();
+        self.apply_to(&dirty, cache, shared)
+    }
+
+    /// The same while a build is under way (its snapshot taken): the
+    /// policy in force follows its endpoints meanwhile, and the changed
+    /// Services stay marked, to be applied to the new policy when it is
+    /// in force (it was built from the older snapshot).
+    pub fn apply_meanwhile(&mut self, cache: &Cache, shared: &Shared) {
+        if self.others == Some(cache.others()) {
+            self.apply_to(&cache.dirty(), cache, shared);
+        }
+    }
+
+    fn apply_to(
+        &mut self,
+        dirty: &HashSet<(String, String)>,
+        cache: &Cache,
+        shared: &Shared,
+    ) -> bool {
         let policy = shared.policy.load();
         let mut moved = Vec::new();
-        for service in &dirty {
+        for service in dirty {
             let Some(bindings) = self.by_service.get(service) else {
                 continue;
             };

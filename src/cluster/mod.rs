@@ -16,19 +16,19 @@ mod events;
 pub mod gateway;
 mod gateway_status;
 mod merge;
+mod named;
 mod origins;
 mod pod;
 mod status;
 mod watch;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
 use crate::config::Kubernetes;
 use crate::k8s::Kind;
@@ -149,7 +149,11 @@ async fn run(
     for w in watches {
         tokio::spawn(w.run(client.clone(), cache.clone()));
     }
-    let mut named = NamedWatches::default();
+    let mut named = named::Named::start(
+        client.clone(),
+        cache.clone(),
+        !settings.namespaces.is_empty(),
+    );
     let (publisher, recorder) = writers(&client, pod, &settings);
     let mut composer = Some(Composer::new(settings, base.clone()));
     let mut in_place = endpoints::Endpoints::default();
@@ -161,20 +165,23 @@ async fn run(
         if !base_changed && synced && in_place.apply(&cache, &shared) {
             continue;
         }
-        quiet_spell(&cache, &controller).await;
+        quiet_spell(&cache, &controller, &mut in_place, &shared).await;
         if !cache.synced(names.iter().map(String::as_str)) {
             continue;
         }
-        let (objects, others) = watch_named(composer.as_ref(), &mut named, &client, &cache).await;
+        let begun = Instant::now();
+        let (objects, others) = read_named(composer.as_ref(), &mut named, &cache).await;
         let objects = Arc::new(objects);
-        let started = Instant::now();
+        let mut timing = Timing::new(begun);
         let Some(c) = composer.take() else {
             return;
         };
-        let Some((c, result)) = compose_apart(c, objects.clone()).await else {
+        let build = compose_apart(c, objects.clone());
+        let Some((c, result)) = meanwhile(build, &cache, &mut in_place, &shared).await else {
             return;
         };
         composer = Some(c);
+        timing.composed();
         let Ok(result) = result else {
             METRICS.kube_builds.with_label_values(&["error"]).inc();
             tracing::error!("kubernetes.build_panicked");
@@ -182,23 +189,12 @@ async fn run(
         };
         match result {
             Ok(composed) => {
-                // A build that leaves objects waiting is followed by another,
-                // never by endpoints applied in place.
-                in_place = match composed.retry {
-                    true => {
-                        retry_soon(&cache);
-                        endpoints::Endpoints::default()
-                    }
-                    false => {
-                        let guard = gateway::BaseNames::of(&composed.checked.config).guard;
-                        endpoints::Endpoints::built(&objects, others, composed.bindings, guard)
-                    }
-                };
+                in_place = endpoints_of(&composed, &objects, others, &cache);
                 let served = composed.served.clone();
                 let notes = composed.notes.clone();
                 METRICS.kube_rejected.set(withheld_count(&notes) as i64);
                 let applied = crate::state::put_in_force(&shared, composed.checked, &base).await;
-                built(&shared, applied, started, served.len());
+                built(&shared, applied, timing, served.len());
                 recorder.record(&objects, notes);
                 publisher.publish(served, composed.unserved, composed.statuses);
             }
@@ -213,26 +209,22 @@ async fn run(
 }
 
 /// The objects to build, and their `others` digest, once every Secret and
-/// ConfigMap they name is watched: a snapshot that names one not watched
-/// yet starts its watch, waits for its first list (up to 5 s) and is taken
-/// again (an Ingress that arrived meanwhile is never built without what it
-/// names, and then left so by endpoints applied in place).
-async fn watch_named(
+/// ConfigMap they name is read: a snapshot that names one not read yet
+/// has it read (up to 5 s) and is taken again (an Ingress that arrived
+/// meanwhile is never built without what it names, and then left so by
+/// endpoints applied in place).
+async fn read_named(
     composer: Option<&Composer>,
-    named: &mut NamedWatches,
-    client: &kube::Client,
+    named: &mut named::Named,
     cache: &Arc<Cache>,
 ) -> (Vec<crate::import::Object>, u64) {
     loop {
         let (objects, others) = cache.snapshot();
         let referenced = composer.map(|c| c.referenced(&objects));
-        if !named.update(&referenced.unwrap_or_default(), client, cache) {
+        let Some(generation) = named.want(referenced.unwrap_or_default()) else {
             return (objects, others);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !cache.synced(named.names()) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        };
+        named.settled(generation, Duration::from_secs(5)).await;
     }
 }
 
@@ -253,6 +245,23 @@ async fn compose_apart(
     })
     .await
     .ok()
+}
+
+/// What a build made of endpoints, to apply their changes in place. A
+/// build that leaves objects waiting is followed by another, never by
+/// endpoints applied in place.
+fn endpoints_of(
+    composed: &compose::Composed,
+    objects: &[crate::import::Object],
+    others: u64,
+    cache: &Arc<Cache>,
+) -> endpoints::Endpoints {
+    if composed.retry {
+        retry_soon(cache);
+        return endpoints::Endpoints::default();
+    }
+    let guard = gateway::BaseNames::of(&composed.checked.config).guard;
+    endpoints::Endpoints::built(objects, others, composed.bindings.clone(), guard)
 }
 
 /// How many objects a build withheld.
@@ -296,8 +305,14 @@ async fn changed(cache: &Cache, controller: &Controller) -> bool {
     }
 }
 
-/// Waits for the burst a change started to end.
-async fn quiet_spell(cache: &Cache, controller: &Controller) {
+/// Waits for the burst a change started to end; endpoints that move
+/// meanwhile are applied to the policy in force.
+async fn quiet_spell(
+    cache: &Cache,
+    controller: &Controller,
+    in_place: &mut endpoints::Endpoints,
+    shared: &Shared,
+) {
     let first = Instant::now();
     loop {
         let left = MAX_WAIT.saturating_sub(first.elapsed());
@@ -305,10 +320,59 @@ async fn quiet_spell(cache: &Cache, controller: &Controller) {
             return;
         }
         tokio::select! {
-            _ = cache.changed.notified() => {}
+            _ = cache.changed.notified() => in_place.apply_meanwhile(cache, shared),
             _ = controller.base_changed.notified() => {}
             _ = tokio::time::sleep(QUIET.min(left)) => return,
         }
+    }
+}
+
+/// Awaits `build`, applying endpoints that move meanwhile to the policy
+/// in force (a build at 10,000 Ingresses takes seconds, and a rolling
+/// update stops its old pods in less); a change that came meanwhile wakes
+/// the loop again, which applies it to the new policy or builds.
+async fn meanwhile<T>(
+    build: impl std::future::Future<Output = T>,
+    cache: &Cache,
+    in_place: &mut endpoints::Endpoints,
+    shared: &Shared,
+) -> T {
+    tokio::pin!(build);
+    let mut arrived = false;
+    let out = loop {
+        tokio::select! {
+            out = &mut build => break out,
+            _ = cache.changed.notified() => {
+                arrived = true;
+                in_place.apply_meanwhile(cache, shared);
+            }
+        }
+    };
+    if arrived {
+        cache.changed.notify_one();
+    }
+    out
+}
+
+/// Where a build's time went: taking the snapshot (and reading what it
+/// names), composing the policy, putting it in force.
+struct Timing {
+    begun: Instant,
+    snapshot: Duration,
+    compose: Duration,
+}
+
+impl Timing {
+    fn new(begun: Instant) -> Timing {
+        Timing {
+            begun,
+            snapshot: begun.elapsed(),
+            compose: Duration::ZERO,
+        }
+    }
+
+    fn composed(&mut self) {
+        self.compose = self.begun.elapsed() - self.snapshot;
     }
 }
 
@@ -316,7 +380,7 @@ async fn quiet_spell(cache: &Cache, controller: &Controller) {
 fn built(
     shared: &Shared,
     applied: Result<u64, crate::config::Problems>,
-    started: Instant,
+    timing: Timing,
     ingresses: usize,
 ) {
     match applied {
@@ -325,8 +389,19 @@ fn built(
             METRICS.config_generation.set(generation as i64);
             METRICS.kube_last_sync.set(crate::metrics::unix_now());
             shared.synced.store(true, Ordering::Release);
-            let ms = started.elapsed().as_millis() as u64;
-            tracing::info!(generation, ingresses, ms, "kubernetes.applied");
+            let ms = timing.begun.elapsed().as_millis() as u64;
+            let snapshot_ms = timing.snapshot.as_millis() as u64;
+            let compose_ms = timing.compose.as_millis() as u64;
+            let in_force_ms = ms.saturating_sub(snapshot_ms + compose_ms);
+            tracing::info!(
+                generation,
+                ingresses,
+                ms,
+                snapshot_ms,
+                compose_ms,
+                in_force_ms,
+                "kubernetes.applied"
+            );
         }
         Err(problems) => {
             METRICS.kube_builds.with_label_values(&["error"]).inc();
@@ -334,56 +409,5 @@ fn built(
                 tracing::error!(problem = %line, "kubernetes.build_failed");
             }
         }
-    }
-}
-
-/// One watch per Secret or ConfigMap a served Ingress names, and no other.
-#[derive(Default)]
-struct NamedWatches {
-    running: HashMap<(Kind, String), (String, JoinHandle<()>)>,
-}
-
-impl NamedWatches {
-    /// Starts the watches of newly named objects and ends those of objects
-    /// no longer named; whether any was started.
-    fn update(
-        &mut self,
-        named: &BTreeSet<(Kind, String)>,
-        client: &kube::Client,
-        cache: &Arc<Cache>,
-    ) -> bool {
-        let gone: Vec<(Kind, String)> = self
-            .running
-            .keys()
-            .filter(|key| !named.contains(*key))
-            .cloned()
-            .collect();
-        for key in gone {
-            if let Some((watch, task)) = self.running.remove(&key) {
-                task.abort();
-                cache.forget(&watch);
-            }
-        }
-        let new: Vec<&(Kind, String)> = named
-            .iter()
-            .filter(|key| !self.running.contains_key(*key))
-            .collect();
-        for (kind, id) in &new {
-            let Some((ns, name)) = id.split_once('/') else {
-                continue;
-            };
-            let selector = format!("metadata.name={name}");
-            let mut w = Watch::new(*kind, Some(ns), Some(selector));
-            // Apart from the controller ConfigMap's own watch, even if named.
-            w.name.push_str("#named");
-            let watch = w.name.clone();
-            let task = tokio::spawn(w.run(client.clone(), cache.clone()));
-            self.running.insert((*kind, id.clone()), (watch, task));
-        }
-        !new.is_empty()
-    }
-
-    fn names(&self) -> impl Iterator<Item = &str> {
-        self.running.values().map(|(w, _)| w.as_str())
     }
 }

@@ -482,10 +482,10 @@ mod tests {
             kind: Kind::Ingress.name().into(),
             namespace: ns.into(),
             name: "web".into(),
-            value: serde_json::json!({
+            value: std::sync::Arc::new(serde_json::json!({
                 "metadata": {"creationTimestamp": created},
                 "spec": {"tls": [{"hosts": ["A.example"], "secretName": "tls"}]}
-            }),
+            })),
         };
         let (owner, later) = (
             ingress("shop", "2026-01-01T00:00:00Z"),

@@ -5,8 +5,8 @@
 //! kept as JSON (`DynamicObject`): one the typed API would refuse is kept
 //! too, and the translation withholds it alone. A relist replaces a kind's
 //! objects at once, when it is complete, never leaving half a list.
-//! Secrets are watched one by one, only those a served Ingress names
-//! (`SecretWatches`), so no unrelated Secret is ever held.
+//! Of Secrets and ConfigMaps only those our objects name are held
+//! (`named`), so no unrelated Secret is ever held.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -71,6 +71,11 @@ impl Cache {
         others(&self.held.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// The Services whose EndpointSlices changed since last taken, kept.
+    pub fn dirty(&self) -> HashSet<(String, String)> {
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The Services whose EndpointSlices changed since last asked.
     pub fn take_dirty(&self) -> HashSet<(String, String)> {
         std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|e| e.into_inner()))
@@ -106,13 +111,7 @@ impl Cache {
         watches.all(|w| held.get(w).is_some_and(|h| h.synced))
     }
 
-    /// Forgets a watch's objects (a Secret no Ingress names any more).
-    pub fn forget(&self, watch: &str) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.remove(watch);
-    }
-
-    fn apply(&self, watch: &str, event: Event<DynamicObject>, kind: Kind) {
+    pub fn apply(&self, watch: &str, event: Event<DynamicObject>, kind: Kind) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let h = held.entry(watch.to_string()).or_default();
         let changed = match event {
@@ -220,7 +219,7 @@ fn object(o: DynamicObject, kind: Kind) -> Option<Object> {
         kind: kind.name().to_string(),
         namespace,
         name,
-        value,
+        value: value.into(),
     })
 }
 

@@ -387,6 +387,10 @@ pub struct Upstream {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_interval: Duration,
+    /// Whether targets are checked by TCP connects (`health_check`; off
+    /// for a Kubernetes Service's endpoints, whose readiness the cluster
+    /// checks).
+    pub health_check: bool,
     /// Where the pool is written (`upstreams.NAME`).
     pub place: Place,
 }

@@ -158,6 +158,7 @@ pub const UPSTREAM: &[&str] = &[
     "connect_timeout",
     "read_timeout",
     "health_check_interval",
+    "health_check",
 ];
 pub const BUCKET: &[&str] = &["capacity", "rate"];
 pub const LIMIT: &[&str] = &[

@@ -149,6 +149,9 @@ pub fn upstream(
         tls: protocol.tls(verify),
         protocol: protocol.wire(),
         connect_timeout: connect_timeout(draft),
+        // Endpoints come and go with their readiness; a TCP check of
+        // each (10,000 pools in a large cluster) would only add load.
+        health_check: !draft.options.cluster,
     };
     let name = pool(draft, name, node);
     if draft.options.cluster {

@@ -180,10 +180,7 @@ pub fn targets(
             continue;
         };
         for ep in endpoints {
-            let condition = |key: &str| {
-                ep.pointer(&format!("/conditions/{key}"))
-                    .and_then(Value::as_bool)
-            };
+            let condition = |key: &str| ep.get("conditions")?.get(key)?.as_bool();
             // The API's rule: an unset `ready` or `serving` means true.
             let is_ready = condition("ready").unwrap_or(true);
             let is_serving = condition("serving").unwrap_or(is_ready);

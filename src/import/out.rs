@@ -80,6 +80,7 @@ keys! {
         Sni = "sni",
         Protocol = "protocol",
         ConnectTimeout = "connect_timeout",
+        HealthCheck = "health_check",
     }
 }
 
@@ -386,6 +387,9 @@ pub struct Pool {
     pub tls: Option<PoolTls>,
     pub protocol: Option<Wire>,
     pub connect_timeout: String,
+    /// False for a Service's endpoints (the cluster checks their
+    /// readiness): written only then.
+    pub health_check: bool,
 }
 
 /// A TLS pool's `tls: true` and how its certificate is checked.
@@ -421,6 +425,9 @@ impl Pool {
         });
         f.maybe(PoolKey::Protocol, wire);
         f.put(PoolKey::ConnectTimeout, self.connect_timeout.as_str());
+        if !self.health_check {
+            f.put(PoolKey::HealthCheck, false);
+        }
         f.node()
     }
 }

@@ -27,7 +27,8 @@ pub fn rule_host(rule: &Value) -> Option<String> {
 
 /// Every rule path of an Ingress as (host, path, pathType, backend), and
 /// its defaultBackend as a catch-all (path "", pathType `routes::DEFAULT_BACKEND`).
-pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
+pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, &Value)> {
+    static NONE: Value = Value::Null;
     let mut out = Vec::new();
     if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
         for rule in rules {
@@ -39,7 +40,7 @@ pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
                 let path = text(p, &["path"]).unwrap_or_else(|| "/".into());
                 let kind =
                     text(p, &["pathType"]).unwrap_or_else(|| "ImplementationSpecific".into());
-                let backend = p.get("backend").cloned().unwrap_or(Value::Null);
+                let backend = p.get("backend").unwrap_or(&NONE);
                 out.push((host.clone(), path, kind, backend));
             }
         }
@@ -62,7 +63,7 @@ pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, Value)> {
                 host,
                 String::new(),
                 super::routes::DEFAULT_BACKEND.into(),
-                backend.clone(),
+                backend,
             ));
         }
     }

@@ -133,7 +133,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
     paths::regex_lines(draft, ing);
     let first = draft.routes.len();
     for (i, (host, path, kind, backend)) in paths::of(ing).into_iter().enumerate() {
-        let Some(upstream) = backend::upstream(draft, ing, &backend, plan.protocol, &plan.verify)
+        let Some(upstream) = backend::upstream(draft, ing, backend, plan.protocol, &plan.verify)
         else {
             continue;
         };

@@ -316,8 +316,16 @@ impl Pool {
         Ok(())
     }
 
-    pub fn health_interval(&self) -> std::time::Duration {
-        self.upstream.health_interval
+    /// How often its targets are checked; None: never (`health_check: false`).
+    pub fn health_interval(&self) -> Option<std::time::Duration> {
+        self.upstream
+            .health_check
+            .then_some(self.upstream.health_interval)
+    }
+
+    /// Whether its targets are names looked up again (`refresh`).
+    pub fn resolves(&self) -> bool {
+        self.names.is_some()
     }
 }
 
@@ -360,9 +368,11 @@ fn balancer(
 ) -> std::io::Result<LoadBalancer<RoundRobin>> {
     let targets: Vec<String> = targets.collect();
     let mut b = LoadBalancer::try_from_iter(targets.iter().map(String::as_str))?;
-    b.set_health_check(Box::new(SharedTcpCheck(TCP_CHECK.clone())));
-    b.health_check_frequency = Some(upstream.health_interval);
-    b.parallel_health_check = true;
+    if upstream.health_check {
+        b.set_health_check(Box::new(SharedTcpCheck(TCP_CHECK.clone())));
+        b.health_check_frequency = Some(upstream.health_interval);
+        b.parallel_health_check = true;
+    }
     Ok(b)
 }
 

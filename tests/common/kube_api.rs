@@ -276,20 +276,17 @@ impl KubeApi {
 
     /// How many list requests `gvr` has had (pages each count).
     pub fn list_requests(&self, gvr: &str) -> u64 {
-        let counts = &self.shared.store().lists;
-        counts
-            .get(&resources::by_gvr(gvr).gvr())
-            .copied()
-            .unwrap_or(0)
+        count(&self.shared.store().lists, gvr)
     }
 
     /// How many watch requests `gvr` has had.
     pub fn watch_requests(&self, gvr: &str) -> u64 {
-        let counts = &self.shared.store().watches;
-        counts
-            .get(&resources::by_gvr(gvr).gvr())
-            .copied()
-            .unwrap_or(0)
+        count(&self.shared.store().watches, gvr)
+    }
+
+    /// How many GETs of one object of a resource were answered or refused.
+    pub fn get_requests(&self, gvr: &str) -> u64 {
+        count(&self.shared.store().gets, gvr)
     }
 
     /// Every write request received over HTTP, in order.
@@ -344,4 +341,10 @@ async fn accept(
         open.retain(|c| !c.is_finished());
         open.push(task.abort_handle());
     }
+}
+
+/// The requests of `gvr` among `counts` (by resource).
+fn count(counts: &std::collections::HashMap<String, u64>, gvr: &str) -> u64 {
+    let gvr = resources::by_gvr(gvr).gvr();
+    counts.get(&gvr).copied().unwrap_or(0)
 }

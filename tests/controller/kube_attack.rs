@@ -33,7 +33,7 @@ fn object(v: &Value) -> Object {
         kind: s("/kind"),
         namespace: s("/metadata/namespace"),
         name: s("/metadata/name"),
-        value: v.clone(),
+        value: v.clone().into(),
     }
 }
 

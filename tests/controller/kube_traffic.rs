@@ -355,3 +355,74 @@ async fn item_7_a_service_without_a_ready_endpoint_answers_503_until_one_is_read
     .await;
     assert!(served, "not served once ready:\n{}", gw.logs());
 }
+
+/// Issue 41, item 4: the Secrets of twelve TLS Ingresses are read through
+/// one metadata-only watch and one GET each (one watch per Secret cost
+/// two file descriptors each and ran a 10,000-Ingress gateway out of
+/// them); a Secret no Ingress names is never read, nor is its change a
+/// build; a renewed one is read again.
+#[tokio::test]
+async fn named_secrets_come_through_one_watch_and_an_unnamed_one_is_never_read() {
+    let echo = EchoProcess::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "kube");
+    let api = shop_api(&echo.addr);
+    let kc = api.kubeconfig(dir.path());
+    let host = |i: usize| format!("s{i}.example");
+    for i in 0..12 {
+        let serial = format!("{:02X}", 0x10 + i);
+        api.apply(secret_for(
+            &pki,
+            "shop",
+            &format!("s{i}-tls"),
+            &[&host(i)],
+            &serial,
+        ));
+        let mut ing = shop_ingress(&format!("s{i}"), &host(i), "/");
+        ing["spec"]["tls"] =
+            serde_json::json!([{"hosts": [host(i)], "secretName": format!("s{i}-tls")}]);
+        api.apply(ing);
+    }
+    let unnamed = |serial: &str| secret_for(&pki, "shop", "unnamed", &["unnamed.example"], serial);
+    api.apply(unnamed("0E"));
+    let tls = free_addr();
+    let gw = controller(&tls_base(&pki, tls), &kc, "fairgate-0").await;
+    for i in 0..12 {
+        let serial = format!("{:02X}", 0x10 + i);
+        assert_eq!(served_serial(tls, Some(&host(i))), serial, "{}", gw.logs());
+    }
+    assert_eq!(api.watch_requests("v1/secrets"), 1);
+    assert_eq!(api.list_requests("v1/secrets"), 1);
+    assert_eq!(
+        api.get_requests("v1/secrets"),
+        12,
+        "one GET per named Secret"
+    );
+    let builds = |m: &str| metric(m, r#"fairgate_kubernetes_policy_builds_total{result="ok"}"#);
+    let before = builds(&gw.metrics().await);
+
+    // An unnamed Secret changes: not read, no build. Then a named one is
+    // renewed: read once more, built, served.
+    api.apply(unnamed("0F"));
+    api.apply(secret_for(&pki, "shop", "s3-tls", &[&host(3)], "3F"));
+    let renewed = eventually(Duration::from_secs(10), || async {
+        served_serial(tls, Some(&host(3))) == "3F"
+    })
+    .await;
+    assert!(renewed, "{}", gw.logs());
+    assert_eq!(api.get_requests("v1/secrets"), 13);
+    let built = eventually(Duration::from_secs(2), || async {
+        builds(&gw.metrics().await) >= before.map(|b| b + 1.0)
+    })
+    .await;
+    let m = gw.metrics().await;
+    assert!(built, "{m}");
+    assert_eq!(
+        builds(&m),
+        before.map(|b| b + 1.0),
+        "one build, for the renewal"
+    );
+    let held = metric(&m, r#"fairgate_kubernetes_objects{kind="Secret"}"#);
+    assert_eq!(held, Some(12.0), "only the named Secrets are held");
+    assert_eq!(api.watch_requests("v1/secrets"), 1);
+}

@@ -530,6 +530,52 @@ routes:
     assert!(healthy, "the dead target was never skipped");
 }
 
+/// Counts the TCP connections a listener on a free loopback port accepts.
+async fn counting_listener() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            drop(conn);
+        }
+    });
+    (addr, count)
+}
+
+/// `health_check: false` (what the controller writes for a Service's
+/// endpoints, whose readiness Kubernetes checks): the targets are never
+/// probed, while a checked pool beside it is, every 100 ms.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_with_health_check_false_is_never_probed() {
+    let (checked, checks) = counting_listener().await;
+    let (unchecked, probes) = counting_listener().await;
+    let _gw = Policy::new()
+        .sections(&format!(
+            r#"
+upstreams:
+  checked: {{targets: ["{checked}"], health_check_interval: 100ms}}
+  unchecked: {{targets: ["{unchecked}"], health_check_interval: 100ms, health_check: false}}
+routes:
+  - {{name: a, match: {{path_prefix: /a}}, upstream: checked, auth: none}}
+  - {{name: b, match: {{path_prefix: /b}}, upstream: unchecked, auth: none}}
+"#
+        ))
+        .start()
+        .await;
+    let load = std::sync::atomic::Ordering::Relaxed;
+    let checked_thrice =
+        eventually(Duration::from_secs(10), || async { checks.load(load) >= 3 }).await;
+    assert!(
+        checked_thrice,
+        "the checked pool was probed {} times",
+        checks.load(load)
+    );
+    assert_eq!(probes.load(load), 0, "the unchecked pool was probed");
+}
+
 /// Found by the chaos soak: a retry picked its target like a first attempt
 /// (round robin), so under concurrent requests it often went back to the
 /// target that had just refused the connection, before any health check

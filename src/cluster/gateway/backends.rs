@@ -164,12 +164,21 @@ fn resolve(
         b.name,
         if grpc { "_gw_h2c" } else { "_gw" }
     ));
-    let mut fields = vec![("targets".to_string(), Node::strs(targets))];
+    out.bindings.push(binding(Some(name.clone())));
+    Ok(Some((name, endpoints_pool(targets, grpc))))
+}
+
+/// The pool of a Service's endpoints.
+fn endpoints_pool(targets: Vec<String>, grpc: bool) -> Node {
+    // Endpoints come and go with their readiness: no TCP check of each.
+    let mut fields = vec![
+        ("targets".to_string(), Node::strs(targets)),
+        ("health_check".to_string(), Node::Bool(false)),
+    ];
     if grpc {
         fields.push(("protocol".into(), Node::str("h2c")));
     }
-    out.bindings.push(binding(Some(name.clone())));
-    Ok(Some((name, Node::Map(fields))))
+    Node::Map(fields)
 }
 
 /// Whether Service `ns/name` is an ExternalName Service, which would send

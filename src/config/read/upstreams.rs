@@ -65,6 +65,7 @@ pub(super) fn upstreams(
                 connect_timeout: dur(r, "connect_timeout", 1_000),
                 read_timeout: dur(r, "read_timeout", 60_000),
                 health_interval: dur(r, "health_check_interval", 5_000),
+                health_check: flag(r, "health_check", true),
                 place: at.place(),
             },
         );

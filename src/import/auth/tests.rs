@@ -52,7 +52,7 @@ fn an_auth_map_secret_becomes_htpasswd_lines() {
         kind: "Secret".into(),
         namespace: "apps".into(),
         name: "users".into(),
-        value: serde_json::json!({"stringData": {"bob": "{SHA}x", "alice": "$apr1$y"}}),
+        value: serde_json::json!({"stringData": {"bob": "{SHA}x", "alice": "$apr1$y"}}).into(),
     };
     assert_eq!(auth_map(&secret), "alice:$apr1$y\nbob:{SHA}x\n");
 }

@@ -220,7 +220,7 @@ fn resource(
         ("GET", None) if is_true(req.param("watch")) => super::watch::start(shared, req, &t),
         ("GET", None) => list(shared, req, &t),
         ("POST", None) if part == Part::Main => create(shared, req, &t),
-        ("GET", Some(name)) => get(shared, &t, name),
+        ("GET", Some(name)) => get(shared, req, &t, name),
         ("PUT", Some(name)) => update(shared, req, &t, name, part),
         ("PATCH", Some(name)) => patch(shared, req, &t, name, part),
         ("DELETE", Some(name)) if part == Part::Main => delete(shared, &t, name),
@@ -236,11 +236,30 @@ pub fn is_true(flag: &str) -> bool {
     matches!(flag, "1" | "true")
 }
 
-fn get(shared: &Shared, t: &Target, name: &str) -> Result<Reply, ApiError> {
-    let store = shared.store();
+fn get(shared: &Shared, req: &ApiRequest, t: &Target, name: &str) -> Result<Reply, ApiError> {
+    let mut store = shared.store();
+    *store.gets.entry(t.resource.gvr()).or_default() += 1;
     let object = store.get(t.resource, &t.ns, name);
     let object = object.ok_or_else(|| ApiError::not_found(t.resource, name))?;
-    Ok(json_reply(200, object))
+    match metadata_only(req) {
+        true => Ok(json_reply(200, &partial(object))),
+        false => Ok(json_reply(200, object)),
+    }
+}
+
+/// Whether the client asked for metadata only (`Accept:
+/// application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`,
+/// as kube's `Api<PartialObjectMeta<K>>` does).
+pub fn metadata_only(req: &ApiRequest) -> bool {
+    req.header("accept").contains("as=PartialObjectMetadata")
+}
+
+/// An object as a metadata-only answer carries it.
+pub fn partial(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": object["metadata"],
+    })
 }
 
 fn create(shared: &Shared, req: &ApiRequest, t: &Target) -> Result<Reply, ApiError> {
@@ -361,10 +380,20 @@ fn list(shared: &Shared, req: &ApiRequest, t: &Target) -> Result<Reply, ApiError
         metadata["remainingItemCount"] = (items.len() - limit).into();
         items.truncate(limit);
     }
-    let items: Vec<Value> = items.into_iter().map(|(_, o)| o).collect();
     let r = t.resource;
-    let kind = format!("{}List", r.kind);
+    let (kind, api_version, items): (String, String, Vec<Value>) = match metadata_only(req) {
+        true => (
+            "PartialObjectMetadataList".into(),
+            "meta.k8s.io/v1".into(),
+            items.iter().map(|(_, o)| partial(o)).collect(),
+        ),
+        false => (
+            format!("{}List", r.kind),
+            r.api_version(),
+            items.into_iter().map(|(_, o)| o).collect(),
+        ),
+    };
     let body =
-        json!({"kind": kind, "apiVersion": r.api_version(), "metadata": metadata, "items": items});
+        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items});
     Ok(json_reply(200, &body))
 }

@@ -115,6 +115,8 @@ pub struct Store {
     pub compacted: u64,
     pub lists: HashMap<String, u64>,
     pub watches: HashMap<String, u64>,
+    /// GETs of one object, by resource.
+    pub gets: HashMap<String, u64>,
     pub writes: Vec<WriteRequest>,
 }
 

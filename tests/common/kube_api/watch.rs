@@ -40,6 +40,8 @@ struct Watch {
     /// When the next BOOKMARK is due, if they were asked for.
     bookmark: Option<Instant>,
     done: bool,
+    /// Objects as `PartialObjectMetadata` (the client asked so).
+    metadata_only: bool,
 }
 
 fn event(kind: &str, object: &Value) -> Value {
@@ -65,6 +67,7 @@ pub fn start(shared: &Arc<Shared>, req: &ApiRequest, t: &Target) -> Result<Reply
         deadline: Instant::now() + timeout,
         bookmark: bookmarks.then(|| Instant::now() + every),
         done: false,
+        metadata_only: super::http::metadata_only(req),
     };
     // With sendInitialEvents, the current state comes first whatever the
     // resourceVersion, ended by a BOOKMARK marked initial-events-end.
@@ -175,7 +178,10 @@ impl Watch {
 
 async fn next_line(mut w: Watch) -> Option<(Result<Frame<Bytes>, Infallible>, Watch)> {
     loop {
-        if let Some(e) = w.queue.pop_front() {
+        if let Some(mut e) = w.queue.pop_front() {
+            if w.metadata_only && e["type"] != "ERROR" {
+                e["object"] = super::http::partial(&e["object"]);
+            }
             let mut line = serde_json::to_vec(&e).unwrap();
             line.push(b'\n');
             return Some((Ok(Frame::data(Bytes::from(line))), w));
