@@ -413,13 +413,15 @@ fn warn_uncovered_hosts(config: &Config, certs: &Certs, problems: &mut Problems)
     if config.acknowledge.contains("server.tls_host_uncovered") {
         return;
     }
+    let named: std::collections::HashSet<&String> =
+        certs.served().iter().flat_map(|s| &s.names).collect();
     for route in &config.routes {
         let host = match &route.host {
             Some(HostMatch::Exact(h)) => h.clone(),
             Some(HostMatch::Suffix(s)) => format!("*.{}", s.trim_start_matches('.')),
             None => continue,
         };
-        if certs.covers(&host) || certs.served().iter().any(|s| s.names.contains(&host)) {
+        if certs.covers(&host) || named.contains(&host) {
             continue;
         }
         problems.warn(

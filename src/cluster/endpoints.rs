@@ -95,6 +95,8 @@ impl Endpoints {
         shared: &Shared,
     ) -> bool {
         let policy = shared.policy.load();
+        // A Service that needs a build does not hold up the others' moves.
+        let mut applied = true;
         let mut moved = Vec::new();
         for service in dirty {
             let Some(bindings) = self.by_service.get(service) else {
@@ -105,7 +107,7 @@ impl Endpoints {
             for b in bindings {
                 match (&b.pool, targets(&group, b, &self.guard)) {
                     (None, Err(_)) => {}
-                    (None, Ok(_)) | (Some(_), Err(_)) => return false,
+                    (None, Ok(_)) | (Some(_), Err(_)) => applied = false,
                     (Some(pool), Ok(now)) if self.targets.get(pool) != Some(&now) => {
                         moved.push((pool.clone(), now));
                     }
@@ -115,15 +117,17 @@ impl Endpoints {
         }
         for (name, now) in moved {
             let Some(pool) = policy.pools.get(&name) else {
-                return false;
+                applied = false;
+                continue;
             };
             if pool.set_targets(&now).is_err() {
-                return false;
+                applied = false;
+                continue;
             }
             METRICS.kube_endpoint_updates.inc();
             tracing::info!(upstream = %name, targets = now.len(), "kubernetes.endpoints_applied");
             self.targets.insert(name, now);
         }
-        true
+        applied
     }
 }

@@ -8,7 +8,7 @@
 //! exhausted a 1,024 descriptor limit); and no unnamed Secret's data is
 //! ever read or held, only its name and version.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,6 +68,7 @@ impl Named {
             namespaced,
             scopes: Vec::new(),
             fetched: HashMap::new(),
+            absent: HashSet::new(),
         };
         let task = tokio::spawn(reader.run(wanted_rx, settled_tx));
         Named {
@@ -125,26 +126,45 @@ struct Reader {
     scopes: Vec<Scope>,
     /// What the cache holds: (kind, `namespace/name`) → resourceVersion.
     fetched: HashMap<(Kind, String), String>,
+    /// Named, unseen by the watch, and read absent: not read again until
+    /// the watch sees it.
+    absent: HashSet<(Kind, String)>,
 }
 
 impl Reader {
+    /// Reconciles when what is named changes, when a named object's
+    /// version moves or a scope lists, and every `AGAIN` while something
+    /// failed; never for the events of objects no one names.
     async fn run(mut self, mut wanted: watch::Receiver<Wanted>, settled: watch::Sender<u64>) {
         let mut streams: SelectAll<BoxStream<'static, Seen>> = SelectAll::new();
+        let mut now = wanted.borrow_and_update().clone();
+        let (mut due, mut again) = (true, false);
         loop {
-            let now = wanted.borrow_and_update().clone();
-            for (kind, id) in &now.names {
-                if let Some(stream) = self.scope_for(*kind, id) {
-                    streams.push(stream);
+            if due {
+                for (kind, id) in &now.names {
+                    if let Some(stream) = self.scope_for(*kind, id) {
+                        streams.push(stream);
+                    }
                 }
-            }
-            let done = self.reconcile(&now.names).await;
-            if done {
-                settled.send_replace(now.generation);
+                let (listed, failed) = self.reconcile(&now.names).await;
+                // Settled once every scope has listed and every read was
+                // tried: a read that failed is tried again, but does not
+                // hold up the builds of every other change.
+                if listed {
+                    settled.send_replace(now.generation);
+                }
+                again = !listed || failed;
             }
             tokio::select! {
-                Some((i, seen)) = streams.next() => self.seen(i, seen),
-                changed = wanted.changed() => if changed.is_err() { return },
-                _ = tokio::time::sleep(AGAIN), if !done => {}
+                Some((i, seen)) = streams.next() => due = self.seen(i, seen, &now.names),
+                changed = wanted.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    now = wanted.borrow_and_update().clone();
+                    due = true;
+                }
+                _ = tokio::time::sleep(AGAIN), if again => due = true,
             }
         }
     }
@@ -175,8 +195,14 @@ impl Reader {
         Some(stream.map(move |seen| (index, seen)).boxed())
     }
 
-    /// One metadata event into its scope's versions.
-    fn seen(&mut self, index: usize, seen: Result<Event<ObjectMeta>, watcher::Error>) {
+    /// One metadata event into its scope's versions: whether it calls for
+    /// a reconcile (a named object moved, or the scope listed).
+    fn seen(
+        &mut self,
+        index: usize,
+        seen: Result<Event<ObjectMeta>, watcher::Error>,
+        names: &BTreeSet<(Kind, String)>,
+    ) -> bool {
         let scope = &mut self.scopes[index];
         let event = match seen {
             Ok(event) => event,
@@ -184,29 +210,38 @@ impl Reader {
                 let kind = scope.kind.name();
                 METRICS.kube_watch_errors.with_label_values(&[kind]).inc();
                 tracing::warn!(kind, error = %e, "kubernetes.watch_error");
-                return;
+                return false;
             }
         };
         let entry = |m: &ObjectMeta| {
             let id = format!("{}/{}", m.namespace.as_deref()?, m.name.as_deref()?);
             Some((id, m.resource_version.clone().unwrap_or_default()))
         };
+        let named = |id: &String| names.contains(&(scope.kind, id.clone()));
         match event {
-            Event::Apply(m) => scope.versions.extend(entry(&m)),
-            Event::Delete(m) => {
-                if let Some((id, _)) = entry(&m) {
-                    scope.versions.remove(&id);
-                }
+            Event::Apply(m) => entry(&m).is_some_and(|(id, rv)| {
+                let named = named(&id);
+                scope.versions.insert(id, rv);
+                named
+            }),
+            Event::Delete(m) => entry(&m).is_some_and(|(id, _)| {
+                scope.versions.remove(&id);
+                named(&id)
+            }),
+            Event::Init => {
+                scope.relist = Some(HashMap::new());
+                false
             }
-            Event::Init => scope.relist = Some(HashMap::new()),
             Event::InitApply(m) => {
                 if let Some(list) = scope.relist.as_mut() {
                     list.extend(entry(&m));
                 }
+                false
             }
             Event::InitDone => {
                 scope.versions = scope.relist.take().unwrap_or_default();
                 scope.synced = true;
+                true
             }
         }
     }
@@ -226,32 +261,43 @@ impl Reader {
     }
 
     /// Brings the cache to what is named: reads what is new or moved,
-    /// drops what is gone or no longer named. Whether all of it is done.
-    async fn reconcile(&mut self, names: &BTreeSet<(Kind, String)>) -> bool {
-        let mut done = true;
+    /// drops what is gone or no longer named. Whether every scope it
+    /// needs has listed, and whether a read failed (or its version is not
+    /// yet the watch's).
+    async fn reconcile(&mut self, names: &BTreeSet<(Kind, String)>) -> (bool, bool) {
+        let mut listed = true;
         let gone: Vec<(Kind, String)> = self
             .fetched
             .keys()
             .filter(|key| !names.contains(*key))
             .cloned()
             .collect();
-        let mut reads = Vec::new();
-        for (kind, id) in names {
-            match self.version(*kind, id) {
-                Err(()) => done = false,
-                Ok(None) if self.fetched.contains_key(&(*kind, id.clone())) => {
-                    self.drop_held(*kind, id);
-                }
-                Ok(None) => {}
-                Ok(Some(rv)) if self.fetched.get(&(*kind, id.clone())) == Some(rv) => {}
-                Ok(Some(_)) => reads.push((*kind, id.clone())),
-            }
-        }
         for (kind, id) in gone {
             self.drop_held(kind, &id);
         }
+        self.absent.retain(|key| names.contains(key));
+        let mut reads = Vec::new();
+        for key in names {
+            let (kind, id) = key;
+            match self.version(*kind, id) {
+                Err(()) => listed = false,
+                // Not seen by the watch (gone, or not yet seen: the watch
+                // may lag the Ingress that names it): a read says which.
+                Ok(None) if self.absent.contains(key) => {}
+                Ok(None) => reads.push(key.clone()),
+                Ok(Some(rv)) if self.fetched.get(key) == Some(rv) => {}
+                Ok(Some(_)) => reads.push(key.clone()),
+            }
+        }
+        let failed = self.read_all(reads).await;
+        (listed, failed)
+    }
+
+    /// Reads `keys` (a few at once) into the cache: whether any failed, or
+    /// came back at another version than the watch's (read again later).
+    async fn read_all(&mut self, keys: Vec<(Kind, String)>) -> bool {
         let client = &self.client;
-        let read = futures_util::stream::iter(reads)
+        let read = futures_util::stream::iter(keys)
             .map(|(kind, id)| async move {
                 let got = read(client, kind, &id).await;
                 (kind, id, got)
@@ -259,16 +305,22 @@ impl Reader {
             .buffer_unordered(GETS)
             .collect::<Vec<_>>()
             .await;
+        let mut failed = false;
         for (kind, id, got) in read {
             match got {
                 Ok(Some(object)) => {
                     let rv = object.metadata.resource_version.clone().unwrap_or_default();
+                    failed |= self.version(kind, &id) != Ok(Some(&rv));
                     self.cache.apply(&held_as(kind), Event::Apply(object), kind);
+                    self.absent.remove(&(kind, id.clone()));
                     self.fetched.insert((kind, id), rv);
                 }
-                Ok(None) => self.drop_held(kind, &id),
+                Ok(None) => {
+                    self.drop_held(kind, &id);
+                    self.absent.insert((kind, id));
+                }
                 Err(e) => {
-                    done = false;
+                    failed = true;
                     METRICS
                         .kube_watch_errors
                         .with_label_values(&[kind.name()])
@@ -277,7 +329,7 @@ impl Reader {
                 }
             }
         }
-        done
+        failed
     }
 
     fn drop_held(&mut self, kind: Kind, id: &str) {

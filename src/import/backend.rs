@@ -144,14 +144,13 @@ pub fn upstream(
             ing.namespace, draft.options.cluster_domain
         )],
     };
+    let checked = !(draft.options.cluster && addresses(&targets));
     let node = Pool {
         targets,
         tls: protocol.tls(verify),
         protocol: protocol.wire(),
         connect_timeout: connect_timeout(draft),
-        // Endpoints come and go with their readiness; a TCP check of
-        // each (10,000 pools in a large cluster) would only add load.
-        health_check: !draft.options.cluster,
+        health_check: checked,
     };
     let name = pool(draft, name, node);
     if draft.options.cluster {
@@ -160,6 +159,16 @@ pub fn upstream(
             .push(binding(Some(name.clone()), ing, &service, &port));
     }
     Some(Served::Pool(name))
+}
+
+/// Whether every target is an address (a Service's endpoints), not a name:
+/// endpoints come and go with their readiness, and a TCP check of each
+/// (10,000 pools in a large cluster) would only add load. An ExternalName
+/// Service's name is checked as a file's pool is.
+fn addresses(targets: &[String]) -> bool {
+    targets
+        .iter()
+        .all(|t| t.parse::<std::net::SocketAddr>().is_ok())
 }
 
 fn binding(pool: Option<String>, ing: &Object, service: &str, port: &str) -> super::Binding {

@@ -140,7 +140,14 @@ impl Certs {
     /// Whether some certificate names `host` (exactly or by wildcard).
     pub fn covers(&self, host: &str) -> bool {
         let host = normal_name(host);
-        self.by_name.keys().any(|n| covers(n, &host))
+        // As `covers` each name, by look-ups (a controller's 20,000
+        // routes against 500 certificates' names was 10 million calls).
+        self.by_name.contains_key(&host)
+            || host.split_once('.').is_some_and(|(label, parent)| {
+                !label.is_empty()
+                    && label != "*"
+                    && self.by_name.contains_key(&format!("*.{parent}"))
+            })
     }
 
     pub fn served(&self) -> &[Served] {
