@@ -62,8 +62,12 @@ pub const KNOWN: &[&str] = &[
     "cors-max-age",
     "custom-headers",
     "denylist-source-range",
+    "enable-access-log",
     "enable-cors",
     "enable-global-auth",
+    "enable-modsecurity",
+    "enable-owasp-core-rules",
+    "enable-rewrite-log",
     "force-ssl-redirect",
     "limit-burst-multiplier",
     "limit-allowlist",
@@ -91,6 +95,7 @@ pub const KNOWN: &[&str] = &[
     "proxy-ssl-verify",
     "rewrite-target",
     "service-upstream",
+    "ssl-passthrough",
     "ssl-redirect",
     "temporal-redirect",
     "temporal-redirect-code",
@@ -212,8 +217,16 @@ fn unread_aliases(
 fn withhold(lines: &[(String, Verdict)], plan: &mut Plan) {
     // A snippet not fully translated may hold an access rule in any form
     // (`if (...) { return 403; }`, `limit_except`, `deny`): withheld too.
+    // A WAF's rules are access rules; a backend that ends TLS itself
+    // would be broken behind a gateway that ends it first.
     let access = |key: &str| {
-        key.starts_with("auth-") || key.ends_with("source-range") || key.ends_with("snippet")
+        key.starts_with("auth-")
+            || key.ends_with("source-range")
+            || key.ends_with("snippet")
+            || matches!(
+                key,
+                "enable-modsecurity" | "enable-owasp-core-rules" | "ssl-passthrough"
+            )
     };
     let lost: Vec<&str> = lines
         .iter()
@@ -304,7 +317,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
         k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
-        other => unsupported(other),
+        other => unsupported(other, value, draft.options.cluster),
     }
 }
 
@@ -329,9 +342,33 @@ fn backend_protocol(draft: &Draft<'_>, ing: &Object, value: &str, plan: &mut Pla
     Verdict::Mapped(why.into())
 }
 
-/// Why an annotation without a mapping has none.
-fn unsupported(key: &str) -> Verdict {
+/// Why an annotation without a mapping has none (or why it needs none).
+fn unsupported(key: &str, value: &str, cluster: bool) -> Verdict {
     match key {
+        "enable-modsecurity" | "enable-owasp-core-rules" | "ssl-passthrough" if !go_bool(value) => {
+            Verdict::Mapped("off: nothing to do".into())
+        }
+        // Withheld (`withhold`): an access rule, or a broken backend.
+        "enable-modsecurity" | "enable-owasp-core-rules" => Verdict::Unsupported(
+            "fairgate has no web application firewall: served without it, its paths would lose \
+             the rules that guarded them"
+                .into(),
+        ),
+        "ssl-passthrough" => Verdict::Unsupported(
+            "TLS passthrough is not built: fairgate would end the TLS the backend expects to end".into(),
+        ),
+        "enable-access-log" | "enable-rewrite-log" => Verdict::Approximated(
+            "fairgate's access log is one per process (the log level says what it writes); \
+             there is no switch per Ingress"
+                .into(),
+        ),
+        "load-balance" | "upstream-hash-by" | "affinity" | "affinity-mode" if cluster => {
+            Verdict::Unsupported(
+                "the pool's endpoints take requests in turn (round robin); the choice of \
+                 endpoint by algorithm, key or cookie is not built yet"
+                    .into(),
+            )
+        }
         "load-balance" | "upstream-hash-by" | "affinity" | "affinity-mode" => Verdict::Unsupported(
             "a pool's one target is the Service's address, which kube-proxy balances; \
              the choice of endpoint by algorithm, key or cookie is lost"

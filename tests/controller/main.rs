@@ -28,4 +28,5 @@ mod kube_controller;
 mod kube_doors;
 mod kube_scale;
 mod kube_traffic;
+mod migration_parity;
 mod third_attack;

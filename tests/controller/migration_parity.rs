@@ -1,0 +1,73 @@
+//! Issue 42, migration parity: what ingress-nginx Ingresses ask for that
+//! fairgate must either serve or refuse out loud. Each test writes the
+//! tenant's Ingress with the real `kubectl` and speaks HTTP to a real
+//! controller process.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::cluster::*;
+use common::*;
+use serde_json::{json, Value};
+
+const P: &str = "nginx.ingress.kubernetes.io";
+
+fn with_annotation(name: &str, host: &str, key: &str, value: &str) -> Value {
+    let mut ing = shop_ingress(name, host, "/");
+    ing["metadata"]["annotations"] = json!({format!("{P}/{key}"): value});
+    ing
+}
+
+/// Whether a Warning Event of `reason` on `shop/name` says `text`, within 10 s.
+fn warned(api: &common::kube_api::KubeApi, name: &str, reason: &str, text: &str) -> bool {
+    api.wait_for(Duration::from_secs(10), |api| {
+        api.list("v1/events", "shop").iter().any(|e| {
+            e["involvedObject"]["name"] == name
+                && e["type"] == "Warning"
+                && e["reason"] == reason
+                && e["message"].as_str().is_some_and(|m| m.contains(text))
+        })
+    })
+}
+
+async fn status(gw: &Gateway, host: &str) -> u16 {
+    let r = client().get(gw.url("/")).header("host", host).send().await;
+    r.map_or(0, |r| r.status().as_u16())
+}
+
+/// An Ingress guarded by ingress-nginx's ModSecurity WAF, or one whose
+/// backend ends TLS itself (`ssl-passthrough`), is withheld with an Event
+/// naming the annotation: served without its WAF it would lose its rules
+/// silently, and served with TLS ended it would be broken (SPEC §10). The
+/// same annotations set to "false" change nothing, and those Ingresses are
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waf_or_passthrough_ingress_is_withheld_and_false_is_no_op() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("waf", "waf.lab", "enable-modsecurity", "true"),
+        ("crs", "crs.lab", "enable-owasp-core-rules", "true"),
+        ("pass", "pass.lab", "ssl-passthrough", "true"),
+        ("nowaf", "nowaf.lab", "enable-modsecurity", "false"),
+        ("nopass", "nopass.lab", "ssl-passthrough", "false"),
+    ];
+    for (name, host, key, value) in cases {
+        api.apply(with_annotation(name, host, key, value));
+    }
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    for (name, _, key, value) in &cases[..3] {
+        let why = format!("{key} did not carry over");
+        assert!(
+            warned(&api, name, "Withheld", &why),
+            "{name} ({key}: {value}): {:#?}",
+            api.list("v1/events", "shop")
+        );
+    }
+    for (name, host, key, value) in cases {
+        let expected = if value == "true" { 404 } else { 200 };
+        assert_eq!(status(&gw, host).await, expected, "{name} ({key}: {value})");
+    }
+}
