@@ -18,6 +18,39 @@ use super::Verdict;
 
 use crate::k8s::Kind;
 
+/// Keys that size nginx's own workers, connections, buffers and hash
+/// tables: nothing of them carries over, and nothing is lost.
+const NGINX_TUNING: &[&str] = &[
+    "enable-multi-accept",
+    "map-hash-bucket-size",
+    "max-worker-connections",
+    "max-worker-open-files",
+    "proxy-headers-hash-bucket-size",
+    "proxy-headers-hash-max-size",
+    "reuse-port",
+    "server-name-hash-bucket-size",
+    "server-name-hash-max-size",
+    "ssl-buffer-size",
+    "variables-hash-bucket-size",
+    "variables-hash-max-size",
+    "worker-cpu-affinity",
+    "worker-processes",
+    "worker-shutdown-timeout",
+];
+
+/// Keys of nginx's access and error logs.
+const NGINX_LOGS: &[&str] = &[
+    "access-log-params",
+    "access-log-path",
+    "disable-access-log",
+    "error-log-level",
+    "error-log-path",
+    "log-format-escape-json",
+    "log-format-escape-none",
+    "log-format-stream",
+    "log-format-upstream",
+];
+
 /// The controller's ConfigMap: its keys become defaults of every route.
 pub fn read(draft: &mut Draft<'_>) {
     let named = |o: &&Object| match &draft.options.configmap {
@@ -143,6 +176,14 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
         "annotations-risk-level" => {
             Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
         }
+        k if NGINX_TUNING.contains(&k) => Verdict::Mapped(
+            "nothing to do: it tunes nginx's own processes, buffers or tables".into(),
+        ),
+        k if NGINX_LOGS.contains(&k) => Verdict::Approximated(
+            "fairgate writes its own access log lines (JSON, one per request); nginx's log \
+             formats and files are not read"
+                .into(),
+        ),
         _ => Verdict::Unsupported("no fairgate equivalent".into()),
     }
 }

@@ -416,7 +416,6 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         format!("store/catalogue-public-storefront-with-a-name-longer-than-fairgate-allows {p}/load-balance"),
         format!("shop/invoices {p}/proxy-ssl-secret"),
         "shop/invoices paths".to_string(),
-        "configmap ingress-nginx/ingress-nginx-controller worker-processes".to_string(),
     ]
     .into_iter()
     .collect();
