@@ -410,6 +410,11 @@ pub enum Balance {
 pub enum HashKey {
     Tenant,
     Header(HeaderName),
+    /// The client's address (after `server.trusted_proxies`).
+    ClientIp,
+    /// The request's path and query, as sent.
+    Uri,
+    Cookie(String),
 }
 
 /// `failures` in a row (connect failures, resets, 5xx answers) take a

@@ -14,7 +14,7 @@ use super::draft::Draft;
 use super::emit::Key;
 use super::manifests::Object;
 pub use super::manifests::{annotation as get, annotations as of};
-use super::out::{EditKey, Redirect, RouteKey, Side};
+use super::out::{Balance, EditKey, Redirect, RouteKey, Side};
 use super::plan::Plan;
 use super::units::{cidrs, go_bool, nginx_size};
 use super::Verdict;
@@ -70,6 +70,7 @@ pub const KNOWN: &[&str] = &[
     "enable-rewrite-log",
     "force-ssl-redirect",
     "limit-burst-multiplier",
+    "load-balance",
     "limit-allowlist",
     "limit-connections",
     "limit-rpm",
@@ -99,6 +100,7 @@ pub const KNOWN: &[&str] = &[
     "ssl-redirect",
     "temporal-redirect",
     "temporal-redirect-code",
+    "upstream-hash-by",
     "upstream-vhost",
     "use-regex",
     "whitelist-source-range",
@@ -317,6 +319,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
         k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
+        "load-balance" | "upstream-hash-by" if draft.options.cluster => balancing(key, value, plan),
         other => unsupported(other, value, draft.options.cluster),
     }
 }
@@ -340,6 +343,66 @@ fn backend_protocol(draft: &Draft<'_>, ing: &Object, value: &str, plan: &mut Pla
         }
     };
     Verdict::Mapped(why.into())
+}
+
+/// `load-balance` and `upstream-hash-by` in the cluster, where a pool's
+/// targets are the Service's endpoints: the pools' `balance`. A hash
+/// (read after `load-balance`, in name order) wins, as in ingress-nginx.
+fn balancing(key: &str, value: &str, plan: &mut Plan) -> Verdict {
+    let value = value.trim();
+    let (balance, verdict) = match (key, value) {
+        ("load-balance", "round_robin") => {
+            (None, Verdict::Mapped("round robin, the default".into()))
+        }
+        ("load-balance", "ewma" | "least_conn") => (
+            Some(Balance::LeastRequests),
+            Verdict::Approximated(
+                "balance: least_requests: of two endpoints drawn at random, the one with fewer \
+                 requests in flight from this gateway (peak EWMA is not built)"
+                    .into(),
+            ),
+        ),
+        ("upstream-hash-by", v) => match hash_key(v) {
+            Some(balance) => {
+                let why = "balance: the same key reaches the same endpoint while it is ready; one \
+                           leaving moves only its own keys (rendezvous, not nginx's ring: a move \
+                           after the switch reshuffles keys once)";
+                (Some(balance), Verdict::Mapped(why.into()))
+            }
+            None => {
+                let why =
+                    "only one of $http_NAME, $cookie_NAME, $remote_addr, $binary_remote_addr \
+                           or $request_uri: requests take the endpoints in turn";
+                return Verdict::Unsupported(why.into());
+            }
+        },
+        (_, v) => return Verdict::Unsupported(format!("{v:?}: round_robin, ewma or least_conn")),
+    };
+    if key == "upstream-hash-by" || plan.balance.is_none() {
+        plan.balance = balance;
+    }
+    verdict
+}
+
+/// The key of `upstream-hash-by` when it is one nginx variable fairgate
+/// hashes by.
+fn hash_key(value: &str) -> Option<Balance> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    };
+    match value {
+        "$remote_addr" | "$binary_remote_addr" => Some(Balance::ClientIp),
+        "$request_uri" => Some(Balance::Uri),
+        v => match (v.strip_prefix("$http_"), v.strip_prefix("$cookie_")) {
+            (Some(h), _) if name_ok(h) => {
+                Some(Balance::Header(h.replace('_', "-").to_ascii_lowercase()))
+            }
+            (_, Some(c)) if name_ok(c) => Some(Balance::Cookie(c.to_string())),
+            _ => None,
+        },
+    }
 }
 
 /// Why an annotation without a mapping has none (or why it needs none).

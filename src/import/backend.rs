@@ -9,7 +9,7 @@ use super::draft::Draft;
 use super::endpoints;
 use super::manifests::{text, Object};
 use super::names;
-use super::out::{Pool, PoolTls, Wire};
+use super::out::{Balance, Pool, PoolTls, Wire};
 use super::Verdict;
 use crate::k8s::Kind;
 
@@ -87,37 +87,10 @@ pub fn upstream(
     backend: &Value,
     protocol: Protocol,
     verify: &Verify,
+    balance: Option<&Balance>,
 ) -> Option<Served> {
     let id = ing.id();
-    // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
-    // `serviceName` and `servicePort` (a number or a port name).
-    let legacy_port = text(backend, &["servicePort"]);
-    let legacy_number = legacy_port.clone().filter(|p| p.parse::<u16>().is_ok());
-    let legacy_name = legacy_port.filter(|p| p.parse::<u16>().is_err());
-    let service = text(backend, &["service", "name"]).or_else(|| text(backend, &["serviceName"]));
-    let Some(service) = service else {
-        let why = "a resource backend (not a Service) has no address to forward to";
-        draft.line(&id, "backend", Verdict::Unsupported(why.into()));
-        return None;
-    };
-    let port = match (
-        text(backend, &["service", "port", "number"]).or(legacy_number),
-        text(backend, &["service", "port", "name"]).or(legacy_name),
-    ) {
-        (Some(n), _) => n,
-        (None, Some(name)) => match service_port(draft, &ing.namespace, &service, &name) {
-            Some(n) => n,
-            None => {
-                let why = format!(
-                    "port {name:?} of Service {}/{service}: give the Service manifest",
-                    ing.namespace
-                );
-                draft.line(&id, "backend", Verdict::Unsupported(why));
-                return None;
-            }
-        },
-        (None, None) => "80".into(),
-    };
+    let (service, port) = service_and_port(draft, ing, backend)?;
     let name = format!(
         "{}-{port}{}",
         names::policy_name(&format!("{}_{service}", ing.namespace)),
@@ -151,6 +124,7 @@ pub fn upstream(
         protocol: protocol.wire(),
         connect_timeout: connect_timeout(draft),
         health_check: checked,
+        balance: balance.cloned(),
     };
     let name = pool(draft, name, node);
     if draft.options.cluster {
@@ -159,6 +133,46 @@ pub fn upstream(
             .push(binding(Some(name.clone()), ing, &service, &port));
     }
     Some(Served::Pool(name))
+}
+
+/// The backend's Service and port (a number; a port name looked up in the
+/// Service), or None with a report line.
+fn service_and_port(
+    draft: &mut Draft<'_>,
+    ing: &Object,
+    backend: &Value,
+) -> Option<(String, String)> {
+    let id = ing.id();
+    // networking.k8s.io/v1 `service: {name, port}`, or v1beta1's
+    // `serviceName` and `servicePort` (a number or a port name).
+    let legacy_port = text(backend, &["servicePort"]);
+    let legacy_number = legacy_port.clone().filter(|p| p.parse::<u16>().is_ok());
+    let legacy_name = legacy_port.filter(|p| p.parse::<u16>().is_err());
+    let service = text(backend, &["service", "name"]).or_else(|| text(backend, &["serviceName"]));
+    let Some(service) = service else {
+        let why = "a resource backend (not a Service) has no address to forward to";
+        draft.line(&id, "backend", Verdict::Unsupported(why.into()));
+        return None;
+    };
+    let port = match (
+        text(backend, &["service", "port", "number"]).or(legacy_number),
+        text(backend, &["service", "port", "name"]).or(legacy_name),
+    ) {
+        (Some(n), _) => n,
+        (None, Some(name)) => match service_port(draft, &ing.namespace, &service, &name) {
+            Some(n) => n,
+            None => {
+                let why = format!(
+                    "port {name:?} of Service {}/{service}: give the Service manifest",
+                    ing.namespace
+                );
+                draft.line(&id, "backend", Verdict::Unsupported(why));
+                return None;
+            }
+        },
+        (None, None) => "80".into(),
+    };
+    Some((service, port))
 }
 
 /// Whether every target is an address (a Service's endpoints), not a name:

@@ -81,6 +81,7 @@ keys! {
         Protocol = "protocol",
         ConnectTimeout = "connect_timeout",
         HealthCheck = "health_check",
+        Balance = "balance",
     }
 }
 
@@ -390,6 +391,32 @@ pub struct Pool {
     /// False for a Service's endpoints (the cluster checks their
     /// readiness): written only then.
     pub health_check: bool,
+    /// How it picks an endpoint, when not round robin (`load-balance`,
+    /// `upstream-hash-by`).
+    pub balance: Option<Balance>,
+}
+
+/// A pool's `balance` other than round robin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Balance {
+    LeastRequests,
+    ClientIp,
+    Uri,
+    Header(String),
+    Cookie(String),
+}
+
+impl Balance {
+    fn node(&self) -> Node {
+        let named = |key: &str, name: &str| Node::Map(vec![(key.into(), Node::str(name))]);
+        match self {
+            Balance::LeastRequests => Node::str("least_requests"),
+            Balance::ClientIp => Node::str("hash_client_ip"),
+            Balance::Uri => Node::str("hash_uri"),
+            Balance::Header(h) => named("hash_header", h),
+            Balance::Cookie(c) => named("hash_cookie", c),
+        }
+    }
 }
 
 /// A TLS pool's `tls: true` and how its certificate is checked.
@@ -428,6 +455,7 @@ impl Pool {
         if !self.health_check {
             f.put(PoolKey::HealthCheck, false);
         }
+        f.maybe(PoolKey::Balance, self.balance.as_ref().map(Balance::node));
         f.node()
     }
 }

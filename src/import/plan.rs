@@ -14,6 +14,8 @@ pub struct Plan {
     pub protocol: Protocol,
     /// How a TLS backend is checked (`proxy-ssl-*`).
     pub verify: Verify,
+    /// How its pools pick an endpoint (`load-balance`, `upstream-hash-by`).
+    pub balance: Option<super::out::Balance>,
     /// `ssl-redirect` when the annotation says it.
     pub ssl_redirect: Option<bool>,
     pub force_ssl_redirect: bool,

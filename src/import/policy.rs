@@ -133,8 +133,14 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
     paths::regex_lines(draft, ing);
     let first = draft.routes.len();
     for (i, (host, path, kind, backend)) in paths::of(ing).into_iter().enumerate() {
-        let Some(upstream) = backend::upstream(draft, ing, backend, plan.protocol, &plan.verify)
-        else {
+        let Some(upstream) = backend::upstream(
+            draft,
+            ing,
+            backend,
+            plan.protocol,
+            &plan.verify,
+            plan.balance.as_ref(),
+        ) else {
             continue;
         };
         let name = format!(

@@ -29,12 +29,25 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         .get(&name)
         .cloned()
         .ok_or_else(|| Error::explain(ErrorType::InternalError, "upstream pool missing"))?;
+    let (client_ip, cookie): (Option<String>, Option<String>);
     let key = match pool.balance() {
         Balance::Hash(HashKey::Tenant) => {
             ctx.identity.as_ref().map(|i| i.tenant.as_str().as_bytes())
         }
         Balance::Hash(HashKey::Header(h)) => {
             session.req_header().headers.get(h).map(|v| v.as_bytes())
+        }
+        Balance::Hash(HashKey::ClientIp) => {
+            client_ip = ctx.client_ip.map(|ip| ip.to_string());
+            client_ip.as_deref().map(str::as_bytes)
+        }
+        Balance::Hash(HashKey::Uri) => {
+            let uri = &session.req_header().uri;
+            uri.path_and_query().map(|pq| pq.as_str().as_bytes())
+        }
+        Balance::Hash(HashKey::Cookie(name)) => {
+            cookie = crate::auth::external::cookie(&session.req_header().headers, name);
+            cookie.as_deref().map(str::as_bytes)
         }
         _ => None,
     };

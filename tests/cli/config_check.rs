@@ -161,7 +161,7 @@ bad_configs! {
         r#"config/bad/upstreams.resolver_invalid.yaml:7:51: upstreams.resolver_invalid: upstreams.api.resolver "dns.internal:53": expected IP:PORT, e.g. 0.0.0.0:8080"#,
     ],
     upstreams_balance_invalid: "config/bad/upstreams.balance_invalid.yaml" => [
-        r#"config/bad/upstreams.balance_invalid.yaml:7:65: upstreams.balance_invalid: upstreams.api.balance "random": must be round_robin, least_requests, hash_tenant or {hash_header: NAME}"#,
+        r#"config/bad/upstreams.balance_invalid.yaml:7:65: upstreams.balance_invalid: upstreams.api.balance "random": must be round_robin, least_requests, hash_tenant, hash_client_ip, hash_uri, {hash_header: NAME} or {hash_cookie: NAME}"#,
     ],
     config_file_missing: "config/bad/config.file_missing.yaml" => [
         r#"config/bad/config.file_missing.yaml:4:41: config.file_missing: server.tls.cert "no-such-cert.pem": no such file config/bad/no-such-cert.pem"#,

@@ -71,3 +71,70 @@ async fn a_waf_or_passthrough_ingress_is_withheld_and_false_is_no_op() {
         assert_eq!(status(&gw, host).await, expected, "{name} ({key}: {value})");
     }
 }
+
+/// `upstream-hash-by: $http_x_user` on an Ingress whose Service has two
+/// pods: each user always reaches the same pod, and sixteen users reach
+/// both; a second Ingress of the same Service without it keeps its own
+/// pool, taking the pods in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_hash_by_keeps_each_user_on_one_pod() {
+    let a = EchoProcess::start_at("127.3.0.1:0".parse().unwrap(), "web-a", "shop");
+    let b = EchoProcess::start_at(
+        std::net::SocketAddr::from(([127, 3, 0, 2], a.addr.port())),
+        "web-b",
+        "shop",
+    );
+    let api = shop_api(&a.addr);
+    api.apply(slice(
+        "shop",
+        "web-1",
+        "web",
+        &[ready(&a.addr), ready(&b.addr)],
+    ));
+    api.apply(with_annotation(
+        "sticky",
+        "sticky.lab",
+        "upstream-hash-by",
+        "$http_x_user",
+    ));
+    api.apply(shop_ingress("plain", "plain.lab", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let c = client();
+    let pods = [&a, &b];
+    let served_by = |host: &'static str, user: String| {
+        let (c, url) = (c.clone(), gw.url("/"));
+        async move {
+            let before: Vec<u64> = pods.iter().map(|p| p.requests()).collect();
+            let r = c
+                .get(url)
+                .header("host", host)
+                .header("x-user", user)
+                .send()
+                .await;
+            assert_eq!(r.unwrap().status(), 200);
+            let after: Vec<u64> = pods.iter().map(|p| p.requests()).collect();
+            (0..2).find(|i| after[*i] != before[*i]).unwrap()
+        }
+    };
+    let mut used = [0, 0];
+    for user in 0..16 {
+        let first = served_by("sticky.lab", format!("user-{user}")).await;
+        used[first] += 1;
+        for _ in 0..3 {
+            assert_eq!(
+                served_by("sticky.lab", format!("user-{user}")).await,
+                first,
+                "user-{user}\n{}",
+                gw.logs()
+            );
+        }
+    }
+    assert!(used[0] > 0 && used[1] > 0, "{used:?}");
+    // Without the annotation: one user, both pods in turn.
+    let mut turns = Vec::new();
+    for _ in 0..4 {
+        turns.push(served_by("plain.lab", "user-0".into()).await);
+    }
+    assert!(turns.contains(&0) && turns.contains(&1), "{turns:?}");
+}

@@ -530,6 +530,58 @@ routes:
     assert!(healthy, "the dead target was never skipped");
 }
 
+/// `upstream-hash-by`'s keys: the client's address (as the trusted proxy
+/// says it), the path and query, a cookie. The same key always reaches the
+/// same target, and sixteen keys reach both.
+#[tokio::test(flavor = "multi_thread")]
+async fn pools_hash_by_client_address_uri_or_cookie() {
+    let (a, b) = (EchoProcess::start(), EchoProcess::start());
+    let gw = Policy::new()
+        .server("trusted_proxies: [127.0.0.1/32]")
+        .sections(&format!(
+            r#"
+upstreams:
+  by_ip: {{targets: ["{a}", "{b}"], balance: hash_client_ip}}
+  by_uri: {{targets: ["{a}", "{b}"], balance: hash_uri}}
+  by_cookie: {{targets: ["{a}", "{b}"], balance: {{hash_cookie: sid}}}}
+routes:
+  - {{name: ip, match: {{path_prefix: /ip}}, upstream: by_ip, auth: none, exempt: true}}
+  - {{name: uri, match: {{path_prefix: /uri}}, upstream: by_uri, auth: none, exempt: true}}
+  - {{name: cookie, match: {{path_prefix: /c}}, upstream: by_cookie, auth: none, exempt: true}}
+"#,
+            a = a.addr,
+            b = b.addr
+        ))
+        .start()
+        .await;
+    let pools = [&a, &b];
+    let c = client();
+    for (kind, path, header) in [
+        ("client address", "/ip".to_string(), "x-forwarded-for"),
+        ("uri", String::new(), ""),
+        ("cookie", "/c".to_string(), "cookie"),
+    ] {
+        let mut used = [0, 0];
+        for key in 0..16 {
+            let (url, name, value) = match kind {
+                "client address" => (path.clone(), header, format!("203.0.113.{key}")),
+                "uri" => (format!("/uri/{key}?q={key}"), "x-unused", String::new()),
+                _ => (path.clone(), header, format!("other=1; sid=s{key}")),
+            };
+            let send = || async {
+                let r = c.get(gw.url(&url)).header(name, &value).send().await;
+                r.unwrap().status().as_u16()
+            };
+            let first = served_by(&pools, send()).await;
+            used[first] += 1;
+            for _ in 0..3 {
+                assert_eq!(served_by(&pools, send()).await, first, "{kind} {key}");
+            }
+        }
+        assert!(used[0] > 0 && used[1] > 0, "{kind}: {used:?}");
+    }
+}
+
 /// Counts the TCP connections a listener on a free loopback port accepts.
 async fn counting_listener() -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

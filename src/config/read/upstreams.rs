@@ -73,18 +73,28 @@ pub(super) fn upstreams(
     out
 }
 
-/// `balance: round_robin | least_requests | hash_tenant | {hash_header: NAME}`.
+/// `balance: round_robin | least_requests | hash_tenant | hash_client_ip |
+/// hash_uri | {hash_header: NAME} | {hash_cookie: NAME}`.
 fn balance(r: &mut Reader<'_>, at: &At<'_>) -> Balance {
-    const HELP: &str = "must be round_robin, least_requests, hash_tenant or {hash_header: NAME}";
+    const HELP: &str = "must be round_robin, least_requests, hash_tenant, hash_client_ip, \
+                        hash_uri, {hash_header: NAME} or {hash_cookie: NAME}";
     if let Some(m) = at.node.as_mapping() {
-        let header = m
-            .iter()
-            .find(|(k, _)| k.as_str() == "hash_header")
-            .and_then(|(_, v)| v.as_scalar())
-            .and_then(|v| HeaderName::from_bytes(v.as_str().as_bytes()).ok());
-        return match (m.len(), header) {
-            (1, Some(h)) => Balance::Hash(HashKey::Header(h)),
-            _ => {
+        let key = match m.iter().next() {
+            Some((k, v)) if m.len() == 1 => v.as_scalar().and_then(|v| {
+                let v = v.as_str();
+                match k.as_str() {
+                    "hash_header" => HeaderName::from_bytes(v.as_bytes())
+                        .ok()
+                        .map(HashKey::Header),
+                    "hash_cookie" if cookie_name(v) => Some(HashKey::Cookie(v.to_string())),
+                    _ => None,
+                }
+            }),
+            _ => None,
+        };
+        return match key {
+            Some(key) => Balance::Hash(key),
+            None => {
                 r.error(at, "upstreams.balance_invalid", HELP);
                 Balance::RoundRobin
             }
@@ -94,12 +104,23 @@ fn balance(r: &mut Reader<'_>, at: &At<'_>) -> Balance {
         Some("round_robin") => Balance::RoundRobin,
         Some("least_requests") => Balance::LeastRequests,
         Some("hash_tenant") => Balance::Hash(HashKey::Tenant),
+        Some("hash_client_ip") => Balance::Hash(HashKey::ClientIp),
+        Some("hash_uri") => Balance::Hash(HashKey::Uri),
         Some(_) => {
             r.error_value(at, "upstreams.balance_invalid", HELP);
             Balance::RoundRobin
         }
         None => Balance::RoundRobin,
     }
+}
+
+/// A cookie name as RFC 6265 allows it (a token: no separators, no
+/// spaces, no controls).
+fn cookie_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
 }
 
 fn passive_health(r: &mut Reader<'_>, at: &At<'_>) -> Option<PassiveHealth> {
