@@ -81,9 +81,11 @@ impl Endpoints {
     /// The same while a build is under way (its snapshot taken): the
     /// policy in force follows its endpoints meanwhile, and the changed
     /// Services stay marked, to be applied to the new policy when it is
-    /// in force (it was built from the older snapshot).
+    /// in force (it was built from the older snapshot). Whatever else
+    /// changed (an Ingress: the build's very cause), these bindings are
+    /// those of the pools in force.
     pub fn apply_meanwhile(&mut self, cache: &Cache, shared: &Shared) {
-        if self.others == Some(cache.others()) {
+        if self.others.is_some() {
             self.apply_to(&cache.dirty(), cache, shared);
         }
     }
