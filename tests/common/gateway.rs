@@ -261,6 +261,16 @@ impl Drop for Gateway {
     }
 }
 
+/// How many requests a memory-bound test sends: `full` with
+/// `FAIRGATE_FULL=1` (the documented full run), `ci` otherwise. The bound
+/// a test asserts is the same per request either way.
+pub fn requests(ci: usize, full: usize) -> usize {
+    match std::env::var("FAIRGATE_FULL").as_deref() {
+        Ok("1") => full,
+        _ => ci,
+    }
+}
+
 pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status

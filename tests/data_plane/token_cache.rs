@@ -149,12 +149,15 @@ async fn a_failed_token_is_checked_again_every_time() {
     assert_eq!(verifications(&gw).await - before, 3.0);
 }
 
-/// 100,000 distinct valid tokens: the cache keeps at most 10,000 of them
-/// and 8 MiB of token text, so after the first 20,000 the gateway's memory
-/// grows by less than 16 MiB (an unbounded cache would add some 40 MiB).
+/// 100,000 distinct valid tokens (40,000 in CI; `FAIRGATE_FULL=1` sends
+/// the 100,000): the cache keeps at most 10,000 of them and 8 MiB of token
+/// text, so after the first 20,000 the gateway's memory grows by less than
+/// 0.2 KiB a token (an unbounded cache adds some 0.5 KiB a token: 40 MiB
+/// over the 80,000; measured bounded: 2.3 MiB).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hundred_thousand_distinct_tokens_stay_bounded() {
     use futures_util::StreamExt;
+    let total = requests(40_000, 100_000);
     let up = Upstream::start().await;
     let gw = start(&up).await;
     let exp = now() + 600;
@@ -179,9 +182,13 @@ async fn a_hundred_thousand_distinct_tokens_stay_bounded() {
     };
     assert_eq!(send(0..20_000).await, 20_000);
     let warm = proc_status_kib(gw.pid(), "VmRSS:");
-    assert_eq!(send(20_000..100_000).await, 80_000);
+    assert_eq!(send(20_000..total).await, total - 20_000);
     let rss = proc_status_kib(gw.pid(), "VmRSS:");
-    println!("distinct tokens: RSS {warm} KiB after 20,000, {rss} KiB after 100,000");
-    assert!(rss < warm + 16 * 1024, "grew from {warm} to {rss} KiB");
+    println!("distinct tokens: RSS {warm} KiB after 20,000, {rss} KiB after {total}");
+    let bound = (total as u64 - 20_000) / 5;
+    assert!(
+        rss < warm + bound,
+        "grew from {warm} to {rss} KiB over {total} tokens"
+    );
     assert!(rss < 128 * 1024, "gateway RSS {rss} KiB is over 128 MiB");
 }
