@@ -384,6 +384,8 @@ pub struct Upstream {
     /// The DNS server to ask; `None`: the system's configuration.
     pub resolver: Option<SocketAddr>,
     pub balance: Balance,
+    /// A client that got a target's cookie keeps that target (`affinity`).
+    pub affinity: Option<Affinity>,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub health_interval: Duration,
@@ -393,6 +395,40 @@ pub struct Upstream {
     pub health_check: bool,
     /// Where the pool is written (`upstreams.NAME`).
     pub place: Place,
+}
+
+/// Cookie affinity: the first answer to a client sets a cookie naming its
+/// target (signed: a client cannot name one it was not given), and later
+/// requests carrying it go to that target while it is in rotation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    pub cookie: String,
+    pub path: String,
+    pub domain: Option<String>,
+    /// `Max-Age`; none: a session cookie.
+    pub max_age: Option<Duration>,
+    pub same_site: Option<SameSite>,
+    /// `Secure` (always with `SameSite=None`, which browsers require).
+    pub secure: bool,
+    /// A failed attempt moves the client to another target (and cookie);
+    /// otherwise a retry goes to its target again.
+    pub change_on_failure: bool,
+}
+
+/// A cookie name as RFC 6265 allows it (a token: no separators, no
+/// spaces, no controls).
+pub fn cookie_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SameSite {
+    Lax,
+    Strict,
+    None,
 }
 
 /// How a pool picks a target for each request.

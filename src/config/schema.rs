@@ -155,6 +155,7 @@ pub const UPSTREAM: &[&str] = &[
     "resolve_every",
     "resolver",
     "balance",
+    "affinity",
     "connect_timeout",
     "read_timeout",
     "health_check_interval",
@@ -224,6 +225,15 @@ pub const TIMEOUTS: &[&str] = &["connect", "read", "write", "total"];
 pub const SPLIT: &[&str] = &["name", "weight"];
 pub const RETRIES: &[&str] = &["attempts", "retry_on", "on", "methods"];
 pub const PASSIVE_HEALTH: &[&str] = &["failures", "cooldown"];
+pub const AFFINITY: &[&str] = &[
+    "cookie",
+    "path",
+    "domain",
+    "max_age",
+    "same_site",
+    "secure",
+    "change_on_failure",
+];
 pub const CANARY: &[&str] = &[
     "upstream", "tenants", "plans", "percent", "header", "cookie",
 ];
@@ -293,6 +303,7 @@ pub fn paths() -> Vec<String> {
     under("routes[].canary", CANARY);
     under("routes[].retries", RETRIES);
     under("upstreams.<name>.passive_health", PASSIVE_HEALTH);
+    under("upstreams.<name>.affinity", AFFINITY);
     out
 }
 

@@ -18,12 +18,17 @@ use super::out::{Balance, EditKey, Redirect, RouteKey, Side};
 use super::plan::Plan;
 use super::units::{cidrs, go_bool, nginx_size};
 use super::Verdict;
-use super::{auth, cors, headers, limits, nginx, proxy_ssl, retries, streaming, timeouts};
+use super::{
+    affinity, auth, cors, headers, limits, nginx, proxy_ssl, retries, streaming, timeouts,
+};
 
 /// Every annotation the import maps or approximates (without the prefix);
 /// any other is reported `not supported`. docs/migrating-from-ingress-nginx.md
 /// has a row for each (a test holds them together).
 pub const KNOWN: &[&str] = &[
+    "affinity",
+    "affinity-canary-behavior",
+    "affinity-mode",
     "allowlist-source-range",
     "app-root",
     "auth-always-set-cookie",
@@ -69,13 +74,13 @@ pub const KNOWN: &[&str] = &[
     "enable-owasp-core-rules",
     "enable-rewrite-log",
     "force-ssl-redirect",
-    "limit-burst-multiplier",
-    "load-balance",
     "limit-allowlist",
+    "limit-burst-multiplier",
     "limit-connections",
     "limit-rpm",
     "limit-rps",
     "limit-whitelist",
+    "load-balance",
     "permanent-redirect",
     "permanent-redirect-code",
     "proxy-body-size",
@@ -96,6 +101,15 @@ pub const KNOWN: &[&str] = &[
     "proxy-ssl-verify",
     "rewrite-target",
     "service-upstream",
+    "session-cookie-change-on-failure",
+    "session-cookie-conditional-samesite-none",
+    "session-cookie-domain",
+    "session-cookie-expires",
+    "session-cookie-max-age",
+    "session-cookie-name",
+    "session-cookie-path",
+    "session-cookie-samesite",
+    "session-cookie-secure",
     "ssl-passthrough",
     "ssl-redirect",
     "temporal-redirect",
@@ -137,6 +151,7 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     }
     limits::read(draft, ing, &ann, &mut plan, &mut lines);
     cors::read(&ann, &mut plan, &mut lines);
+    affinity::read(draft, &ann, &mut plan, &mut lines);
     retries::read(draft, &ann, &mut plan, &mut lines);
     timeouts::read(draft, &ann, &mut plan, &mut lines);
     let protocol = protocol_of(draft, ing);
@@ -320,7 +335,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
         k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
         "load-balance" | "upstream-hash-by" if draft.options.cluster => balancing(key, value, plan),
-        other => unsupported(other, value, draft.options.cluster),
+        other => unsupported(other, value),
     }
 }
 
@@ -406,7 +421,7 @@ fn hash_key(value: &str) -> Option<Balance> {
 }
 
 /// Why an annotation without a mapping has none (or why it needs none).
-fn unsupported(key: &str, value: &str, cluster: bool) -> Verdict {
+fn unsupported(key: &str, value: &str) -> Verdict {
     match key {
         "enable-modsecurity" | "enable-owasp-core-rules" | "ssl-passthrough" if !go_bool(value) => {
             Verdict::Mapped("off: nothing to do".into())
@@ -425,14 +440,7 @@ fn unsupported(key: &str, value: &str, cluster: bool) -> Verdict {
              there is no switch per Ingress"
                 .into(),
         ),
-        "load-balance" | "upstream-hash-by" | "affinity" | "affinity-mode" if cluster => {
-            Verdict::Unsupported(
-                "the pool's endpoints take requests in turn (round robin); the choice of \
-                 endpoint by algorithm, key or cookie is not built yet"
-                    .into(),
-            )
-        }
-        "load-balance" | "upstream-hash-by" | "affinity" | "affinity-mode" => Verdict::Unsupported(
+        "load-balance" | "upstream-hash-by" => Verdict::Unsupported(
             "a pool's one target is the Service's address, which kube-proxy balances; \
              the choice of endpoint by algorithm, key or cookie is lost"
                 .into(),

@@ -9,7 +9,7 @@ use super::draft::Draft;
 use super::endpoints;
 use super::manifests::{text, Object};
 use super::names;
-use super::out::{Balance, Pool, PoolTls, Wire};
+use super::out::{Affinity, Balance, Pool, PoolTls, Wire};
 use super::Verdict;
 use crate::k8s::Kind;
 
@@ -88,6 +88,7 @@ pub fn upstream(
     protocol: Protocol,
     verify: &Verify,
     balance: Option<&Balance>,
+    affinity: Option<&Affinity>,
 ) -> Option<Served> {
     let id = ing.id();
     let (service, port) = service_and_port(draft, ing, backend)?;
@@ -125,6 +126,7 @@ pub fn upstream(
         connect_timeout: connect_timeout(draft),
         health_check: checked,
         balance: balance.cloned(),
+        affinity: affinity.cloned(),
     };
     let name = pool(draft, name, node);
     if draft.options.cluster {

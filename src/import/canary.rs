@@ -37,7 +37,7 @@ pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
         let verify = Verify::default();
         // A canary whose Service has no ready endpoint takes no share.
         if let Some(backend::Served::Pool(pool)) =
-            backend::upstream(draft, ing, backend, protocol, &verify, None)
+            backend::upstream(draft, ing, backend, protocol, &verify, None, None)
         {
             targets.push((main, pool));
         }

@@ -16,6 +16,7 @@
 //! `report` holds what they all speak (`Options`, `Verdict`, `Line`,
 //! `Imported`); no file of the import uses one that uses it.
 
+mod affinity;
 mod annotations;
 mod auth;
 mod backend;

@@ -82,6 +82,19 @@ keys! {
         ConnectTimeout = "connect_timeout",
         HealthCheck = "health_check",
         Balance = "balance",
+        Affinity = "affinity",
+    }
+}
+
+keys! {
+    AffinityKey at ["upstreams.<name>.affinity"] {
+        Cookie = "cookie",
+        Path = "path",
+        Domain = "domain",
+        MaxAge = "max_age",
+        SameSite = "same_site",
+        Secure = "secure",
+        ChangeOnFailure = "change_on_failure",
     }
 }
 
@@ -394,6 +407,38 @@ pub struct Pool {
     /// How it picks an endpoint, when not round robin (`load-balance`,
     /// `upstream-hash-by`).
     pub balance: Option<Balance>,
+    /// Cookie affinity (`affinity: cookie`).
+    pub affinity: Option<Affinity>,
+}
+
+/// A pool's `affinity`: the cookie and its attributes as the policy
+/// writes them (`same_site` lower case, `max_age` a duration).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Affinity {
+    pub cookie: String,
+    pub path: Option<String>,
+    pub domain: Option<String>,
+    pub max_age: Option<String>,
+    pub same_site: Option<&'static str>,
+    pub secure: bool,
+    pub change_on_failure: bool,
+}
+
+impl Affinity {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(AffinityKey::Cookie, self.cookie.as_str());
+        f.maybe(AffinityKey::Path, self.path.clone());
+        f.maybe(AffinityKey::Domain, self.domain.clone());
+        f.maybe(AffinityKey::MaxAge, self.max_age.clone());
+        f.maybe(AffinityKey::SameSite, self.same_site);
+        f.maybe(AffinityKey::Secure, self.secure.then_some(true));
+        f.maybe(
+            AffinityKey::ChangeOnFailure,
+            self.change_on_failure.then_some(true),
+        );
+        f.node()
+    }
 }
 
 /// A pool's `balance` other than round robin.
@@ -456,6 +501,10 @@ impl Pool {
             f.put(PoolKey::HealthCheck, false);
         }
         f.maybe(PoolKey::Balance, self.balance.as_ref().map(Balance::node));
+        f.maybe(
+            PoolKey::Affinity,
+            self.affinity.as_ref().map(Affinity::node),
+        );
         f.node()
     }
 }
@@ -557,6 +606,7 @@ mod tests {
             texts(AdminKey::ALL, AdminKey::AT),
             texts(StoreKey::ALL, StoreKey::AT),
             texts(PoolKey::ALL, PoolKey::AT),
+            texts(AffinityKey::ALL, AffinityKey::AT),
             texts(LimitKey::ALL, LimitKey::AT),
             texts(BucketKey::ALL, BucketKey::AT),
             texts(ConcurrencyKey::ALL, ConcurrencyKey::AT),

@@ -16,6 +16,8 @@ pub struct Plan {
     pub verify: Verify,
     /// How its pools pick an endpoint (`load-balance`, `upstream-hash-by`).
     pub balance: Option<super::out::Balance>,
+    /// Cookie affinity for its pools (`affinity: cookie`).
+    pub affinity: Option<super::out::Affinity>,
     /// `ssl-redirect` when the annotation says it.
     pub ssl_redirect: Option<bool>,
     pub force_ssl_redirect: bool,

@@ -140,6 +140,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
             plan.protocol,
             &plan.verify,
             plan.balance.as_ref(),
+            plan.affinity.as_ref(),
         ) else {
             continue;
         };

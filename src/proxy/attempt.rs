@@ -14,7 +14,7 @@ use pingora::{ErrorSource, ErrorType};
 
 use super::actions;
 use super::ctx::Ctx;
-use crate::config::{Balance, HashKey, Retries, Timeouts};
+use crate::config::{Affinity, Balance, HashKey, Retries, SameSite, Timeouts};
 use crate::upstream::Pool;
 
 /// The next attempt's peer: its pool, its target and its timeouts.
@@ -56,8 +56,14 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         0 => None,
         _ => ctx.upstream.target,
     };
+    let pinned = pool.affinity().and_then(|a| {
+        let value = crate::auth::external::cookie(&session.req_header().headers, &a.cookie)?;
+        let addr = pool.pinned(&value)?;
+        // A failed attempt moves the client only with `change_on_failure`.
+        (!a.change_on_failure || avoid != Some(addr)).then_some(addr)
+    });
     let mut peer = pool
-        .peer(key, avoid)
+        .peer(key, avoid, pinned)
         .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "no upstream target"))?;
     let upgrade = session
         .is_upgrade_req()
@@ -72,12 +78,40 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
     attempts.started.get_or_insert_with(Instant::now);
     attempts.pool = Some(name);
     attempts.target = peer.address().as_inet().copied();
+    // A client without its target's cookie (none, another pool's, a
+    // target gone or moved from) is given this one's.
+    attempts.cookie = match (pool.affinity(), attempts.target) {
+        (Some(a), Some(addr)) if pinned != Some(addr) => Some(set_cookie(a, &pool.pin(addr))),
+        _ => None,
+    };
     attempts.busy = attempts.target.map(|addr| pool.busy(addr));
     attempts.count += 1;
     if let Some(trace) = ctx.trace.as_mut() {
         trace.upstream_attempt(&session.req_header().method);
     }
     Ok(Box::new(peer))
+}
+
+/// The `Set-Cookie` value that pins a client to the target `value` names.
+fn set_cookie(a: &Affinity, value: &str) -> String {
+    let mut out = format!("{}={value}; Path={}", a.cookie, a.path);
+    if let Some(domain) = &a.domain {
+        out.push_str(&format!("; Domain={domain}"));
+    }
+    if let Some(age) = a.max_age {
+        out.push_str(&format!("; Max-Age={}", age.as_secs()));
+    }
+    out.push_str("; HttpOnly");
+    if a.secure {
+        out.push_str("; Secure");
+    }
+    match a.same_site {
+        Some(SameSite::Lax) => out.push_str("; SameSite=Lax"),
+        Some(SameSite::Strict) => out.push_str("; SameSite=Strict"),
+        Some(SameSite::None) => out.push_str("; SameSite=None"),
+        None => {}
+    }
+    out
 }
 
 /// The route's timeouts over the pool's; an upgrade's idle bound both ways

@@ -155,4 +155,7 @@ pub struct Attempts {
     pub status: Option<u16>,
     /// This request counted in flight at its target (`least_requests`).
     pub busy: Option<crate::upstream::Busy>,
+    /// The affinity cookie the answer sets (`Set-Cookie`), when the
+    /// client did not name the target of the latest attempt.
+    pub cookie: Option<String>,
 }

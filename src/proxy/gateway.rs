@@ -154,6 +154,9 @@ impl ProxyHttp for Gateway {
         }
         response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
         super::authn::set_on_response(ctx, response)?;
+        if let Some(cookie) = ctx.upstream.cookie.take() {
+            response.append_header(http::header::SET_COOKIE, cookie)?;
+        }
         for (name, value) in &ctx.quota {
             if quota::is_quota_list(name) && response.headers.contains_key(name) {
                 let theirs = response.headers.get_all(name).iter().map(|v| v.as_bytes());

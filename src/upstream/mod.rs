@@ -19,7 +19,7 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::WrappedX509;
 use rustls::pki_types::CertificateDer;
 
-use crate::config::{Balance, Config, Upstream, UpstreamProtocol};
+use crate::config::{Affinity, Balance, Config, Upstream, UpstreamProtocol};
 
 pub use names::ResolveError;
 
@@ -53,6 +53,9 @@ pub struct Pool {
     passive: Mutex<HashMap<std::net::SocketAddr, (u32, Option<Instant>)>>,
     /// Requests in flight per target (for `least_requests`).
     busy: Mutex<HashMap<std::net::SocketAddr, u64>>,
+    /// The affinity cookie values of the rotation's targets, made once per
+    /// rotation (a rotation is replaced whole, so its address is its key).
+    pins: Mutex<(usize, Arc<HashMap<String, std::net::SocketAddr>>)>,
 }
 
 /// One request in flight to a target; counted out when dropped.
@@ -117,6 +120,7 @@ impl Pool {
             name: name.to_string(),
             passive: Mutex::new(HashMap::new()),
             busy: Mutex::new(HashMap::new()),
+            pins: Mutex::new((0, Arc::default())),
             balancer: ArcSwap::from_pointee(balancer),
             names,
             resolved: Mutex::new((addrs, next)),
@@ -131,15 +135,49 @@ impl Pool {
         &self.upstream.balance
     }
 
-    /// A target in rotation (healthy, not ejected) by the pool's `balance`
-    /// (`key`: what a hash balance hashes), other than `avoid` (a retry's
-    /// failed target) while another is in rotation; if none is in
-    /// rotation, one anyway, so the client gets a real 502 rather than a
-    /// guess.
+    pub fn affinity(&self) -> Option<&Affinity> {
+        self.upstream.affinity.as_ref()
+    }
+
+    /// The target an affinity cookie's `value` names, if it is one of this
+    /// rotation's (a value is a keyed digest of the pool and the address:
+    /// one not handed out names nothing).
+    pub fn pinned(&self, value: &str) -> Option<std::net::SocketAddr> {
+        let balancer = self.balancer.load();
+        let id = Arc::as_ptr(&balancer) as usize;
+        let mut pins = self.pins.lock().unwrap_or_else(|e| e.into_inner());
+        if pins.0 != id {
+            let targets = balancer.backends().get_backend();
+            let values = targets
+                .iter()
+                .filter_map(|b| b.addr.as_inet().copied())
+                .map(|a| (self.pin(a), a));
+            *pins = (id, Arc::new(values.collect()));
+        }
+        pins.1.get(value).copied()
+    }
+
+    /// The affinity cookie value of `addr`: HMAC-SHA256 of the pool's name
+    /// and the address under the process's key, 128 bits in hex.
+    pub fn pin(&self, addr: std::net::SocketAddr) -> String {
+        let message = format!("{}\0{addr}", self.name);
+        let tag = ring::hmac::sign(affinity_key(), message.as_bytes());
+        tag.as_ref()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// A target in rotation (healthy, not ejected): `pinned` (an affinity
+    /// cookie's) while it is, else by the pool's `balance` (`key`: what a
+    /// hash balance hashes), other than `avoid` (a retry's failed target)
+    /// while another is in rotation; if none is in rotation, one anyway,
+    /// so the client gets a real 502 rather than a guess.
     pub fn peer(
         &self,
         key: Option<&[u8]>,
         avoid: Option<std::net::SocketAddr>,
+        pinned: Option<std::net::SocketAddr>,
     ) -> Option<HttpPeer> {
         let now = Instant::now();
         let out = |b: &pingora::lb::Backend| {
@@ -151,7 +189,13 @@ impl Pool {
         let avoided =
             |b: &pingora::lb::Backend| avoid.is_some() && b.addr.as_inet() == avoid.as_ref();
         let balancer = self.balancer.load();
+        let pin = pinned.and_then(|addr| {
+            let all = balancer.backends().get_backend();
+            let b = all.iter().find(|b| b.addr.as_inet() == Some(&addr))?;
+            (balancer.backends().ready(b) && !out(b)).then(|| b.clone())
+        });
         let backend = match (&self.upstream.balance, key) {
+            _ if pin.is_some() => pin?,
             (Balance::RoundRobin, _) | (Balance::Hash(_), None) => balancer
                 .select_with(b"", 256, |b, healthy| healthy && !out(b) && !avoided(b))
                 .or_else(|| balancer.select_with(b"", 256, |b, healthy| healthy && !out(b)))
@@ -329,6 +373,26 @@ impl Pool {
     }
 }
 
+/// The key affinity cookies are signed with: `FAIRGATE_AFFINITY_KEY` (the
+/// same on every replica, so a cookie one gave is honoured by all), else
+/// one drawn at start (a cookie then holds on this process only).
+fn affinity_key() -> &'static ring::hmac::Key {
+    static KEY: std::sync::OnceLock<ring::hmac::Key> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let secret = match std::env::var("FAIRGATE_AFFINITY_KEY") {
+            Ok(k) if !k.is_empty() => k.into_bytes(),
+            _ => uuid::Uuid::new_v4().as_bytes().repeat(2),
+        };
+        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret)
+    })
+}
+
+/// Whether affinity cookies are signed with a key of the operator's
+/// (`FAIRGATE_AFFINITY_KEY`), so every replica honours every cookie.
+pub fn affinity_key_shared() -> bool {
+    std::env::var("FAIRGATE_AFFINITY_KEY").is_ok_and(|k| !k.is_empty())
+}
+
 /// FNV-1a, then a 64-bit finaliser (FNV's low bits alone are poorly
 /// mixed for keys that differ in their last byte): the same on every
 /// replica and release.
@@ -383,6 +447,17 @@ pub fn build_pools(
     config: &Config,
     roots: &HashMap<String, Vec<CertificateDer<'static>>>,
 ) -> Result<HashMap<String, Arc<Pool>>, (String, PoolError)> {
+    let sticky = config.upstreams.iter().find(|(_, u)| u.affinity.is_some());
+    if let Some((name, _)) = sticky.filter(|_| !affinity_key_shared()) {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            tracing::warn!(
+                upstream = %name,
+                "upstream.affinity_key_local: affinity cookies are signed with a key of this \
+                 process; set FAIRGATE_AFFINITY_KEY on every replica so that all honour them"
+            )
+        });
+    }
     config
         .upstreams
         .iter()

@@ -163,6 +163,10 @@ bad_configs! {
     upstreams_balance_invalid: "config/bad/upstreams.balance_invalid.yaml" => [
         r#"config/bad/upstreams.balance_invalid.yaml:7:65: upstreams.balance_invalid: upstreams.api.balance "random": must be round_robin, least_requests, hash_tenant, hash_client_ip, hash_uri, {hash_header: NAME} or {hash_cookie: NAME}"#,
     ],
+    upstreams_affinity_invalid: "config/bad/upstreams.affinity_invalid.yaml" => [
+        r#"config/bad/upstreams.affinity_invalid.yaml:8:75: upstreams.affinity_invalid: upstreams.api.affinity.cookie "my;cookie": a cookie name has no separators or spaces"#,
+        r#"config/bad/upstreams.affinity_invalid.yaml:8:99: upstreams.affinity_invalid: upstreams.api.affinity.same_site "always": same_site is lax, strict or none"#,
+    ],
     config_file_missing: "config/bad/config.file_missing.yaml" => [
         r#"config/bad/config.file_missing.yaml:4:41: config.file_missing: server.tls.cert "no-such-cert.pem": no such file config/bad/no-such-cert.pem"#,
     ],

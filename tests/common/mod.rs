@@ -16,6 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod browser;
 pub mod check;
 pub mod cluster;
 mod dns;

@@ -72,18 +72,25 @@ async fn a_waf_or_passthrough_ingress_is_withheld_and_false_is_no_op() {
     }
 }
 
+/// Two pods of Deployment `web` (`web-a` at 127.3.`net`.1, `web-b` at .2,
+/// one port), as a Service's endpoints are.
+fn two_pods(net: u8) -> [EchoProcess; 2] {
+    let a = EchoProcess::start_at(
+        std::net::SocketAddr::from(([127, 3, net, 1], 0)),
+        "web-a",
+        "shop",
+    );
+    let at = std::net::SocketAddr::from(([127, 3, net, 2], a.addr.port()));
+    [a, EchoProcess::start_at(at, "web-b", "shop")]
+}
+
 /// `upstream-hash-by: $http_x_user` on an Ingress whose Service has two
 /// pods: each user always reaches the same pod, and sixteen users reach
 /// both; a second Ingress of the same Service without it keeps its own
 /// pool, taking the pods in turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_hash_by_keeps_each_user_on_one_pod() {
-    let a = EchoProcess::start_at("127.3.0.1:0".parse().unwrap(), "web-a", "shop");
-    let b = EchoProcess::start_at(
-        std::net::SocketAddr::from(([127, 3, 0, 2], a.addr.port())),
-        "web-b",
-        "shop",
-    );
+    let [a, b] = two_pods(0);
     let api = shop_api(&a.addr);
     api.apply(slice(
         "shop",
@@ -137,4 +144,107 @@ async fn upstream_hash_by_keeps_each_user_on_one_pod() {
         turns.push(served_by("plain.lab", "user-0".into()).await);
     }
     assert!(turns.contains(&0) && turns.contains(&1), "{turns:?}");
+}
+
+/// A page at `addr` (a pod of its own) that `fetch`es `/cart` six times
+/// one after the other, as a shop's page does, and writes the pods that
+/// answered into `<body data-result=...>`.
+async fn cart_page(addr: std::net::SocketAddr) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let html = r#"<!doctype html><html><body data-result="pending"><script>
+(async () => {
+  const pods = [];
+  for (let i = 0; i < 6; i++) {
+    const r = await fetch("/cart");
+    pods.push((await r.json()).pod);
+  }
+  document.body.setAttribute("data-result", pods.join(","));
+})().catch(e => document.body.setAttribute("data-result", "failed: " + e));
+</script></body></html>"#;
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                html.len()
+            );
+            let _ = s.write_all(answer.as_bytes()).await;
+        }
+    });
+}
+
+/// `affinity: cookie` with ingress-nginx's `session-cookie-*` on an
+/// Ingress whose Service has two pods: a real browser's six requests from
+/// one page all reach one pod, four fresh browsers between them reach both
+/// (each kept on its own), and the cookie carries exactly the attributes
+/// asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cookie_affinity_keeps_a_browser_on_one_pod() {
+    let [a, b] = two_pods(1);
+    let page = std::net::SocketAddr::from(([127, 3, 1, 3], free_addr().port()));
+    cart_page(page).await;
+    let api = shop_api(&a.addr);
+    api.apply(slice(
+        "shop",
+        "web-1",
+        "web",
+        &[ready(&a.addr), ready(&b.addr)],
+    ));
+    backend(&api, "shop", "page", &page);
+    let mut cart = shop_ingress("cart", "shop.lab", "/cart");
+    cart["metadata"]["annotations"] = json!({
+        format!("{P}/affinity"): "cookie",
+        format!("{P}/affinity-mode"): "persistent",
+        format!("{P}/session-cookie-name"): "SHOPID",
+        format!("{P}/session-cookie-max-age"): "3600",
+        format!("{P}/session-cookie-samesite"): "Lax",
+    });
+    api.apply(cart);
+    api.apply(ingress(
+        "shop",
+        "page",
+        Some("fairgate"),
+        "shop.lab",
+        "/page",
+        "page",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let r = client()
+        .get(gw.url("/cart"))
+        .header("host", "shop.lab")
+        .send()
+        .await
+        .unwrap();
+    let set = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    let value = set
+        .split(';')
+        .next()
+        .unwrap()
+        .strip_prefix("SHOPID=")
+        .unwrap();
+    assert_eq!(
+        set,
+        format!("SHOPID={value}; Path=/; Max-Age=3600; HttpOnly; SameSite=Lax")
+    );
+    let url = gw.url("/page").replace("127.0.0.1", "shop.lab");
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let url = url.clone();
+        let pods =
+            tokio::task::spawn_blocking(move || common::browser::page_result(&url, &["shop.lab"]))
+                .await
+                .unwrap();
+        let pods: Vec<&str> = pods.split(',').collect();
+        assert_eq!(pods.len(), 6, "{pods:?}");
+        assert!(
+            pods.iter().all(|p| *p == pods[0] && p.starts_with("web-")),
+            "{pods:?}"
+        );
+        seen.insert(pods[0].to_string());
+    }
+    // Four browsers, round robin between two pods for each new one.
+    assert_eq!(seen.len(), 2, "{seen:?}");
 }

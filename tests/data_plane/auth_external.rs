@@ -360,23 +360,7 @@ fetch("/api/me").then(r => r.text().then(t => document.body.setAttribute("data-r
 /// The DOM headless Chromium ends on after loading `url`, with the test
 /// host names resolved to 127.0.0.1 and a fresh profile (no cookies).
 fn browse(url: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable",
-            "--host-resolver-rules=MAP app.example.test 127.0.0.1, MAP evil.example.test 127.0.0.1",
-            &format!("--user-data-dir={}", profile.path().display()),
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            url,
-        ])
-        .output()
-        .expect("headless Chromium is needed: apt-get install chromium (scripts/deps does)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::browser::browse(url, &["app.example.test", "evil.example.test"])
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -10,6 +10,7 @@ mod common;
 
 mod access_log;
 mod admin_api;
+mod affinity;
 mod auth;
 mod auth_attack;
 mod auth_basic_attack;

@@ -493,28 +493,6 @@ fetch("{gateway}{path}", {{method: "POST", headers: {{"Authorization": "Bearer {
     });
 }
 
-/// What the page at `url` wrote, as headless Chromium ran it.
-fn browser_result(url: &str) -> String {
-    let out = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            url,
-        ])
-        .output()
-        .expect("headless Chromium is needed: apt-get install chromium (scripts/deps does)");
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    dom.split("data-result=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_else(|| panic!("no result in the page: {dom}"))
-        .to_string()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_browser_is_let_through_or_stopped_by_cors() {
     let echo = Upstream::start().await;
@@ -542,7 +520,7 @@ routes:
         ("/refused", "blocked"),
     ] {
         let url = format!("{origin}{path}");
-        let got = tokio::task::spawn_blocking(move || browser_result(&url))
+        let got = tokio::task::spawn_blocking(move || common::browser::page_result(&url, &[]))
             .await
             .unwrap();
         assert_eq!(got, want, "{path}");

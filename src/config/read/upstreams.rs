@@ -59,6 +59,7 @@ pub(super) fn upstreams(
                 balance: f
                     .get("balance")
                     .map_or(Balance::RoundRobin, |b| balance(r, &b)),
+                affinity: f.get("affinity").and_then(|a| affinity(r, &a)),
                 resolver: f
                     .get("resolver")
                     .and_then(|a| socket_addr(r, &a, "upstreams.resolver_invalid")),
@@ -114,13 +115,69 @@ fn balance(r: &mut Reader<'_>, at: &At<'_>) -> Balance {
     }
 }
 
-/// A cookie name as RFC 6265 allows it (a token: no separators, no
-/// spaces, no controls).
-fn cookie_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
+/// `affinity: {cookie: NAME, path, domain, max_age, same_site, secure,
+/// change_on_failure}`.
+fn affinity(r: &mut Reader<'_>, at: &At<'_>) -> Option<Affinity> {
+    let f = r.mapping(at, schema::AFFINITY)?;
+    let text = |r: &mut Reader<'_>, key: &str| f.get(key).and_then(|at| r.string(&at));
+    let cookie = match f.get("cookie") {
+        Some(c) => {
+            let name = r.string(&c)?;
+            if !cookie_name(&name) {
+                r.error_value(
+                    &c,
+                    "upstreams.affinity_invalid",
+                    "a cookie name has no separators or spaces",
+                );
+            }
+            name
+        }
+        None => {
+            missing(r, at, "cookie");
+            return None;
+        }
+    };
+    let path = text(r, "path").unwrap_or_else(|| "/".into());
+    let attribute_ok = |v: &str| v.bytes().all(|b| b.is_ascii_graphic() && b != b';');
+    for (key, value) in [
+        ("path", Some(path.as_str())),
+        ("domain", text(r, "domain").as_deref()),
+    ] {
+        if value.is_some_and(|v| !attribute_ok(v) || (key == "path" && !v.starts_with('/'))) {
+            let at = f.get(key).unwrap_or(at.clone());
+            r.error_value(
+                &at,
+                "upstreams.affinity_invalid",
+                "a cookie path starts with / and has no spaces or ;",
+            );
+        }
+    }
+    let same_site = f
+        .get("same_site")
+        .and_then(|at| match r.string(&at).as_deref() {
+            Some("lax") => Some(SameSite::Lax),
+            Some("strict") => Some(SameSite::Strict),
+            Some("none") => Some(SameSite::None),
+            _ => {
+                r.error_value(
+                    &at,
+                    "upstreams.affinity_invalid",
+                    "same_site is lax, strict or none",
+                );
+                None
+            }
+        });
+    let flag =
+        |r: &mut Reader<'_>, key: &str| f.get(key).and_then(|at| r.bool(&at)).unwrap_or(false);
+    Some(Affinity {
+        cookie,
+        path,
+        domain: text(r, "domain"),
+        max_age: f.get("max_age").and_then(|at| r.positive_duration(&at)),
+        same_site,
+        secure: flag(r, "secure") || same_site == Some(SameSite::None),
+        change_on_failure: flag(r, "change_on_failure"),
+    })
 }
 
 fn passive_health(r: &mut Reader<'_>, at: &At<'_>) -> Option<PassiveHealth> {
