@@ -17,7 +17,11 @@ after round:
 - a 1 GiB upload and a 1 GiB download (curl, `fairgate echo` upstream
   reading or writing it in 64 KiB chunks), fairgate through a route that
   holds a concurrency slot, nginx with `proxy_request_buffering off`:
-  MB/s and server CPU per GiB.
+  MB/s and server CPU per GiB;
+- a compressed download: a quarter of that size of JSON text (a static
+  nginx upstream on CPU 0), gzip level 1 (nginx `gzip on`, HAProxy
+  `compression algo gzip`, fairgate `server.compression`): MB/s of the
+  decoded body, server CPU per decoded GiB.
 
 Appends its section to docs/benchmarks.md (bench.py writes the rest).
 """
@@ -64,8 +68,10 @@ def certificates():
     return out
 
 
-def nginx(port, up, cert=None):
+def nginx(port, up, cert=None, gzip=False):
     tls = f"ssl http2; ssl_certificate {cert[0]}; ssl_certificate_key {cert[1]}" if cert else ""
+    zip_ = ("gzip on; gzip_comp_level 1; gzip_min_length 256; gzip_proxied any; "
+            "gzip_types application/json;") if gzip else ""
     conf = write(f"edge-nginx-{port}.conf", f"""
 worker_processes 1;
 worker_rlimit_nofile {FDS};
@@ -75,6 +81,7 @@ error_log {WORK}/edge-nginx-{port}.err warn;
 events {{ worker_connections {FDS}; }}
 http {{
   access_log off;
+  {zip_}
   keepalive_timeout 300s;
   client_max_body_size 0;
   proxy_request_buffering off;
@@ -86,8 +93,9 @@ http {{
     return start(["nginx", "-c", str(conf)], 1, name=f"edge-nginx-{port}")
 
 
-def haproxy(port, up, cert=None):
+def haproxy(port, up, cert=None, gzip=False):
     tls = f"ssl crt {cert[2]} alpn h2,http/1.1" if cert else ""
+    zip_ = "compression algo gzip\n  compression type application/json" if gzip else ""
     conf = write(f"edge-haproxy-{port}.cfg", f"""
 global
   nbthread 1
@@ -106,12 +114,13 @@ frontend fe
   default_backend be
 backend be
   http-reuse always
+  {zip_}
   server up 127.0.0.1:{up}
 """)
     return start(["haproxy", "-f", str(conf)], 1, name=f"edge-haproxy-{port}")
 
 
-def fairgate(port, up, cert=None, slot=False):
+def fairgate(port, up, cert=None, slot=False, gzip=False):
     listen = f'tls: {{listen: "127.0.0.1:{port}", cert: "{cert[0]}", key: "{cert[1]}"}}' if cert else ""
     plain = f'"127.0.0.1:{free_port() if cert else port}"'
     # In a directory of its own: fairgate watches its config's directory,
@@ -126,6 +135,7 @@ server:
   max_connections: {FDS}
   max_connections_per_ip: {FDS}
   keepalive_timeout: 300s
+  {"compression: {algorithms: [gzip], gzip_level: 1}" if gzip else ""}
   {listen}
 store: {{kind: memory}}
 acknowledge: [store.process_local]
@@ -256,6 +266,54 @@ def transfer(port, pid, direction, payload):
     return {"mb_s": BODY / float(seconds) / 1e6, "cpu_gib": cpu * (1 << 30) / BODY}
 
 
+def static_upstream():
+    """nginx on CPU 0 serving `catalogue.json`: BODY/4 bytes of JSON lines
+    (names, prices, stock; compresses about 5× at gzip level 1)."""
+    site = WORK / "site"
+    site.mkdir(exist_ok=True)
+    size = BODY // 4
+    with open(site / "catalogue.json", "w") as f:
+        i, written = 0, 0
+        while written < size:
+            line = (f'{{"id":{i},"name":"Lamp model {i * 7919 % 10007}","price":{i * 31 % 997}.'
+                    f'{i % 100:02d},"stock":{i * 13 % 211},"tags":["home","light"]}}\n')
+            written += f.write(line)
+            i += 1
+    port = free_port()
+    conf = write("edge-static.conf", f"""
+worker_processes 1;
+daemon off;
+pid {WORK}/edge-static.pid;
+error_log {WORK}/edge-static.err warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  types {{ application/json json; }}
+  sendfile on;
+  server {{ listen 127.0.0.1:{port}; root {site}; }}
+}}""")
+    start(["nginx", "-c", str(conf)], 0, name="edge-static")
+    wait_port(port)
+    return port, (site / "catalogue.json").stat().st_size
+
+
+def compressed(port, pid, size):
+    """The catalogue through the target, gzip asked for, curl on CPU 0 (not
+    decoding): MB/s and server CPU s per GiB, both of the decoded body."""
+    pids = tree(pid)
+    cpu0 = cpu_seconds(pids)
+    cmd = ["taskset", "-c", "0", "curl", "-sS", "--fail", "-H", "Accept-Encoding: gzip",
+           "-o", "/dev/null", "-w", "%{time_total} %{size_download}",
+           f"http://127.0.0.1:{port}/catalogue.json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pids) - cpu0
+    seconds, down = out.split()
+    if int(down) * 2 > size:
+        raise RuntimeError(f"compressed download on {port}: {down} of {size} bytes: not compressed")
+    return {"mb_s": size / float(seconds) / 1e6, "cpu_gib": cpu * (1 << 30) / size,
+            "ratio": size / int(down)}
+
+
 def echo_upstream():
     """`fairgate echo` on CPU 0: reads a whole body, or streams ?bytes=N."""
     port = free_port()
@@ -274,7 +332,7 @@ def started(make, up, cert):
     return port, p
 
 
-def measure(up, certs, echo, payload):
+def measure(up, certs, echo, payload, static):
     """Every measure, targets interleaved round after round; each its runs."""
     runs = {}
 
@@ -293,6 +351,12 @@ def measure(up, certs, echo, payload):
                 size = "1 GiB" if BODY == 1 << 30 else f"{BODY >> 20} MiB"
                 add(f"{direction} ({size})", name, transfer(port, p.pid, direction, payload))
             stop(p)
+            if name != "bare Pingora":
+                gz = lambda port, up, cert: make(port, up, cert, gzip=True)  # noqa: E731
+                port, p = started(gz, static[0], None)
+                label = f"gzip download ({static[1] >> 20} MiB of JSON, level 1)"
+                add(label, name, compressed(port, p.pid, static[1]))
+                stop(p)
             if not tls_targets:
                 continue
             for kind in ("ecdsa", "rsa"):
@@ -325,7 +389,7 @@ def section(runs):
              "| Row | Target | per second | server CPU µs each | ×nginx (per-core rate) | ×HAProxy |",
              "|---|---|---:|---:|---:|---:|"]
     rows = sorted({r for r, _ in runs}, key=lambda r: (r.startswith("idle"), r))
-    bodies = [r for r in rows if r.startswith(("upload", "download"))]
+    bodies = [r for r in rows if r.startswith(("upload", "download", "gzip download"))]
     rows = [r for r in rows if r not in bodies]
     for row in rows:
         if row.startswith("idle"):
@@ -351,7 +415,10 @@ def section(runs):
                 lines.append(f"| {row} | {target} | {med(vals):,.1f} | {ratios} |")
     lines += ["", "Bodies: plain HTTP/1.1, curl on CPU 0, `fairgate echo` upstream; fairgate's "
               "route holds a concurrency slot (memory store); nginx streams "
-              "(`proxy_request_buffering off`, `proxy_max_temp_file_size 0`).", "",
+              "(`proxy_request_buffering off`, `proxy_max_temp_file_size 0`). The gzip "
+              "download: a static nginx upstream on CPU 0, curl asking for gzip and not "
+              "decoding; MB/s and CPU are of the decoded body (HAProxy's gzip is libslz, "
+              "whose level is fixed).", "",
               "| Transfer | Target | MB/s | server CPU s per GiB | ×nginx MB/s | ×HAProxy MB/s |",
               "|---|---|---:|---:|---:|---:|"]
     for row in bodies:
@@ -378,8 +445,9 @@ def main():
     payload = WORK / "body.bin"
     with open(payload, "wb") as f:
         f.truncate(BODY)
+    static = static_upstream()
     try:
-        runs = measure(up, certs, echo, payload)
+        runs = measure(up, certs, echo, payload, static)
     finally:
         for p in bench.procs:
             stop(p)

@@ -122,10 +122,15 @@ fn methods(base: &mut MarkedMappingNode, cluster: &MarkedMappingNode, clashes: &
 }
 
 /// The controller ConfigMap's server-wide settings the import makes (the
-/// address allow and deny lists, underscores in header names), each where
+/// address allow and deny lists, underscores in header names, compression), each where
 /// the base does not set its own: the base's value wins.
 fn server_settings(base: &mut MarkedMappingNode, cluster: &MarkedMappingNode) {
-    const KEYS: [&str; 3] = ["allow_cidrs", "deny_cidrs", "allow_underscores_in_headers"];
+    const KEYS: [&str; 4] = [
+        "allow_cidrs",
+        "deny_cidrs",
+        "allow_underscores_in_headers",
+        "compression",
+    ];
     let Some(theirs) = cluster.get_mapping("server") else {
         return;
     };

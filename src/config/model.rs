@@ -186,6 +186,41 @@ pub struct Server {
     pub http2: Http2,
     /// Address rules for every route (a route's own apply too).
     pub addresses: AddressRules,
+    /// Answers compressed for clients that ask (`server.compression`).
+    pub compression: Option<Compression>,
+}
+
+/// `server.compression`: which codings, in the gateway's order of
+/// preference, at which levels, for which types and lengths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compression {
+    pub codings: Vec<Coding>,
+    pub gzip_level: u32,
+    pub brotli_level: u32,
+    pub zstd_level: u32,
+    /// Answers whose `Content-Length` is below this pass as they are.
+    pub min_length: u64,
+    /// Media types compressed (lower case, no parameters); `*` any,
+    /// `text/*` a whole top-level type.
+    pub types: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coding {
+    Gzip,
+    Brotli,
+    Zstd,
+}
+
+impl Coding {
+    /// Its `Content-Encoding` token.
+    pub fn token(self) -> &'static str {
+        match self {
+            Coding::Gzip => "gzip",
+            Coding::Brotli => "br",
+            Coding::Zstd => "zstd",
+        }
+    }
 }
 
 /// `server.escaped_slashes`, like Envoy's `path_with_escaped_slashes_action`.

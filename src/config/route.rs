@@ -122,6 +122,9 @@ pub struct Actions {
     pub split: Vec<(String, u32)>,
     pub canary: Option<Canary>,
     pub retries: Option<Retries>,
+    /// `compression: false`: answers pass as the upstream sent them,
+    /// whatever `server.compression` says.
+    pub no_compression: bool,
 }
 
 /// Another target after a failed attempt, before any response byte:

@@ -62,6 +62,7 @@ pub const SERVER: &[&str] = &[
     "ipv6_prefix",
     "proxy_protocol",
     "http2",
+    "compression",
     "allow_cidrs",
     "deny_cidrs",
     "limit_exempt_cidrs",
@@ -206,6 +207,7 @@ pub const ROUTE: &[&str] = &[
     "upstreams",
     "canary",
     "retries",
+    "compression",
 ];
 pub const ROUTE_MATCH: &[&str] = &[
     "host",
@@ -225,6 +227,14 @@ pub const TIMEOUTS: &[&str] = &["connect", "read", "write", "total"];
 pub const SPLIT: &[&str] = &["name", "weight"];
 pub const RETRIES: &[&str] = &["attempts", "retry_on", "on", "methods"];
 pub const PASSIVE_HEALTH: &[&str] = &["failures", "cooldown"];
+pub const COMPRESSION: &[&str] = &[
+    "algorithms",
+    "gzip_level",
+    "brotli_level",
+    "zstd_level",
+    "min_length",
+    "types",
+];
 pub const AFFINITY: &[&str] = &[
     "cookie",
     "path",
@@ -304,6 +314,7 @@ pub fn paths() -> Vec<String> {
     under("routes[].retries", RETRIES);
     under("upstreams.<name>.passive_health", PASSIVE_HEALTH);
     under("upstreams.<name>.affinity", AFFINITY);
+    under("server.compression", COMPRESSION);
     out
 }
 

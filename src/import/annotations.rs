@@ -151,8 +151,8 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     }
     limits::read(draft, ing, &ann, &mut plan, &mut lines);
     cors::read(&ann, &mut plan, &mut lines);
-    affinity::read(draft, &ann, &mut plan, &mut lines);
     retries::read(draft, &ann, &mut plan, &mut lines);
+    affinity::read(draft, ing, &ann, &mut plan, &mut lines);
     timeouts::read(draft, &ann, &mut plan, &mut lines);
     let protocol = protocol_of(draft, ing);
     proxy_ssl::read(draft, &ing.namespace, protocol, &ann, &mut plan, &mut lines);

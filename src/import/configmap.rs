@@ -100,6 +100,11 @@ pub fn read(draft: &mut Draft<'_>) {
         draft.globals.global_auth = method;
         said = lines;
     }
+    let (compression, lines) = super::compression::read(&strings);
+    said.extend(lines);
+    if let Some(c) = compression {
+        draft.server.push(ServerSetting::Compression(c));
+    }
     for (key, value) in &strings {
         let verdict = match said.iter().position(|(k, _)| k == key) {
             Some(at) => said.remove(at).1,

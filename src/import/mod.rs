@@ -22,6 +22,7 @@ mod auth;
 mod backend;
 mod canary;
 mod claims;
+mod compression;
 mod configmap;
 mod controller;
 mod cors;

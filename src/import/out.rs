@@ -37,6 +37,17 @@ keys! {
         AllowUnderscoresInHeaders = "allow_underscores_in_headers",
         AllowCidrs = "allow_cidrs",
         DenyCidrs = "deny_cidrs",
+        Compression = "compression",
+    }
+}
+
+keys! {
+    CompressionKey at ["server.compression"] {
+        Algorithms = "algorithms",
+        GzipLevel = "gzip_level",
+        BrotliLevel = "brotli_level",
+        MinLength = "min_length",
+        Types = "types",
     }
 }
 
@@ -330,6 +341,7 @@ impl Server<'_> {
                 }
                 ServerSetting::AllowCidrs(list) => f.put(ServerKey::AllowCidrs, list.clone()),
                 ServerSetting::DenyCidrs(list) => f.put(ServerKey::DenyCidrs, list.clone()),
+                ServerSetting::Compression(c) => f.put(ServerKey::Compression, c.node()),
             }
         }
         f.node()
@@ -342,6 +354,34 @@ pub enum ServerSetting {
     AllowUnderscoresInHeaders(bool),
     AllowCidrs(Vec<String>),
     DenyCidrs(Vec<String>),
+    Compression(Compression),
+}
+
+/// `server.compression` from the ConfigMap: what it says, the rest the
+/// policy's defaults (which are ingress-nginx's).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Compression {
+    pub algorithms: Vec<&'static str>,
+    pub gzip_level: Option<u32>,
+    pub brotli_level: Option<u32>,
+    pub min_length: Option<u64>,
+    pub types: Option<Vec<String>>,
+}
+
+impl Compression {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        let algorithms: Vec<String> = self.algorithms.iter().map(|a| a.to_string()).collect();
+        f.put(CompressionKey::Algorithms, algorithms);
+        f.maybe(CompressionKey::GzipLevel, self.gzip_level.map(u64::from));
+        f.maybe(
+            CompressionKey::BrotliLevel,
+            self.brotli_level.map(u64::from),
+        );
+        f.maybe(CompressionKey::MinLength, self.min_length);
+        f.maybe(CompressionKey::Types, self.types.clone());
+        f.node()
+    }
 }
 
 /// `server.tls`.
@@ -607,6 +647,7 @@ mod tests {
             texts(StoreKey::ALL, StoreKey::AT),
             texts(PoolKey::ALL, PoolKey::AT),
             texts(AffinityKey::ALL, AffinityKey::AT),
+            texts(CompressionKey::ALL, CompressionKey::AT),
             texts(LimitKey::ALL, LimitKey::AT),
             texts(BucketKey::ALL, BucketKey::AT),
             texts(ConcurrencyKey::ALL, ConcurrencyKey::AT),

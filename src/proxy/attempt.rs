@@ -15,7 +15,7 @@ use pingora::{ErrorSource, ErrorType};
 use super::actions;
 use super::ctx::Ctx;
 use crate::config::{Affinity, Balance, HashKey, Retries, SameSite, Timeouts};
-use crate::upstream::Pool;
+use crate::upstream::{Pins, Pool};
 
 /// The next attempt's peer: its pool, its target and its timeouts.
 pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
@@ -56,12 +56,7 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         0 => None,
         _ => ctx.upstream.target,
     };
-    let pinned = pool.affinity().and_then(|a| {
-        let value = crate::auth::external::cookie(&session.req_header().headers, &a.cookie)?;
-        let addr = pool.pinned(&value)?;
-        // A failed attempt moves the client only with `change_on_failure`.
-        (!a.change_on_failure || avoid != Some(addr)).then_some(addr)
-    });
+    let (pins, pinned, unpin) = pinned(session, ctx, &pool, avoid);
     let mut peer = pool
         .peer(key, avoid, pinned)
         .ok_or_else(|| Error::explain(ErrorType::ConnectNoRoute, "no upstream target"))?;
@@ -75,13 +70,17 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         .map(|total| total.saturating_sub(ctx.started.elapsed()));
     timeouts(&mut peer, &route.actions.timeouts, upgrade, left);
     let attempts = &mut ctx.upstream;
+    attempts.unpinned |= unpin;
     attempts.started.get_or_insert_with(Instant::now);
     attempts.pool = Some(name);
     attempts.target = peer.address().as_inet().copied();
     // A client without its target's cookie (none, another pool's, a
     // target gone or moved from) is given this one's.
-    attempts.cookie = match (pool.affinity(), attempts.target) {
-        (Some(a), Some(addr)) if pinned != Some(addr) => Some(set_cookie(a, &pool.pin(addr))),
+    attempts.cookie = match (pool.affinity(), pins, attempts.target) {
+        (Some(a), Some(pins), Some(addr)) if pinned != Some(addr) => {
+            let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+            pins.value(addr).map(|v| set_cookie(a, v, tls))
+        }
         _ => None,
     };
     attempts.busy = attempts.target.map(|addr| pool.busy(addr));
@@ -92,8 +91,42 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
     Ok(Box::new(peer))
 }
 
-/// The `Set-Cookie` value that pins a client to the target `value` names.
-fn set_cookie(a: &Affinity, value: &str) -> String {
+/// The pool's cookie values (with affinity), the target the client's
+/// cookie names, and whether a failed attempt at it moves the client
+/// (`change_on_failure`) for the rest of the request.
+fn pinned(
+    session: &Session,
+    ctx: &Ctx,
+    pool: &Pool,
+    avoid: Option<std::net::SocketAddr>,
+) -> (Option<Arc<Pins>>, Option<std::net::SocketAddr>, bool) {
+    let (Some(a), false) = (pool.affinity(), ctx.upstream.unpinned) else {
+        return (pool.affinity().map(|_| pool.pins()), None, false);
+    };
+    let pins = pool.pins();
+    let headers = &session.req_header().headers;
+    let pinned = cookies(headers, &a.cookie).find_map(|v| pins.target(v));
+    let moved = a.change_on_failure && pinned.is_some() && pinned == avoid;
+    (Some(pins), pinned.filter(|_| !moved), moved)
+}
+
+/// Every value of cookie `name` the request carries, in order (a browser
+/// sends an older one of another path or domain too).
+fn cookies<'a>(headers: &'a http::HeaderMap, name: &'a str) -> impl Iterator<Item = &'a str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(move |pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            (k == name).then_some(v)
+        })
+}
+
+/// The `Set-Cookie` value that pins a client to the target `value` names;
+/// `Secure` also on a TLS connection, as ingress-nginx does.
+fn set_cookie(a: &Affinity, value: &str, tls: bool) -> String {
     let mut out = format!("{}={value}; Path={}", a.cookie, a.path);
     if let Some(domain) = &a.domain {
         out.push_str(&format!("; Domain={domain}"));
@@ -102,7 +135,7 @@ fn set_cookie(a: &Affinity, value: &str) -> String {
         out.push_str(&format!("; Max-Age={}", age.as_secs()));
     }
     out.push_str("; HttpOnly");
-    if a.secure {
+    if a.secure || tls {
         out.push_str("; Secure");
     }
     match a.same_site {

@@ -43,6 +43,8 @@ pub struct Ctx {
     pub forwarded_path: Option<String>,
     /// The attempts at the upstream.
     pub upstream: Attempts,
+    /// Encodes the answer's body (`server.compression`).
+    pub encoder: Option<crate::proxy::compress::Encoder>,
     /// The request's spans, when traces are on.
     pub trace: Option<Box<crate::telemetry::RequestTrace>>,
     /// What answered the limit decision (`Decision::via`), for the span.
@@ -66,6 +68,7 @@ impl Ctx {
             auth_headers: Vec::new(),
             auth_replaced: Vec::new(),
             auth_set: Vec::new(),
+            encoder: None,
             quota: Vec::new(),
             lease: None,
             decision: Verdict::None,
@@ -158,4 +161,7 @@ pub struct Attempts {
     /// The affinity cookie the answer sets (`Set-Cookie`), when the
     /// client did not name the target of the latest attempt.
     pub cookie: Option<String>,
+    /// The client's pinned target failed and `change_on_failure` moved it
+    /// for the rest of this request.
+    pub unpinned: bool,
 }

@@ -18,7 +18,7 @@ use pingora::{ErrorSource, ErrorType};
 use super::ctx::{Ctx, X_REQUEST_ID};
 use super::headers;
 use super::respond::{self, Deny};
-use super::{access_log, actions, admit, attempt, cors, quota, target};
+use super::{access_log, actions, admit, attempt, compress, cors, quota, target};
 use crate::limit::Answered;
 use crate::state::Shared;
 
@@ -154,7 +154,9 @@ impl ProxyHttp for Gateway {
         }
         response.insert_header(X_REQUEST_ID, ctx.request_id.as_str())?;
         super::authn::set_on_response(ctx, response)?;
-        if let Some(cookie) = ctx.upstream.cookie.take() {
+        // Not on a `100 Continue` or `103 Early Hints`: on the answer.
+        let informational = response.status.is_informational() && response.status != 101;
+        if let Some(cookie) = ctx.upstream.cookie.take_if(|_| !informational) {
             response.append_header(http::header::SET_COOKIE, cookie)?;
         }
         for (name, value) in &ctx.quota {
@@ -166,7 +168,32 @@ impl ProxyHttp for Gateway {
                 response.insert_header(name.clone(), value.as_str())?;
             }
         }
+        let policy = ctx.policy.clone();
+        let compressed = ctx.route().is_some_and(|r| !r.actions.no_compression);
+        if let Some(c) = policy
+            .config
+            .server
+            .compression
+            .as_ref()
+            .filter(|_| compressed)
+        {
+            ctx.encoder = compress::start(c, session.req_header(), response)?;
+        }
         Ok(())
+    }
+
+    /// The answer's body through its encoder, if it is compressed.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<Duration>> {
+        if let Some(encoder) = ctx.encoder.as_mut() {
+            compress::body(encoder, body, end_of_stream)?;
+        }
+        Ok(None)
     }
 
     fn fail_to_connect(

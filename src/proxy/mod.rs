@@ -20,6 +20,7 @@ pub mod admit;
 pub mod attempt;
 pub mod authn;
 pub mod bounds;
+pub mod compress;
 pub mod cors;
 pub mod ctx;
 pub mod edge;

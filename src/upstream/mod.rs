@@ -53,9 +53,10 @@ pub struct Pool {
     passive: Mutex<HashMap<std::net::SocketAddr, (u32, Option<Instant>)>>,
     /// Requests in flight per target (for `least_requests`).
     busy: Mutex<HashMap<std::net::SocketAddr, u64>>,
-    /// The affinity cookie values of the rotation's targets, made once per
-    /// rotation (a rotation is replaced whole, so its address is its key).
-    pins: Mutex<(usize, Arc<HashMap<String, std::net::SocketAddr>>)>,
+    /// The affinity cookie values of a rotation's targets, made at the
+    /// first request that needs them (the rotation is held, so a new one
+    /// is never taken for it).
+    pins: Mutex<Option<Arc<Pins>>>,
 }
 
 /// One request in flight to a target; counted out when dropped.
@@ -120,7 +121,7 @@ impl Pool {
             name: name.to_string(),
             passive: Mutex::new(HashMap::new()),
             busy: Mutex::new(HashMap::new()),
-            pins: Mutex::new((0, Arc::default())),
+            pins: Mutex::new(None),
             balancer: ArcSwap::from_pointee(balancer),
             names,
             resolved: Mutex::new((addrs, next)),
@@ -139,33 +140,27 @@ impl Pool {
         self.upstream.affinity.as_ref()
     }
 
-    /// The target an affinity cookie's `value` names, if it is one of this
-    /// rotation's (a value is a keyed digest of the pool and the address:
-    /// one not handed out names nothing).
-    pub fn pinned(&self, value: &str) -> Option<std::net::SocketAddr> {
-        let balancer = self.balancer.load();
-        let id = Arc::as_ptr(&balancer) as usize;
+    /// The affinity cookie values of the rotation in force, both ways.
+    pub fn pins(&self) -> Arc<Pins> {
+        let balancer = self.balancer.load_full();
         let mut pins = self.pins.lock().unwrap_or_else(|e| e.into_inner());
-        if pins.0 != id {
-            let targets = balancer.backends().get_backend();
-            let values = targets
-                .iter()
-                .filter_map(|b| b.addr.as_inet().copied())
-                .map(|a| (self.pin(a), a));
-            *pins = (id, Arc::new(values.collect()));
+        match pins.as_ref() {
+            Some(p) if Arc::ptr_eq(&p.rotation, &balancer) => p.clone(),
+            _ => {
+                let cookie = self.affinity().map_or("", |a| a.cookie.as_str());
+                let targets = balancer.backends().get_backend();
+                let addrs = targets.iter().filter_map(|b| b.addr.as_inet().copied());
+                let by_addr: HashMap<_, _> = addrs.map(|a| (a, pin(cookie, a))).collect();
+                let by_value = by_addr.iter().map(|(a, v)| (v.clone(), *a)).collect();
+                let made = Arc::new(Pins {
+                    rotation: balancer,
+                    by_value,
+                    by_addr,
+                });
+                *pins = Some(made.clone());
+                made
+            }
         }
-        pins.1.get(value).copied()
-    }
-
-    /// The affinity cookie value of `addr`: HMAC-SHA256 of the pool's name
-    /// and the address under the process's key, 128 bits in hex.
-    pub fn pin(&self, addr: std::net::SocketAddr) -> String {
-        let message = format!("{}\0{addr}", self.name);
-        let tag = ring::hmac::sign(affinity_key(), message.as_bytes());
-        tag.as_ref()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
     }
 
     /// A target in rotation (healthy, not ejected): `pinned` (an affinity
@@ -373,24 +368,69 @@ impl Pool {
     }
 }
 
+/// The affinity cookie values of one rotation.
+pub struct Pins {
+    rotation: Arc<LoadBalancer<RoundRobin>>,
+    by_value: HashMap<String, std::net::SocketAddr>,
+    by_addr: HashMap<std::net::SocketAddr, String>,
+}
+
+impl Pins {
+    /// The target a cookie value names, if it is one of this rotation's.
+    pub fn target(&self, value: &str) -> Option<std::net::SocketAddr> {
+        self.by_value.get(value).copied()
+    }
+
+    /// The cookie value naming `addr`.
+    pub fn value(&self, addr: std::net::SocketAddr) -> Option<&str> {
+        self.by_addr.get(&addr).map(String::as_str)
+    }
+}
+
+/// The affinity cookie value of `addr`: HMAC-SHA256 of the cookie's name
+/// and the address under the process's key, 128 bits in hex. Not of the
+/// pool's name, which a controller may change as Ingresses come and go:
+/// a value is only ever looked up among one pool's targets.
+fn pin(cookie: &str, addr: std::net::SocketAddr) -> String {
+    let message = format!("{cookie}\0{addr}");
+    let tag = ring::hmac::sign(affinity_key(), message.as_bytes());
+    let mut out = String::with_capacity(32);
+    for b in &tag.as_ref()[..16] {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
 /// The key affinity cookies are signed with: `FAIRGATE_AFFINITY_KEY` (the
 /// same on every replica, so a cookie one gave is honoured by all), else
 /// one drawn at start (a cookie then holds on this process only).
 fn affinity_key() -> &'static ring::hmac::Key {
     static KEY: std::sync::OnceLock<ring::hmac::Key> = std::sync::OnceLock::new();
     KEY.get_or_init(|| {
-        let secret = match std::env::var("FAIRGATE_AFFINITY_KEY") {
-            Ok(k) if !k.is_empty() => k.into_bytes(),
-            _ => uuid::Uuid::new_v4().as_bytes().repeat(2),
+        let secret = match shared_key() {
+            Some(k) => k.into_bytes(),
+            None => {
+                let mut k = [0u8; 32];
+                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut k)
+                    .expect("the system's random source");
+                k.to_vec()
+            }
         };
         ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret)
     })
 }
 
+/// `FAIRGATE_AFFINITY_KEY` when it is a key: 32 bytes or more, not the
+/// kit's placeholder (which is public).
+fn shared_key() -> Option<String> {
+    let k = std::env::var("FAIRGATE_AFFINITY_KEY").ok()?;
+    (k.len() >= 32 && !k.starts_with("PLACEHOLDER")).then_some(k)
+}
+
 /// Whether affinity cookies are signed with a key of the operator's
 /// (`FAIRGATE_AFFINITY_KEY`), so every replica honours every cookie.
 pub fn affinity_key_shared() -> bool {
-    std::env::var("FAIRGATE_AFFINITY_KEY").is_ok_and(|k| !k.is_empty())
+    shared_key().is_some()
 }
 
 /// FNV-1a, then a 64-bit finaliser (FNV's low bits alone are poorly
@@ -454,7 +494,8 @@ pub fn build_pools(
             tracing::warn!(
                 upstream = %name,
                 "upstream.affinity_key_local: affinity cookies are signed with a key of this \
-                 process; set FAIRGATE_AFFINITY_KEY on every replica so that all honour them"
+                 process; set FAIRGATE_AFFINITY_KEY (32 random bytes or more, not the kit's \
+                 placeholder) on every replica so that all honour them"
             )
         });
     }

@@ -167,6 +167,10 @@ bad_configs! {
         r#"config/bad/upstreams.affinity_invalid.yaml:8:75: upstreams.affinity_invalid: upstreams.api.affinity.cookie "my;cookie": a cookie name has no separators or spaces"#,
         r#"config/bad/upstreams.affinity_invalid.yaml:8:99: upstreams.affinity_invalid: upstreams.api.affinity.same_site "always": same_site is lax, strict or none"#,
     ],
+    server_compression_invalid: "config/bad/server.compression_invalid.yaml" => [
+        r#"config/bad/server.compression_invalid.yaml:4:34: server.compression_invalid: server.compression.algorithms[1] "deflate": gzip, br or zstd"#,
+        r#"config/bad/server.compression_invalid.yaml:4:56: server.compression_invalid: server.compression.gzip_level "11": 1 to 9"#,
+    ],
     config_file_missing: "config/bad/config.file_missing.yaml" => [
         r#"config/bad/config.file_missing.yaml:4:41: config.file_missing: server.tls.cert "no-such-cert.pem": no such file config/bad/no-such-cert.pem"#,
     ],
@@ -186,7 +190,7 @@ bad_configs! {
         r#"config/bad/config.type_invalid.yaml:8:10: config.type_invalid: upstreams.api.tls "maybe": expected true or false"#,
     ],
     config_unknown_field: "config/bad/config.unknown_field.yaml" => [
-        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
+        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, compression, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
     ],
     config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
         "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
@@ -336,7 +340,7 @@ bad_configs! {
     ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
-        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
+        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, compression, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
         r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, redis_sentinel, memory"#,
         r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
         r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,

@@ -150,13 +150,7 @@ async fn upstream_hash_by_keeps_each_user_on_one_pod() {
 /// one after the other, as a shop's page does, and writes the pods that
 /// answered into `<body data-result=...>`.
 async fn cart_page(addr: std::net::SocketAddr) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let mut buf = [0u8; 4096];
-            let _ = s.read(&mut buf).await;
-            let html = r#"<!doctype html><html><body data-result="pending"><script>
+    let html = r#"<!doctype html><html><body data-result="pending"><script>
 (async () => {
   const pods = [];
   for (let i = 0; i < 6; i++) {
@@ -166,6 +160,17 @@ async fn cart_page(addr: std::net::SocketAddr) {
   document.body.setAttribute("data-result", pods.join(","));
 })().catch(e => document.body.setAttribute("data-result", "failed: " + e));
 </script></body></html>"#;
+    html_pod(addr, html.to_string()).await;
+}
+
+/// A pod at `addr` answering every request with `html`.
+async fn html_pod(addr: std::net::SocketAddr, html: String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
             let answer = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
                 html.len()
@@ -179,7 +184,7 @@ async fn cart_page(addr: std::net::SocketAddr) {
 /// Ingress whose Service has two pods: a real browser's six requests from
 /// one page all reach one pod, four fresh browsers between them reach both
 /// (each kept on its own), and the cookie carries exactly the attributes
-/// asked for.
+/// asked for, its path the Ingress's (ingress-nginx's location path).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cookie_affinity_keeps_a_browser_on_one_pod() {
     let [a, b] = two_pods(1);
@@ -193,15 +198,15 @@ async fn cookie_affinity_keeps_a_browser_on_one_pod() {
         &[ready(&a.addr), ready(&b.addr)],
     ));
     backend(&api, "shop", "page", &page);
-    let mut cart = shop_ingress("cart", "shop.lab", "/cart");
-    cart["metadata"]["annotations"] = json!({
+    let mut sticky = shop_ingress("cart", "shop.lab", "/cart");
+    sticky["metadata"]["annotations"] = json!({
         format!("{P}/affinity"): "cookie",
         format!("{P}/affinity-mode"): "persistent",
         format!("{P}/session-cookie-name"): "SHOPID",
         format!("{P}/session-cookie-max-age"): "3600",
         format!("{P}/session-cookie-samesite"): "Lax",
     });
-    api.apply(cart);
+    api.apply(sticky);
     api.apply(ingress(
         "shop",
         "page",
@@ -212,13 +217,8 @@ async fn cookie_affinity_keeps_a_browser_on_one_pod() {
     ));
     let dir = tempfile::tempdir().unwrap();
     let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
-    let r = client()
-        .get(gw.url("/cart"))
-        .header("host", "shop.lab")
-        .send()
-        .await
-        .unwrap();
-    let set = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    let (first, set) = cart(&gw, None).await;
+    let set = set.expect("a new client gets the cookie");
     let value = set
         .split(';')
         .next()
@@ -227,7 +227,7 @@ async fn cookie_affinity_keeps_a_browser_on_one_pod() {
         .unwrap();
     assert_eq!(
         set,
-        format!("SHOPID={value}; Path=/; Max-Age=3600; HttpOnly; SameSite=Lax")
+        format!("SHOPID={value}; Path=/cart; Max-Age=3600; HttpOnly; SameSite=Lax")
     );
     let url = gw.url("/page").replace("127.0.0.1", "shop.lab");
     let mut seen = std::collections::BTreeSet::new();
@@ -247,4 +247,98 @@ async fn cookie_affinity_keeps_a_browser_on_one_pod() {
     }
     // Four browsers, round robin between two pods for each new one.
     assert_eq!(seen.len(), 2, "{seen:?}");
+    third_pod_joins(&api, &gw, [&a, &b], &format!("SHOPID={value}"), &first).await;
+}
+
+/// A third pod joins (the pool's targets move in place): new clients
+/// reach it, and the client with `cookie` still reaches its pod `first`.
+async fn third_pod_joins(
+    api: &common::kube_api::KubeApi,
+    gw: &Gateway,
+    [a, b]: [&EchoProcess; 2],
+    cookie: &str,
+    first: &str,
+) {
+    let at = std::net::SocketAddr::from(([127, 3, 1, 4], a.addr.port()));
+    let c = EchoProcess::start_at(at, "web-c", "shop");
+    let endpoints = [ready(&a.addr), ready(&b.addr), ready(&c.addr)];
+    api.apply(slice("shop", "web-1", "web", &endpoints));
+    for _ in 0..100 {
+        assert_eq!(cart(gw, Some(cookie)).await, (first.to_string(), None));
+        if cart(gw, None).await.0 == "web-c" {
+            return;
+        }
+    }
+    panic!("no new client reached the new pod\n{}", gw.logs());
+}
+
+/// A GET of shop.lab/cart with `cookie`: the pod that answered and the
+/// `Set-Cookie`, if any.
+async fn cart(gw: &Gateway, cookie: Option<&str>) -> (String, Option<String>) {
+    let mut request = client().get(gw.url("/cart")).header("host", "shop.lab");
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", cookie);
+    }
+    let r = request.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let set = r
+        .headers()
+        .get("set-cookie")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body: Value = r.json().await.unwrap();
+    (body["pod"].as_str().unwrap().to_string(), set)
+}
+
+/// The controller ConfigMap's `use-gzip` and `enable-brotli`: a real
+/// browser loads a 60 KiB page through the gateway compressed (what it
+/// downloaded is under a quarter of what it decoded, and the page's own
+/// script ran), and asks as browsers do, getting brotli first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_configmaps_gzip_and_brotli_compress_what_a_browser_loads() {
+    let page = std::net::SocketAddr::from(([127, 3, 2, 1], free_addr().port()));
+    let filler = "<p>Our catalogue: lamps, chairs, tables and shelves.</p>\n".repeat(1100);
+    let html = format!(
+        r#"<!doctype html><html><body data-result="pending">{filler}<script>
+const nav = performance.getEntriesByType("navigation")[0];
+document.body.setAttribute("data-result", nav.encodedBodySize + ":" + nav.decodedBodySize);
+</script></body></html>"#
+    );
+    html_pod(page, html.clone()).await;
+    let api = shop_api(&page);
+    api.apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "fairgate-controller", "namespace": "ingress"},
+        "data": {"use-gzip": "true", "enable-brotli": "true", "gzip-level": "5"}
+    }));
+    api.apply(shop_ingress("shop", "shop.lab", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let base = base_policy("  configmap: ingress/fairgate-controller\n");
+    let gw = controller(&base, &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let url = gw.url("/index.html").replace("127.0.0.1", "shop.lab");
+    let sizes =
+        tokio::task::spawn_blocking(move || common::browser::page_result(&url, &["shop.lab"]))
+            .await
+            .unwrap();
+    let (encoded, decoded) = sizes.split_once(':').expect("encoded:decoded");
+    let (encoded, decoded): (usize, usize) = (encoded.parse().unwrap(), decoded.parse().unwrap());
+    assert_eq!(decoded, html.len(), "{sizes}");
+    assert!(encoded * 4 < decoded, "{sizes}");
+    for (accept, coding) in [
+        ("gzip, deflate, br, zstd", Some("br")),
+        ("gzip", Some("gzip")),
+        ("identity", None),
+    ] {
+        let r = client()
+            .get(gw.url("/"))
+            .header("host", "shop.lab")
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .unwrap();
+        let got = r
+            .headers()
+            .get("content-encoding")
+            .map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(got.as_deref(), coding, "{accept}");
+    }
 }

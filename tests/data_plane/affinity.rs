@@ -22,7 +22,7 @@ fn policy(pods: &[EchoProcess; 2], affinity: &str) -> Policy {
     Policy::new().sections(&format!(
         r#"
 upstreams:
-  web: {{targets: ["{}", "{}"], affinity: {{{affinity}}}, passive_health: {{failures: 2, cooldown: 60s}}}}
+  web: {{targets: ["{}", "{}"], affinity: {{{affinity}}}, passive_health: {{failures: 2, cooldown: 60s}}, health_check: false}}
 routes:
   - {{name: web, match: {{path_prefix: /}}, upstream: web, auth: none, exempt: true, retries: {{attempts: 2}}}}
 "#,
@@ -106,11 +106,15 @@ async fn a_gone_pods_clients_move_to_another() {
         let pods = [a, b];
         let affinity = format!("cookie: sid, change_on_failure: {change}");
         let gw = policy(&pods, &affinity).start().await;
-        let (mut cookie, mut pod) = (String::new(), String::new());
-        while pod != "a" {
-            let (_, p, set) = get(&gw, None).await;
-            (cookie, pod) = (pair(&set.unwrap()), p);
+        // Round robin: one of two new clients lands on `a`.
+        let mut cookie = String::new();
+        for _ in 0..2 {
+            let (_, pod, set) = get(&gw, None).await;
+            if pod == "a" {
+                cookie = pair(&set.unwrap());
+            }
         }
+        assert!(!cookie.is_empty());
         let [a, b] = pods;
         drop(a);
         let (status, pod, set) = get(&gw, Some(&cookie)).await;
@@ -138,7 +142,9 @@ async fn replicas_sharing_the_key_honour_each_others_cookies() {
     let key = "9c1f0e7d2b4a68350f1e2d3c4b5a6978";
     let start = |key: &str| policy(&pods, "cookie: route").env("FAIRGATE_AFFINITY_KEY", key);
     let (one, two) = (start(key).start().await, start(key).start().await);
-    let other = start("another-key-0123456789").start().await;
+    let other = start("another-key-0123456789abcdef0123456789")
+        .start()
+        .await;
     for _ in 0..4 {
         let (_, pod, set) = get(&one, None).await;
         let cookie = pair(&set.unwrap());
@@ -148,5 +154,43 @@ async fn replicas_sharing_the_key_honour_each_others_cookies() {
         let (status, _, set) = get(&other, Some(&cookie)).await;
         assert_eq!(status, 200);
         assert!(set.is_some_and(|s| pair(&s) != cookie));
+    }
+}
+
+/// The cookie goes on the answer, not on a `100 Continue` before it; of
+/// two cookies of the name (a stale one of a parent path first, as
+/// browsers order them), the one naming a target is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cookie_survives_continue_and_stale_twins() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pods = pods();
+    let gw = policy(&pods, "cookie: sid, change_on_failure: true")
+        .start()
+        .await;
+    let mut s = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    s.write_all(b"POST /cart HTTP/1.1\r\nHost: shop\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        s.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 100 continue\r\n"), "{head}");
+    assert!(!head.contains("set-cookie"), "{head}");
+    s.write_all(b"hello").await.unwrap();
+    let mut rest = String::new();
+    s.read_to_string(&mut rest).await.unwrap();
+    let rest = rest.to_ascii_lowercase();
+    assert!(rest.starts_with("http/1.1 200"), "{rest}");
+    assert_eq!(rest.matches("set-cookie: sid=").count(), 1, "{rest}");
+    // A stale value first, the real one second: the real one is read.
+    let (_, pod, set) = get(&gw, None).await;
+    let real = pair(&set.unwrap());
+    let twins = format!("sid={}; {real}", "f".repeat(32));
+    for _ in 0..6 {
+        assert_eq!(get(&gw, Some(&twins)).await, (200, pod.clone(), None));
     }
 }

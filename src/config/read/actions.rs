@@ -104,6 +104,7 @@ pub(super) fn actions(
             .unwrap_or_default(),
         canary: f.get("canary").and_then(|c| canary(r, &c, config)),
         retries: f.get("retries").and_then(|c| retries(r, &c)),
+        no_compression: f.get("compression").and_then(|b| r.bool(&b)) == Some(false),
     }
 }
 

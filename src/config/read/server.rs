@@ -30,6 +30,7 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
             max_resets_per_second: 100,
         },
         addresses: AddressRules::default(),
+        compression: None,
     };
     let Some(at) = at else { return server };
     let Some(f) = r.mapping(&at, schema::SERVER) else {
@@ -43,7 +44,107 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
     if let Some(at) = f.get("http2") {
         http2(r, &at, &mut server.http2);
     }
+    server.compression = f.get("compression").and_then(|c| compression(r, &c));
     server
+}
+
+/// The media types compressed by default: ingress-nginx's `gzip-types`
+/// and `text/html`, which nginx always compresses.
+pub const COMPRESSED_TYPES: &[&str] = &[
+    "application/atom+xml",
+    "application/javascript",
+    "application/json",
+    "application/rss+xml",
+    "application/vnd.ms-fontobject",
+    "application/x-font-ttf",
+    "application/x-javascript",
+    "application/x-web-app-manifest+json",
+    "application/xhtml+xml",
+    "application/xml",
+    "font/opentype",
+    "image/svg+xml",
+    "image/x-icon",
+    "text/css",
+    "text/html",
+    "text/javascript",
+    "text/plain",
+    "text/x-component",
+];
+
+/// `server.compression: {algorithms, gzip_level, brotli_level, zstd_level,
+/// min_length, types}`.
+fn compression(r: &mut Reader<'_>, at: &At<'_>) -> Option<Compression> {
+    let f = r.mapping(at, schema::COMPRESSION)?;
+    let mut out = Compression {
+        codings: vec![Coding::Gzip],
+        gzip_level: 1,
+        brotli_level: 4,
+        zstd_level: 3,
+        min_length: 256,
+        types: COMPRESSED_TYPES.iter().map(|t| t.to_string()).collect(),
+    };
+    if let Some(list) = f.get("algorithms") {
+        out.codings.clear();
+        for (i, node) in r.sequence(&list).into_iter().enumerate() {
+            let item = list.item(i, node);
+            let coding = match r.string(&item).as_deref() {
+                Some("gzip") => Coding::Gzip,
+                Some("br") => Coding::Brotli,
+                Some("zstd") => Coding::Zstd,
+                Some(_) => {
+                    r.error_value(&item, "server.compression_invalid", "gzip, br or zstd");
+                    continue;
+                }
+                None => continue,
+            };
+            if !out.codings.contains(&coding) {
+                out.codings.push(coding);
+            }
+        }
+        if out.codings.is_empty() {
+            r.error(
+                &list,
+                "server.compression_invalid",
+                "needs at least one of gzip, br, zstd",
+            );
+        }
+    }
+    for (key, slot, max) in [
+        ("gzip_level", &mut out.gzip_level, 9),
+        ("brotli_level", &mut out.brotli_level, 11),
+        ("zstd_level", &mut out.zstd_level, 19),
+    ] {
+        let Some(at) = f.get(key) else { continue };
+        match r.count(&at, "server.compression_invalid").map(|n| n.get()) {
+            Some(n) if n <= max => *slot = n as u32,
+            Some(_) => r.error_value(&at, "server.compression_invalid", format!("1 to {max}")),
+            None => {}
+        }
+    }
+    if let Some(at) = f.get("min_length") {
+        out.min_length = r.size(&at).unwrap_or(out.min_length);
+    }
+    if let Some(at) = f.get("types") {
+        out.types = r
+            .strings(&at)
+            .iter()
+            .map(|t| t.trim().to_ascii_lowercase())
+            .collect();
+        for t in &out.types {
+            if t != "*"
+                && !t
+                    .split_once('/')
+                    .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
+            {
+                r.error(
+                    &at,
+                    "server.compression_invalid",
+                    format!("{t:?} is not a media type (type/subtype, type/* or *)"),
+                );
+            }
+        }
+    }
+    Some(out)
 }
 
 /// `server.tls`: the listener, its certificates (a list, or `cert` and

@@ -137,21 +137,31 @@ fn affinity(r: &mut Reader<'_>, at: &At<'_>) -> Option<Affinity> {
             return None;
         }
     };
+    let attribute_ok =
+        |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() && b != b';');
     let path = text(r, "path").unwrap_or_else(|| "/".into());
-    let attribute_ok = |v: &str| v.bytes().all(|b| b.is_ascii_graphic() && b != b';');
-    for (key, value) in [
-        ("path", Some(path.as_str())),
-        ("domain", text(r, "domain").as_deref()),
-    ] {
-        if value.is_some_and(|v| !attribute_ok(v) || (key == "path" && !v.starts_with('/'))) {
-            let at = f.get(key).unwrap_or(at.clone());
+    if !path.starts_with('/') || !attribute_ok(&path) {
+        let at = f.get("path").unwrap_or(at.clone());
+        let why = "a cookie path starts with / and has no spaces or ;";
+        r.error_value(&at, "upstreams.affinity_invalid", why);
+    }
+    let domain = text(r, "domain");
+    if domain.as_deref().is_some_and(|d| !attribute_ok(d)) {
+        let at = f.get("domain").unwrap_or(at.clone());
+        let why = "a cookie domain is a host name, without spaces or ;";
+        r.error_value(&at, "upstreams.affinity_invalid", why);
+    }
+    let max_age = f.get("max_age").and_then(|at| {
+        let age = r.positive_duration(&at)?;
+        if age.subsec_nanos() != 0 {
             r.error_value(
                 &at,
                 "upstreams.affinity_invalid",
-                "a cookie path starts with / and has no spaces or ;",
+                "Max-Age is whole seconds",
             );
         }
-    }
+        Some(age)
+    });
     let same_site = f
         .get("same_site")
         .and_then(|at| match r.string(&at).as_deref() {
@@ -172,8 +182,8 @@ fn affinity(r: &mut Reader<'_>, at: &At<'_>) -> Option<Affinity> {
     Some(Affinity {
         cookie,
         path,
-        domain: text(r, "domain"),
-        max_age: f.get("max_age").and_then(|at| r.positive_duration(&at)),
+        domain,
+        max_age,
         same_site,
         secure: flag(r, "secure") || same_site == Some(SameSite::None),
         change_on_failure: flag(r, "change_on_failure"),
