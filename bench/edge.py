@@ -25,6 +25,7 @@ after round:
 
 Appends its section to docs/benchmarks.md (bench.py writes the rest).
 """
+import getpass
 import os
 import re
 import resource
@@ -280,7 +281,10 @@ def static_upstream():
             written += f.write(line)
             i += 1
     port = free_port()
+    # Its worker reads the file: as this user (nginx run as root would
+    # switch to nobody, who may not enter the work directory).
     conf = write("edge-static.conf", f"""
+user {getpass.getuser()};
 worker_processes 1;
 daemon off;
 pid {WORK}/edge-static.pid;
