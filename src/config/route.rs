@@ -125,6 +125,19 @@ pub struct Actions {
     /// `compression: false`: answers pass as the upstream sent them,
     /// whatever `server.compression` says.
     pub no_compression: bool,
+    /// The upstream's `Set-Cookie` domains and paths rewritten
+    /// (ingress-nginx `proxy-cookie-domain`, `proxy-cookie-path`).
+    pub cookie_rewrite: Option<CookieRewrite>,
+}
+
+/// `cookie_rewrite`: each `(from, to)`. A `Domain` equal to `from`
+/// (case-insensitive, a leading dot ignored) becomes `to`; a `Path`
+/// starting with `from` has that start replaced by `to` (nginx's
+/// `proxy_cookie_domain` and `proxy_cookie_path`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CookieRewrite {
+    pub domain: Option<(String, String)>,
+    pub path: Option<(String, String)>,
 }
 
 /// Another target after a failed attempt, before any response byte:

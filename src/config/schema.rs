@@ -208,7 +208,10 @@ pub const ROUTE: &[&str] = &[
     "canary",
     "retries",
     "compression",
+    "cookie_rewrite",
 ];
+pub const COOKIE_REWRITE: &[&str] = &["domain", "path"];
+pub const FROM_TO: &[&str] = &["from", "to"];
 pub const ROUTE_MATCH: &[&str] = &[
     "host",
     "path",
@@ -234,6 +237,7 @@ pub const COMPRESSION: &[&str] = &[
     "zstd_level",
     "min_length",
     "types",
+    "max_memory",
 ];
 pub const AFFINITY: &[&str] = &[
     "cookie",
@@ -315,6 +319,9 @@ pub fn paths() -> Vec<String> {
     under("upstreams.<name>.passive_health", PASSIVE_HEALTH);
     under("upstreams.<name>.affinity", AFFINITY);
     under("server.compression", COMPRESSION);
+    under("routes[].cookie_rewrite", COOKIE_REWRITE);
+    under("routes[].cookie_rewrite.domain", FROM_TO);
+    under("routes[].cookie_rewrite.path", FROM_TO);
     out
 }
 

@@ -19,7 +19,8 @@ use super::plan::Plan;
 use super::units::{cidrs, go_bool, nginx_size};
 use super::Verdict;
 use super::{
-    affinity, auth, cors, headers, limits, nginx, proxy_ssl, retries, streaming, timeouts,
+    affinity, auth, cors, headers, limits, nginx, notes, proxy_ssl, retries, servers, streaming,
+    timeouts,
 };
 
 /// Every annotation the import maps or approximates (without the prefix);
@@ -59,6 +60,7 @@ pub const KNOWN: &[&str] = &[
     "canary-weight-total",
     "client-body-buffer-size",
     "configuration-snippet",
+    "connection-proxy-header",
     "cors-allow-credentials",
     "cors-allow-headers",
     "cors-allow-methods",
@@ -66,14 +68,18 @@ pub const KNOWN: &[&str] = &[
     "cors-expose-headers",
     "cors-max-age",
     "custom-headers",
+    "default-backend",
     "denylist-source-range",
     "enable-access-log",
     "enable-cors",
     "enable-global-auth",
     "enable-modsecurity",
+    "enable-opentelemetry",
     "enable-owasp-core-rules",
     "enable-rewrite-log",
     "force-ssl-redirect",
+    "from-to-www-redirect",
+    "http2-push-preload",
     "limit-allowlist",
     "limit-burst-multiplier",
     "limit-connections",
@@ -81,25 +87,39 @@ pub const KNOWN: &[&str] = &[
     "limit-rps",
     "limit-whitelist",
     "load-balance",
+    "modsecurity-snippet",
+    "modsecurity-transaction-id",
+    "opentelemetry-trust-incoming-span",
     "permanent-redirect",
     "permanent-redirect-code",
+    "preserve-trailing-slash",
     "proxy-body-size",
     "proxy-buffer-size",
     "proxy-buffering",
     "proxy-buffers-number",
     "proxy-busy-buffers-size",
     "proxy-connect-timeout",
+    "proxy-cookie-domain",
+    "proxy-cookie-path",
+    "proxy-http-version",
     "proxy-max-temp-file-size",
     "proxy-next-upstream",
+    "proxy-next-upstream-timeout",
     "proxy-next-upstream-tries",
     "proxy-read-timeout",
     "proxy-request-buffering",
     "proxy-send-timeout",
+    "proxy-ssl-ciphers",
     "proxy-ssl-name",
+    "proxy-ssl-protocols",
     "proxy-ssl-secret",
     "proxy-ssl-server-name",
     "proxy-ssl-verify",
+    "proxy-ssl-verify-depth",
     "rewrite-target",
+    "satisfy",
+    "server-alias",
+    "server-snippet",
     "service-upstream",
     "session-cookie-change-on-failure",
     "session-cookie-conditional-samesite-none",
@@ -110,11 +130,15 @@ pub const KNOWN: &[&str] = &[
     "session-cookie-path",
     "session-cookie-samesite",
     "session-cookie-secure",
+    "ssl-ciphers",
     "ssl-passthrough",
+    "ssl-prefer-server-ciphers",
     "ssl-redirect",
     "temporal-redirect",
     "temporal-redirect-code",
     "upstream-hash-by",
+    "upstream-hash-by-subset",
+    "upstream-hash-by-subset-size",
     "upstream-vhost",
     "use-regex",
     "whitelist-source-range",
@@ -278,6 +302,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             mapped("rewrite.path, $N as the path's numbered groups; the paths become regular expressions as in ingress-nginx, \
                     and every other path of their hosts too")
         }
+        k if servers::KEYS.contains(&k) => servers::verdict(draft, k, value, plan),
         "app-root" if value.starts_with('/') => {
             plan.keys.app_root = Some(value.to_string());
             mapped("app_root: / answers 302 to it")
@@ -308,19 +333,9 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             }
             None => Verdict::Unsupported(format!("{value:?} is not an nginx size")),
         },
-        "allowlist-source-range" | "whitelist-source-range" | "denylist-source-range" => match cidrs(value) {
-            Ok(list) => {
-                let target = if key == "denylist-source-range" {
-                    plan.keys.deny_cidrs = Some(list);
-                    RouteKey::DenyCidrs
-                } else {
-                    plan.keys.allow_cidrs = Some(list);
-                    RouteKey::AllowCidrs
-                };
-                Verdict::Mapped(format!("{}; others get 403", target.as_str()))
-            }
-            Err(why) => Verdict::Unsupported(why.to_string()),
-        },
+        "allowlist-source-range" | "whitelist-source-range" | "denylist-source-range" => {
+            source_range(key, value, plan)
+        }
         "backend-protocol" => backend_protocol(draft, ing, value, plan),
         "upstream-vhost" => {
             plan.vhost = Some(value.to_string());
@@ -331,11 +346,33 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             .map_or_else(|why| Verdict::Unsupported(why.to_string()), |_| mapped("request_headers.set X-Forwarded-Prefix")),
         "custom-headers" => headers::custom_headers(draft, ing, value, plan),
         "configuration-snippet" => nginx::snippet(value, plan),
+        "server-snippet" => nginx::server_snippet(value, plan),
         "service-upstream" => mapped("fairgate always forwards to the Service's address"),
         k if streaming::KEYS.contains(&k) => streaming::verdict(k, value),
+        k if notes::KEYS.contains(&k) => {
+            let waf = get(ing, &draft.options.annotation_prefix, "enable-modsecurity");
+            notes::verdict(k, value, waf.is_some_and(|v| go_bool(&v)))
+        }
         k if k.starts_with("canary") => mapped("no effect without canary: \"true\", as in ingress-nginx"),
         "load-balance" | "upstream-hash-by" if draft.options.cluster => balancing(key, value, plan),
         other => unsupported(other, value),
+    }
+}
+
+/// `allowlist-source-range` (or its alias) and `denylist-source-range`.
+fn source_range(key: &str, value: &str, plan: &mut Plan) -> Verdict {
+    match cidrs(value) {
+        Ok(list) => {
+            let target = if key == "denylist-source-range" {
+                plan.keys.deny_cidrs = Some(list);
+                RouteKey::DenyCidrs
+            } else {
+                plan.keys.allow_cidrs = Some(list);
+                RouteKey::AllowCidrs
+            };
+            Verdict::Mapped(format!("{}; others get 403", target.as_str()))
+        }
+        Err(why) => Verdict::Unsupported(why.to_string()),
     }
 }
 
@@ -445,7 +482,6 @@ fn unsupported(key: &str, value: &str) -> Verdict {
              the choice of endpoint by algorithm, key or cookie is lost"
                 .into(),
         ),
-        "server-snippet" => Verdict::Unsupported("a server-block snippet is nginx configuration; it is never translated".into()),
         k if k.starts_with("auth-tls") => Verdict::Unsupported(
             "client certificate authentication: fairgate does not ask clients for certificates on imported routes".into(),
         ),

@@ -9,7 +9,8 @@ use super::draft::Draft;
 use super::endpoints;
 use super::manifests::{text, Object};
 use super::names;
-use super::out::{Affinity, Balance, Pool, PoolTls, Wire};
+use super::out::{Pool, PoolTls, Wire};
+use super::plan::Plan;
 use super::Verdict;
 use crate::k8s::Kind;
 
@@ -80,22 +81,20 @@ pub enum Served {
 }
 
 /// The upstream pool for a backend: the Service's cluster DNS name and
-/// port, or in the cluster its ready endpoints.
+/// port, or in the cluster its ready endpoints (with none, the pool of the
+/// plan's `default-backend` Service, if it has).
 pub fn upstream(
     draft: &mut Draft<'_>,
     ing: &Object,
     backend: &Value,
-    protocol: Protocol,
-    verify: &Verify,
-    balance: Option<&Balance>,
-    affinity: Option<&Affinity>,
+    plan: &Plan,
 ) -> Option<Served> {
     let id = ing.id();
     let (service, port) = service_and_port(draft, ing, backend)?;
     let name = format!(
         "{}-{port}{}",
         names::policy_name(&format!("{}_{service}", ing.namespace)),
-        protocol.suffix()
+        plan.protocol.suffix()
     );
     let targets = match draft.options.cluster {
         true => match endpoints::targets(
@@ -107,9 +106,25 @@ pub fn upstream(
         ) {
             Ok(targets) => targets,
             Err(why) => {
+                // Bound without a pool: its first endpoint makes a build.
+                draft.bindings.push(binding(None, ing, &service, &port));
+                if let Some(fallback) = plan.default_backend.as_deref().filter(|f| *f != service) {
+                    let why = format!(
+                        "{why}: the default-backend {fallback} serves its paths until it has one"
+                    );
+                    draft.line(&id, "backend", Verdict::Approximated(why));
+                    let value = default_backend(draft, &ing.namespace, fallback);
+                    let plan = Plan {
+                        protocol: plan.protocol,
+                        verify: plan.verify.clone(),
+                        balance: plan.balance.clone(),
+                        affinity: plan.affinity.clone(),
+                        ..Plan::default()
+                    };
+                    return upstream(draft, ing, &value, &plan);
+                }
                 let why = format!("{why}: its paths answer 503, as ingress-nginx's do");
                 draft.line(&id, "backend", Verdict::Approximated(why));
-                draft.bindings.push(binding(None, ing, &service, &port));
                 return Some(Served::Unavailable);
             }
         },
@@ -121,12 +136,12 @@ pub fn upstream(
     let checked = !(draft.options.cluster && addresses(&targets));
     let node = Pool {
         targets,
-        tls: protocol.tls(verify),
-        protocol: protocol.wire(),
+        tls: plan.protocol.tls(&plan.verify),
+        protocol: plan.protocol.wire(),
         connect_timeout: connect_timeout(draft),
         health_check: checked,
-        balance: balance.cloned(),
-        affinity: affinity.cloned(),
+        balance: plan.balance.clone(),
+        affinity: plan.affinity.clone(),
     };
     let name = pool(draft, name, node);
     if draft.options.cluster {
@@ -135,6 +150,16 @@ pub fn upstream(
             .push(binding(Some(name.clone()), ing, &service, &port));
     }
     Some(Served::Pool(name))
+}
+
+/// The `default-backend` Service `name` of `namespace` as a backend: its
+/// first port, as ingress-nginx takes (80 when the Service is not known).
+fn default_backend(draft: &Draft<'_>, namespace: &str, name: &str) -> Value {
+    let svc = draft.object(Kind::Service, namespace, name);
+    let first = svc
+        .and_then(|s| s.value.pointer("/spec/ports/0/port"))
+        .and_then(Value::as_u64);
+    serde_json::json!({"service": {"name": name, "port": {"number": first.unwrap_or(80)}}})
 }
 
 /// The backend's Service and port (a number; a port name looked up in the

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::annotations;
-use super::backend::{self, Verify};
+use super::backend;
 use super::draft::Draft;
 use super::manifests::Object;
 use super::out::{Canary, HeaderMatch, HeaderValue};
@@ -33,12 +33,12 @@ pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
             draft.line(&ing.id(), "canary", Verdict::Unsupported(why));
             continue;
         };
-        let protocol = annotations::protocol_of(draft, ing);
-        let verify = Verify::default();
+        let plan = super::plan::Plan {
+            protocol: annotations::protocol_of(draft, ing),
+            ..Default::default()
+        };
         // A canary whose Service has no ready endpoint takes no share.
-        if let Some(backend::Served::Pool(pool)) =
-            backend::upstream(draft, ing, backend, protocol, &verify, None, None)
-        {
+        if let Some(backend::Served::Pool(pool)) = backend::upstream(draft, ing, backend, &plan) {
             targets.push((main, pool));
         }
     }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::out::Compression;
+use super::units::go_bool;
 use super::Verdict;
 
 /// The keys read here.
@@ -23,7 +24,7 @@ pub const KEYS: &[&str] = &[
 /// `server.compression` from the ConfigMap's `strings`, and a line for
 /// each of `KEYS` it gives.
 pub fn read(strings: &BTreeMap<String, String>) -> (Option<Compression>, Vec<(String, Verdict)>) {
-    let on = |k: &str| strings.get(k).is_some_and(|v| v.trim() == "true");
+    let on = |k: &str| strings.get(k).is_some_and(|v| go_bool(v.trim()));
     let (gzip, brotli) = (on("use-gzip"), on("enable-brotli"));
     let mut lines = Vec::new();
     let mut c = Compression::default();
@@ -58,12 +59,46 @@ pub fn read(strings: &BTreeMap<String, String>) -> (Option<Compression>, Vec<(St
         };
         lines.push((key.to_string(), verdict));
     }
+    // ingress-nginx's brotli-min-length default (20) when brotli alone is on.
+    if brotli && !gzip && c.min_length.is_none() {
+        c.min_length = Some(20);
+    }
+    // A coding whose types are not given keeps ingress-nginx's defaults
+    // beside the other's list.
+    if c.types.is_some() {
+        let defaults = |key: &str| match key {
+            "gzip-types" => GZIP_TYPES,
+            _ => BROTLI_TYPES,
+        };
+        for (key, on) in [("gzip-types", gzip), ("brotli-types", brotli)] {
+            if on && !strings.contains_key(key) {
+                types(defaults(key), &mut c);
+            }
+        }
+    }
     let compression = (gzip || brotli).then_some(c);
     (compression, lines)
 }
 
+/// ingress-nginx's default `gzip-types`.
+const GZIP_TYPES: &str = "application/atom+xml application/javascript application/x-javascript \
+    application/json application/rss+xml application/vnd.ms-fontobject application/x-font-ttf \
+    application/x-web-app-manifest+json application/xhtml+xml application/xml font/opentype \
+    image/svg+xml image/x-icon text/css text/javascript text/plain text/x-component";
+
+/// ingress-nginx's default `brotli-types`.
+const BROTLI_TYPES: &str = "application/xml+rss application/atom+xml application/javascript \
+    application/x-javascript application/json application/rss+xml application/vnd.ms-fontobject \
+    application/x-font-ttf application/x-web-app-manifest+json application/xhtml+xml \
+    application/xml font/opentype image/svg+xml image/x-icon text/css text/javascript \
+    text/plain text/x-component";
+
 fn level(key: &str, value: &str, c: &mut Compression) -> Verdict {
     let max = if key == "gzip-level" { 9 } else { 11 };
+    if key == "brotli-level" && value == "0" {
+        c.brotli_level = Some(1);
+        return Verdict::Approximated("brotli_level 1, fairgate's fastest".into());
+    }
     match value.parse::<u32>() {
         Ok(n @ 1..) if n <= max => {
             let slot = if key == "gzip-level" {

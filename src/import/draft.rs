@@ -117,6 +117,10 @@ pub struct Draft<'a> {
     pub claimed: HashMap<(String, String, String), String>,
     /// The hosts of Ingresses not imported.
     pub closed: BTreeSet<String>,
+    /// `from-to-www-redirect`: the other name of each host (with or
+    /// without `www.`), the URL its requests are sent to (scheme and host)
+    /// and the Ingress that asks.
+    pub www: Vec<(String, String, String)>,
     /// Compiled regular-expression bytes imported, by namespace.
     pub regex_bytes: BTreeMap<String, usize>,
     /// In controller mode, the pools made of endpoints.
@@ -155,6 +159,7 @@ impl<'a> Draft<'a> {
             routes: Vec::new(),
             claimed: HashMap::new(),
             closed: BTreeSet::new(),
+            www: Vec::new(),
             regex_bytes: BTreeMap::new(),
             bindings: Vec::new(),
             server: Vec::new(),

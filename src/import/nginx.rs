@@ -175,6 +175,18 @@ pub fn snippet(text: &str, plan: &mut Plan) -> Verdict {
     }
 }
 
+/// A `server-snippet` read as a `configuration-snippet` (header edits
+/// only), on this Ingress's routes: approximated, since ingress-nginx
+/// applied it to every path of the host.
+pub fn server_snippet(text: &str, plan: &mut Plan) -> Verdict {
+    match snippet(text, plan) {
+        Verdict::Unsupported(why) => Verdict::Unsupported(why),
+        Verdict::Mapped(what) | Verdict::Approximated(what) => Verdict::Approximated(format!(
+            "{what}, on this Ingress's routes: ingress-nginx applied a server snippet to every path of its host"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,6 +165,21 @@ keys! {
         Cors = "cors",
         Canary = "canary",
         DirectResponse = "direct_response",
+        CookieRewrite = "cookie_rewrite",
+    }
+}
+
+keys! {
+    CookieRewriteKey at ["routes[].cookie_rewrite"] {
+        Domain = "domain",
+        Path = "path",
+    }
+}
+
+keys! {
+    FromToKey at ["routes[].cookie_rewrite.domain", "routes[].cookie_rewrite.path"] {
+        From = "from",
+        To = "to",
     }
 }
 
@@ -648,6 +663,8 @@ mod tests {
             texts(PoolKey::ALL, PoolKey::AT),
             texts(AffinityKey::ALL, AffinityKey::AT),
             texts(CompressionKey::ALL, CompressionKey::AT),
+            texts(CookieRewriteKey::ALL, CookieRewriteKey::AT),
+            texts(FromToKey::ALL, FromToKey::AT),
             texts(LimitKey::ALL, LimitKey::AT),
             texts(BucketKey::ALL, BucketKey::AT),
             texts(ConcurrencyKey::ALL, ConcurrencyKey::AT),

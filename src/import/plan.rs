@@ -21,6 +21,13 @@ pub struct Plan {
     /// `ssl-redirect` when the annotation says it.
     pub ssl_redirect: Option<bool>,
     pub force_ssl_redirect: bool,
+    /// `from-to-www-redirect: "true"`.
+    pub www_redirect: bool,
+    /// `server-alias`: more names for the Ingress's host.
+    pub aliases: Vec<String>,
+    /// `default-backend`: the Service (of the Ingress's namespace) that
+    /// serves its paths while their own has no ready endpoint.
+    pub default_backend: Option<String>,
     /// ImplementationSpecific paths read as prefixes, reported once.
     pub loose_prefix_reported: bool,
     /// The `auth.methods` entry its routes name (`auth-url`, `auth-type`),

@@ -17,6 +17,7 @@ use super::manifests::Object;
 use super::names;
 use super::out::{CertSource, Certificate, Policy, Server, ServerTls};
 use super::paths;
+use super::plan::Plan;
 use super::routes::{order, route_node};
 use super::tls;
 use super::{Imported, Verdict};
@@ -53,6 +54,7 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
     for ing in canaries {
         canary::fold(&mut draft, ing);
     }
+    www_redirects(&mut draft);
     close_withheld_hosts(&mut draft);
     draft.routes.sort_by_key(order);
     // By name: the same whichever order the Ingresses came in (a file's,
@@ -132,16 +134,10 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
     draft.methods.extend(plan.method.take());
     paths::regex_lines(draft, ing);
     let first = draft.routes.len();
-    for (i, (host, path, kind, backend)) in paths::of(ing).into_iter().enumerate() {
-        let Some(upstream) = backend::upstream(
-            draft,
-            ing,
-            backend,
-            plan.protocol,
-            &plan.verify,
-            plan.balance.as_ref(),
-            plan.affinity.as_ref(),
-        ) else {
+    let mut all = paths::of(ing);
+    all.extend(aliased(draft, ing, &plan, &all));
+    for (i, (host, path, kind, backend)) in all.into_iter().enumerate() {
+        let Some(upstream) = backend::upstream(draft, ing, backend, &plan) else {
             continue;
         };
         let name = format!(
@@ -168,6 +164,9 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
                 let owner = || r.ingress.clone();
                 draft.claimed.entry(r.origin.clone()).or_insert_with(owner);
             }
+            if plan.www_redirect {
+                www_names(draft, ing);
+            }
             return;
         }
     };
@@ -178,6 +177,109 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
         "paths",
         Verdict::Unsupported(format!("not imported: {why}")),
     );
+}
+
+/// `server-alias`: the Ingress's paths again under each alias, when all
+/// its rules name one host and its paths are not regular expressions; an
+/// alias that an Ingress names as its host is that Ingress's (ingress-nginx
+/// serves a host's own server before an alias).
+fn aliased<'a>(
+    draft: &mut Draft<'_>,
+    ing: &Object,
+    plan: &Plan,
+    paths: &[(Option<String>, String, String, &'a serde_json::Value)],
+) -> Vec<(Option<String>, String, String, &'a serde_json::Value)> {
+    if plan.aliases.is_empty() {
+        return Vec::new();
+    }
+    let hosts: std::collections::BTreeSet<&Option<String>> = paths.iter().map(|p| &p.0).collect();
+    let why = match hosts.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(host)] if draft.regex_hosts.contains_key(&Some(host.clone())) => {
+            Some("its paths are regular expressions")
+        }
+        [Some(_)] => None,
+        _ => Some("its rules name several hosts, or none"),
+    };
+    if let Some(why) = why {
+        let prefix = draft.options.annotation_prefix.clone();
+        let verdict = Verdict::Unsupported(format!("{why}: the aliases serve nothing"));
+        draft.line(&ing.id(), &format!("{prefix}/server-alias"), verdict);
+        return Vec::new();
+    }
+    let named = |alias: &str| {
+        let ingresses = draft.objects.iter().filter(|o| o.is(Kind::Ingress));
+        ingresses
+            .flat_map(|o| super::rule_hosts(o))
+            .any(|h| h == alias)
+    };
+    let mut out = Vec::new();
+    for alias in plan.aliases.iter().filter(|a| !named(a)) {
+        for (_, path, kind, backend) in paths {
+            out.push((Some(alias.clone()), path.clone(), kind.clone(), *backend));
+        }
+    }
+    out
+}
+
+/// `from-to-www-redirect`: each exact host of the Ingress, its other name
+/// (`www.` added or taken off) and where that name sends requests: the
+/// host, over HTTPS when a TLS section serves it (nginx keeps the
+/// request's scheme; a TLS listener for the other name needs a
+/// certificate for it too).
+fn www_names(draft: &mut Draft<'_>, ing: &Object) {
+    for host in super::rule_hosts(ing) {
+        if host.starts_with("*.") {
+            continue;
+        }
+        let other = match host.strip_prefix("www.") {
+            Some(bare) => bare.to_string(),
+            None => format!("www.{host}"),
+        };
+        let scheme = if draft.covered(&host) {
+            "https"
+        } else {
+            "http"
+        };
+        draft
+            .www
+            .push((other, format!("{scheme}://{host}"), ing.id()));
+    }
+}
+
+/// The other names of `from-to-www-redirect` hosts that no route serves
+/// (and that are not the operator's): a route each, answering `308` to
+/// the named host with the path and query kept.
+fn www_redirects(draft: &mut Draft<'_>) {
+    for (other, target, ingress) in std::mem::take(&mut draft.www) {
+        let served = draft
+            .routes
+            .iter()
+            .any(|r| r.host.as_deref() == Some(&other));
+        let elsewhere = claims::reserved(&draft.options.reserved_hosts, &other, false).is_some()
+            || draft.options.named_elsewhere.contains(&other);
+        if served || elsewhere {
+            continue;
+        }
+        let keys = super::out::RouteKeys {
+            auth: Some(super::out::Auth::Off),
+            redirect: Some(super::out::Redirect {
+                to: format!("{target}{{path}}{{query}}"),
+                code: 308,
+            }),
+            ..Default::default()
+        };
+        draft.routes.push(super::routes::Route {
+            name: names::policy_name(&format!("www_{other}")),
+            ingress,
+            host: Some(other.clone()),
+            path: super::routes::PathRule::Any,
+            headers: None,
+            keys,
+            origin: (other, "/".into(), super::routes::DEFAULT_BACKEND.into()),
+            rank: 2,
+            regex: false,
+        });
+    }
 }
 
 /// The hosts of Ingresses not served, which no route serves either,

@@ -1,6 +1,7 @@
 //! `proxy-next-upstream` and `proxy-next-upstream-tries` (or the
 //! controller ConfigMap's): the route's `retries`, what nginx retried on
-//! as fairgate's `retry_on`; `proxy-next-upstream-timeout` has no match.
+//! as fairgate's `retry_on`; `proxy-next-upstream-timeout` is approximated
+//! by the attempts' own timeouts.
 
 use std::collections::BTreeMap;
 
@@ -23,10 +24,13 @@ pub fn read(
         .get("proxy-next-upstream-tries")
         .or(draft.globals.next_upstream_tries.as_ref());
     if let Some(t) = ann.get("proxy-next-upstream-timeout") {
-        let why = format!("{t}s: fairgate bounds retries by count only (and timeouts.total)");
+        let why = format!(
+            "{t}s: retries stop after proxy-next-upstream-tries; the time they take is bounded by each \
+             attempt's connect and read timeouts (and timeouts.total), not by this"
+        );
         lines.push((
             "proxy-next-upstream-timeout".into(),
-            Verdict::Unsupported(why),
+            Verdict::Approximated(why),
         ));
     }
     if spec.is_none() && tries.is_none() {

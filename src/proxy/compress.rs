@@ -1,76 +1,140 @@
 //! Response compression (`server.compression`), as nginx's `gzip on` and
-//! brotli modules do it: for a client that asks (`Accept-Encoding`, q
-//! values read), an answer of a listed type and at least `min_length`
-//! long is encoded as it streams through (Pingora's encoders; nothing is
-//! held whole). Never an answer already encoded, partial (`206`), bodiless
-//! (`HEAD`, `204`, `304`), upgraded, or marked `Cache-Control:
-//! no-transform`; never on a route with `compression: false`.
+//! brotli modules do it with ingress-nginx's `proxy-buffering: off`: for
+//! an HTTP/1.1 or HTTP/2 client that asks (`Accept-Encoding`, q values
+//! read), a `200`, `403` or `404` of a listed type and at least
+//! `min_length` long is encoded as it streams through, each piece the
+//! upstream sends flushed at once (an event stream stays live). Never an
+//! answer already encoded, bodiless (`HEAD`), upgraded, gRPC, or marked
+//! `Cache-Control: no-transform`; never on a route with `compression:
+//! false`; never beyond `max_memory` of encoders at once (then the
+//! answer passes as it is).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use http::header::{
-    ACCEPT_ENCODING, ACCEPT_RANGES, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE,
-    CONTENT_TYPE, ETAG, TRANSFER_ENCODING, VARY,
+    ACCEPT_ENCODING, ACCEPT_RANGES, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE,
+    ETAG, TRANSFER_ENCODING, VARY,
 };
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::protocols::http::compression::{Algorithm, Encode};
 
 use crate::config::{Coding, Compression};
 
-/// The encoder of one answer.
-pub type Encoder = Box<dyn Encode + Send + Sync>;
+/// The encoder of one answer, holding its share of `max_memory`.
+pub struct Encoder {
+    inner: Inner,
+    _reserved: Reserved,
+}
+
+enum Inner {
+    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    Brotli(Option<Box<brotli::CompressorWriter<Vec<u8>>>>),
+    Zstd(Option<zstd::stream::write::Encoder<'static, Vec<u8>>>),
+}
+
+/// Bytes of encoder state in use in this process.
+static IN_USE: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes of `IN_USE` one encoder holds until it drops.
+struct Reserved(u64);
+
+impl Reserved {
+    fn take(bytes: u64, max: u64) -> Option<Reserved> {
+        let before = IN_USE.fetch_add(bytes, Ordering::Relaxed);
+        let reserved = Reserved(bytes);
+        (before + bytes <= max).then_some(reserved)
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        IN_USE.fetch_sub(self.0, Ordering::Relaxed);
+    }
+}
+
+impl Encoder {
+    /// One piece of the body (`end`: the last, which ends the stream);
+    /// what the client gets for it, flushed.
+    pub fn encode(&mut self, input: &[u8], end: bool) -> std::io::Result<Bytes> {
+        let out = match &mut self.inner {
+            Inner::Gzip(w) => {
+                w.write_all(input)?;
+                match end {
+                    true => w.try_finish()?,
+                    false => w.flush()?,
+                }
+                std::mem::take(w.get_mut())
+            }
+            Inner::Brotli(slot) => {
+                let Some(w) = slot.as_mut() else {
+                    return Ok(Bytes::new());
+                };
+                w.write_all(input)?;
+                match end {
+                    // `into_inner` writes the last meta-block (Pingora's own
+                    // encoder leaves it out: cloudflare/pingora#1013).
+                    true => slot.take().map(|w| w.into_inner()).unwrap_or_default(),
+                    false => {
+                        w.flush()?;
+                        std::mem::take(w.get_mut())
+                    }
+                }
+            }
+            Inner::Zstd(slot) => {
+                let Some(w) = slot.as_mut() else {
+                    return Ok(Bytes::new());
+                };
+                w.write_all(input)?;
+                match end {
+                    true => slot
+                        .take()
+                        .map(|w| w.finish())
+                        .transpose()?
+                        .unwrap_or_default(),
+                    false => {
+                        w.flush()?;
+                        std::mem::take(w.get_mut())
+                    }
+                }
+            }
+        };
+        Ok(out.into())
+    }
+}
 
 /// The encoder for this answer, its headers made to say so (coding,
-/// `Vary`, a weakened `ETag`, no length or ranges), or None with the
-/// headers untouched but for `Vary` when the answer could have been.
+/// `Vary`, a weakened `ETag`, no length, ranges or digests), or None with
+/// the headers untouched but for `Vary` when the answer could have been.
 pub fn start(
     c: &Compression,
     req: &RequestHeader,
     resp: &mut ResponseHeader,
 ) -> pingora::Result<Option<Encoder>> {
-    let status = resp.status.as_u16();
-    let h = &resp.headers;
-    let bodiless =
-        req.method == http::Method::HEAD || matches!(status, 100..=199 | 204 | 206 | 304);
-    let encoded = h
-        .get(CONTENT_ENCODING)
-        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    let no_transform = h.get_all(CACHE_CONTROL).iter().any(|v| {
-        let v = String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase();
-        v.split(',').any(|d| d.trim() == "no-transform")
-    });
-    let short = h
-        .get(CONTENT_LENGTH)
-        .and_then(|v| {
-            std::str::from_utf8(v.as_bytes())
-                .ok()?
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .is_some_and(|n| n < c.min_length);
-    if bodiless
-        || encoded
-        || no_transform
-        || short
-        || h.contains_key(CONTENT_RANGE)
-        || !typed(c, resp)
-    {
+    if !eligible(c, req, resp) {
         return Ok(None);
     }
     vary(resp)?;
     let Some(coding) = chosen(c, req) else {
         return Ok(None);
     };
-    let encoder = match coding {
-        Coding::Gzip => Algorithm::Gzip.compressor(c.gzip_level),
-        Coding::Brotli => Some(Box::new(Brotli::new(c.brotli_level)) as Encoder),
-        Coding::Zstd => Algorithm::Zstd.compressor(c.zstd_level),
-    };
-    let Some(encoder) = encoder else {
+    let length = resp.headers.get(CONTENT_LENGTH).and_then(|v| {
+        std::str::from_utf8(v.as_bytes())
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    });
+    let Some(encoder) = encoder(c, coding, length) else {
         return Ok(None);
     };
-    resp.remove_header(&CONTENT_LENGTH);
-    resp.remove_header(&ACCEPT_RANGES);
+    for name in [CONTENT_LENGTH, ACCEPT_RANGES] {
+        resp.remove_header(&name);
+    }
+    // Digests of the unencoded bytes would be wrong.
+    for name in ["content-digest", "repr-digest", "digest", "content-md5"] {
+        resp.remove_header(name);
+    }
     resp.insert_header(CONTENT_ENCODING, coding.token())?;
     // HTTP/1.1 streams it in chunks; HTTP/2's writer drops the header.
     resp.insert_header(TRANSFER_ENCODING, "chunked")?;
@@ -85,64 +149,76 @@ pub fn start(
     Ok(Some(encoder))
 }
 
-/// One piece of the body through the encoder (`end`: the last, which
-/// flushes what the encoder holds).
-pub fn body(encoder: &mut Encoder, body: &mut Option<Bytes>, end: bool) -> pingora::Result<()> {
-    let input = body.as_deref().unwrap_or_default();
-    *body = Some(encoder.encode(input, end)?);
-    Ok(())
+/// Whether the answer may be compressed, whatever the client accepts.
+fn eligible(c: &Compression, req: &RequestHeader, resp: &ResponseHeader) -> bool {
+    let h = &resp.headers;
+    // As nginx's gzip filter: 200, 403 and 404 only, HTTP/1.1 and up.
+    let status = matches!(resp.status.as_u16(), 200 | 403 | 404);
+    let version = req.version >= http::Version::HTTP_11;
+    let bodiless = req.method == http::Method::HEAD;
+    let encoded = h
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let no_transform = h.get_all(CACHE_CONTROL).iter().any(|v| {
+        v.as_bytes()
+            .split(|b| *b == b',')
+            .any(|d| d.trim_ascii().eq_ignore_ascii_case(b"no-transform"))
+    });
+    let length = h.get(CONTENT_LENGTH).and_then(|v| {
+        std::str::from_utf8(v.as_bytes())
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    });
+    let short = length.is_some_and(|n| n == 0 || n < c.min_length);
+    // gRPC's answer ends in trailers, which a compressed body loses.
+    let trailers = req
+        .headers
+        .get("te")
+        .is_some_and(|v| v.as_bytes() == b"trailers");
+    status
+        && version
+        && !bodiless
+        && !encoded
+        && !no_transform
+        && !short
+        && !trailers
+        && typed(c, resp)
 }
 
-/// A brotli stream that ends with its last meta-block (Pingora's encoder
-/// leaves it out: cloudflare/pingora#1013).
-struct Brotli {
-    writer: Option<brotli::CompressorWriter<Vec<u8>>>,
-    stat: (usize, usize, std::time::Duration),
-}
-
-impl Brotli {
-    fn new(level: u32) -> Self {
-        Brotli {
-            // A 4 KiB buffer, a 512 KiB window (lgwin 19), as Pingora's.
-            writer: Some(brotli::CompressorWriter::new(Vec::new(), 4096, level, 19)),
-            stat: (0, 0, std::time::Duration::ZERO),
+/// An encoder for `coding`, if `max_memory` has room for it.
+fn encoder(c: &Compression, coding: Coding, length: Option<u64>) -> Option<Encoder> {
+    let reserved = Reserved::take(coding.memory(c.level(coding)), c.max_memory)?;
+    let inner = match coding {
+        Coding::Gzip => {
+            let level = flate2::Compression::new(c.gzip_level);
+            Inner::Gzip(flate2::write::GzEncoder::new(Vec::new(), level))
         }
-    }
+        // A 4 KiB buffer, a 512 KiB window (lgwin 19).
+        Coding::Brotli => Inner::Brotli(Some(Box::new(brotli::CompressorWriter::new(
+            Vec::new(),
+            4096,
+            c.brotli_level,
+            19,
+        )))),
+        Coding::Zstd => {
+            let mut w = zstd::stream::write::Encoder::new(Vec::new(), c.zstd_level as i32).ok()?;
+            // A 2 MiB window: within the 8 MiB RFC 9659 lets HTTP clients refuse beyond.
+            w.window_log(21).ok()?;
+            w.set_pledged_src_size(length).ok()?;
+            Inner::Zstd(Some(w))
+        }
+    };
+    Some(Encoder {
+        inner,
+        _reserved: reserved,
+    })
 }
 
-impl Encode for Brotli {
-    fn encode(&mut self, input: &[u8], end: bool) -> pingora::Result<Bytes> {
-        use pingora::OrErr;
-        use std::io::Write;
-        let started = std::time::Instant::now();
-        let Some(writer) = self.writer.as_mut() else {
-            return Ok(Bytes::new());
-        };
-        writer.write_all(input).or_err(
-            pingora::ErrorType::InternalError,
-            "while compressing brotli",
-        )?;
-        let out = match end {
-            // `into_inner` writes the last meta-block.
-            true => self
-                .writer
-                .take()
-                .map(|w| w.into_inner())
-                .unwrap_or_default(),
-            false => std::mem::take(writer.get_mut()),
-        };
-        self.stat.0 += input.len();
-        self.stat.1 += out.len();
-        self.stat.2 += started.elapsed();
-        Ok(out.into())
-    }
-
-    fn stat(&self) -> (&'static str, usize, usize, std::time::Duration) {
-        ("br", self.stat.0, self.stat.1, self.stat.2)
-    }
-}
-
-/// Whether the answer's media type is one compressed.
+/// Whether the answer's media type is one compressed (`text/html`
+/// always, as nginx; gRPC never).
 fn typed(c: &Compression, resp: &ResponseHeader) -> bool {
     let Some(ct) = resp.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
         return false;
@@ -153,54 +229,140 @@ fn typed(c: &Compression, resp: &ResponseHeader) -> bool {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
+    if media.starts_with("application/grpc") {
+        return false;
+    }
     let top = media.split_once('/').map_or("", |(t, _)| t);
-    c.types.iter().any(|t| {
-        t == "*" || *t == media || t.strip_suffix("/*").is_some_and(|prefix| prefix == top)
-    })
+    media == "text/html"
+        || c.types.iter().any(|t| {
+            t == "*" || *t == media || t.strip_suffix("/*").is_some_and(|prefix| prefix == top)
+        })
 }
 
 /// The gateway's first coding the client accepts (a q above 0, by its
-/// name or `*`); none without `Accept-Encoding`.
+/// name or `*`); none without `Accept-Encoding`. At most 32 items are
+/// read.
 fn chosen(c: &Compression, req: &RequestHeader) -> Option<Coding> {
-    let mut offered: Vec<(String, bool)> = Vec::new();
-    for value in req.headers.get_all(ACCEPT_ENCODING) {
-        for item in String::from_utf8_lossy(value.as_bytes()).split(',') {
-            let mut parts = item.split(';');
-            let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-            let refused = parts.any(|p| {
-                let p = p.trim();
-                let q = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q="));
-                q.is_some_and(|q| q.trim().parse::<f32>().map_or(true, |q| q <= 0.0))
-            });
-            let name = if name == "x-gzip" {
-                "gzip".into()
-            } else {
-                name
-            };
-            offered.push((name, !refused));
-        }
-    }
-    let accepts = |token: &str| {
-        let named = offered.iter().find(|(n, _)| n == token);
-        let any = offered.iter().find(|(n, _)| n == "*");
-        named.or(any).is_some_and(|(_, ok)| *ok)
-    };
-    c.codings
+    // Per coding offered, and for `*`: whether its q is above 0.
+    let mut said: [Option<bool>; 4] = [None; 4];
+    let items = req
+        .headers
+        .get_all(ACCEPT_ENCODING)
         .iter()
-        .copied()
-        .find(|coding| accepts(coding.token()))
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .take(32);
+    for item in items {
+        let mut parts = item.split(|b| *b == b';');
+        let name = parts.next().unwrap_or_default().trim_ascii();
+        let refused = parts.any(|p| {
+            let p = p.trim_ascii();
+            let q = p.strip_prefix(b"q=").or_else(|| p.strip_prefix(b"Q="));
+            q.is_some_and(|q| {
+                let q = std::str::from_utf8(q)
+                    .ok()
+                    .and_then(|q| q.trim().parse::<f32>().ok());
+                q.is_none_or(|q| q.is_nan() || q <= 0.0)
+            })
+        });
+        let slot = match name.to_ascii_lowercase().as_slice() {
+            b"gzip" | b"x-gzip" => 0,
+            b"br" => 1,
+            b"zstd" => 2,
+            b"*" => 3,
+            _ => continue,
+        };
+        said[slot].get_or_insert(!refused);
+    }
+    let index = |coding: Coding| match coding {
+        Coding::Gzip => 0,
+        Coding::Brotli => 1,
+        Coding::Zstd => 2,
+    };
+    let accepts = |coding: Coding| said[index(coding)].or(said[3]).unwrap_or(false);
+    c.codings.iter().copied().find(|coding| accepts(*coding))
 }
 
 /// `Vary: Accept-Encoding` unless the answer varies by it (or by
 /// everything) already.
 fn vary(resp: &mut ResponseHeader) -> pingora::Result<()> {
     let said = resp.headers.get_all(VARY).iter().any(|v| {
-        String::from_utf8_lossy(v.as_bytes())
-            .split(',')
-            .any(|t| t.trim() == "*" || t.trim().eq_ignore_ascii_case("accept-encoding"))
+        v.as_bytes().split(|b| *b == b',').any(|t| {
+            let t = t.trim_ascii();
+            t == b"*" || t.eq_ignore_ascii_case(b"accept-encoding")
+        })
     });
     if !said {
         resp.append_header(VARY, "Accept-Encoding")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(codings: &[Coding]) -> Compression {
+        Compression {
+            codings: codings.to_vec(),
+            gzip_level: 1,
+            brotli_level: 4,
+            zstd_level: 3,
+            min_length: 256,
+            types: vec!["application/json".into()],
+            max_memory: 256 << 20,
+        }
+    }
+
+    fn accept(values: &[&str]) -> RequestHeader {
+        let mut req = RequestHeader::build("GET", b"/", None).unwrap();
+        for v in values {
+            req.append_header(ACCEPT_ENCODING, *v).unwrap();
+        }
+        req
+    }
+
+    #[test]
+    fn the_gateways_first_coding_the_client_accepts_is_chosen() {
+        use Coding::*;
+        let all = config(&[Brotli, Zstd, Gzip]);
+        for (values, want) in [
+            (&["gzip, deflate, br, zstd"][..], Some(Brotli)),
+            (&["GZIP"], Some(Gzip)),
+            (&["x-gzip"], Some(Gzip)),
+            (&["br;q=0, gzip;q=0.5"], Some(Gzip)),
+            (&["br;q=0.000, zstd;Q=0.1"], Some(Zstd)),
+            (&["br;q=nan, gzip"], Some(Gzip)),
+            (&["br;q=oops, gzip"], Some(Gzip)),
+            (&["*"], Some(Brotli)),
+            (&["*;q=0"], None),
+            (&["*;q=0, gzip"], Some(Gzip)),
+            (&["br;q=0", "*"], Some(Zstd)),
+            (&["identity"], None),
+            (&[], None),
+        ] {
+            assert_eq!(chosen(&all, &accept(values)), want, "{values:?}");
+        }
+        // Only what the gateway offers.
+        assert_eq!(chosen(&config(&[Gzip]), &accept(&["br, zstd"])), None);
+    }
+
+    #[test]
+    fn only_the_first_32_items_are_read() {
+        let mut many = vec!["x-unknown"; 40].join(", ");
+        many.push_str(", gzip");
+        assert_eq!(chosen(&config(&[Coding::Gzip]), &accept(&[&many])), None);
+    }
+
+    #[test]
+    fn max_memory_bounds_the_encoders_alive_at_once() {
+        let mut c = config(&[Coding::Gzip]);
+        c.max_memory = 1 << 20;
+        let held: Vec<Encoder> = (0..4)
+            .filter_map(|_| encoder(&c, Coding::Gzip, None))
+            .collect();
+        assert_eq!(held.len(), 4);
+        assert!(encoder(&c, Coding::Gzip, None).is_none());
+        drop(held);
+        assert!(encoder(&c, Coding::Gzip, None).is_some());
+    }
 }

@@ -40,8 +40,9 @@ impl ProxyHttp for Gateway {
         Ctx::new(self.shared.policy.load_full())
     }
 
-    /// No downstream modules: fairgate does not compress, and Pingora's
-    /// default (disabled) compression module still costs per request.
+    /// No downstream modules: fairgate compresses in its own filters (for
+    /// the routes and answers that ask), and Pingora's default (disabled)
+    /// compression module still costs per request.
     fn init_downstream_modules(&self, _modules: &mut HttpModules) {}
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<bool> {
@@ -134,6 +135,9 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<()> {
         if let Some(route) = ctx.route() {
+            if let Some(rules) = &route.actions.cookie_rewrite {
+                super::cookies::rewrite(rules, response)?;
+            }
             actions::respond(session, ctx, route, response)?;
         }
         let cors = cors_headers(session, ctx);
@@ -191,9 +195,31 @@ impl ProxyHttp for Gateway {
         ctx: &mut Ctx,
     ) -> Result<Option<Duration>> {
         if let Some(encoder) = ctx.encoder.as_mut() {
-            compress::body(encoder, body, end_of_stream)?;
+            let input = body.as_deref().unwrap_or_default();
+            let out = encoder
+                .encode(input, end_of_stream)
+                .or_err(ErrorType::InternalError, "while compressing the answer")?;
+            *body = Some(out);
         }
         Ok(None)
+    }
+
+    /// An HTTP/2 upstream's trailers end a compressed body: the encoder's
+    /// last bytes are written in their place (a compressed answer of a
+    /// listed type carries no trailers a client reads).
+    async fn response_trailer_filter(
+        &self,
+        _session: &mut Session,
+        _trailers: &mut http::HeaderMap,
+        ctx: &mut Ctx,
+    ) -> Result<Option<Bytes>> {
+        let Some(mut encoder) = ctx.encoder.take() else {
+            return Ok(None);
+        };
+        let tail = encoder
+            .encode(&[], true)
+            .or_err(ErrorType::InternalError, "while compressing the answer")?;
+        Ok(Some(tail))
     }
 
     fn fail_to_connect(

@@ -21,6 +21,7 @@ pub mod attempt;
 pub mod authn;
 pub mod bounds;
 pub mod compress;
+pub mod cookies;
 pub mod cors;
 pub mod ctx;
 pub mod edge;

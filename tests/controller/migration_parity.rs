@@ -165,6 +165,12 @@ async fn cart_page(addr: std::net::SocketAddr) {
 
 /// A pod at `addr` answering every request with `html`.
 async fn html_pod(addr: std::net::SocketAddr, html: String) {
+    pod_with(addr, "", html).await;
+}
+
+/// A pod at `addr` answering every request with `html` and the header
+/// lines `headers` (each ending in CRLF).
+async fn pod_with(addr: std::net::SocketAddr, headers: &'static str, html: String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     tokio::spawn(async move {
@@ -172,7 +178,7 @@ async fn html_pod(addr: std::net::SocketAddr, html: String) {
             let mut buf = [0u8; 4096];
             let _ = s.read(&mut buf).await;
             let answer = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{html}",
                 html.len()
             );
             let _ = s.write_all(answer.as_bytes()).await;
@@ -340,5 +346,206 @@ document.body.setAttribute("data-result", nav.encodedBodySize + ":" + nav.decode
             .get("content-encoding")
             .map(|v| v.to_str().unwrap().to_string());
         assert_eq!(got.as_deref(), coding, "{accept}");
+    }
+}
+
+/// `from-to-www-redirect`: `www.shop.lab` answers 308 to `shop.lab` with
+/// the path and query kept, and an Ingress naming `www.news.lab` makes
+/// `news.lab` redirect there; but where another Ingress serves the other
+/// name (`deals.lab`'s `www.deals.lab`), that Ingress answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_to_www_redirect_sends_the_other_name_home() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    for (name, host) in [
+        ("shop", "shop.lab"),
+        ("news", "www.news.lab"),
+        ("deals", "deals.lab"),
+    ] {
+        api.apply(with_annotation(name, host, "from-to-www-redirect", "true"));
+    }
+    api.apply(shop_ingress("deals-www", "www.deals.lab", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (host, location) in [
+        ("www.shop.lab", Some("http://shop.lab/a/b?c=1&d")),
+        ("news.lab", Some("http://www.news.lab/a/b?c=1&d")),
+        ("www.deals.lab", None),
+        ("shop.lab", None),
+    ] {
+        let r = no_follow
+            .get(gw.url("/a/b?c=1&d"))
+            .header("host", host)
+            .send()
+            .await
+            .unwrap();
+        let got = r
+            .headers()
+            .get("location")
+            .map(|v| v.to_str().unwrap().to_string());
+        let status = if location.is_some() { 308 } else { 200 };
+        assert_eq!(
+            (r.status().as_u16(), got.as_deref()),
+            (status, location),
+            "{host}"
+        );
+    }
+}
+
+/// The annotations fairgate answers its own way (cipher lists, tracing
+/// switches, HTTP/2 push, subsets, `satisfy`, ...) never withhold an
+/// Ingress: one carrying them all is served, with no Warning Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotations_answered_their_own_way_never_withhold() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let mut ing = shop_ingress("tuned", "tuned.lab", "/");
+    let said = [
+        ("connection-proxy-header", "keep-alive"),
+        ("enable-opentelemetry", "true"),
+        ("http2-push-preload", "true"),
+        ("modsecurity-transaction-id", "$request_id"),
+        ("opentelemetry-trust-incoming-span", "false"),
+        ("preserve-trailing-slash", "true"),
+        ("proxy-http-version", "1.0"),
+        ("proxy-next-upstream-timeout", "10"),
+        ("proxy-ssl-ciphers", "HIGH:!aNULL"),
+        ("proxy-ssl-protocols", "TLSv1.2"),
+        ("proxy-ssl-verify-depth", "2"),
+        ("satisfy", "any"),
+        ("ssl-ciphers", "ECDHE-RSA-AES128-GCM-SHA256"),
+        ("ssl-prefer-server-ciphers", "true"),
+        ("upstream-hash-by-subset", "true"),
+        ("upstream-hash-by-subset-size", "3"),
+    ];
+    ing["metadata"]["annotations"] = said
+        .iter()
+        .map(|(k, v)| (format!("{P}/{k}"), json!(v)))
+        .collect::<serde_json::Map<String, Value>>()
+        .into();
+    api.apply(ing);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    assert_eq!(status(&gw, "tuned.lab").await, 200);
+    let warnings: Vec<Value> = api
+        .list("v1/events", "shop")
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == "tuned" && e["type"] == "Warning")
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+/// `proxy-cookie-domain` and `proxy-cookie-path`: an application that
+/// names its internal host and mount path in its cookies gets them
+/// rewritten as nginx does; a cookie of another domain and path is kept
+/// byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cookie_domain_and_path_rewrite_the_upstreams_cookies() {
+    let app = std::net::SocketAddr::from(([127, 3, 3, 1], free_addr().port()));
+    let cookies = "set-cookie: sid=1; Domain=.APP.shop.svc; Path=/app/cart; HttpOnly\r\n\
+                   set-cookie: theme=dark; Domain=other.example; Path=/api\r\n";
+    pod_with(app, cookies, "ok".into()).await;
+    let api = shop_api(&app);
+    let mut ing = shop_ingress("app", "app.lab", "/");
+    ing["metadata"]["annotations"] = json!({
+        format!("{P}/proxy-cookie-domain"): "app.shop.svc app.lab",
+        format!("{P}/proxy-cookie-path"): "/app/ /",
+    });
+    api.apply(ing);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let r = client()
+        .get(gw.url("/"))
+        .header("host", "app.lab")
+        .send()
+        .await
+        .unwrap();
+    let set: Vec<&str> = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        set,
+        [
+            "sid=1; Domain=app.lab; Path=/cart; HttpOnly",
+            "theme=dark; Domain=other.example; Path=/api"
+        ]
+    );
+}
+
+/// `server-alias`: each alias serves the Ingress's paths as its host does,
+/// but an alias another Ingress names as its host is that Ingress's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_alias_serves_the_ingress_under_more_names() {
+    let [a, b] = two_pods(5);
+    let api = shop_api(&a.addr);
+    backend(&api, "shop", "other", &b.addr);
+    let mut shop = shop_ingress("shop", "shop.lab", "/cart");
+    shop["metadata"]["annotations"] = json!({format!("{P}/server-alias"): "store.lab, Taken.lab"});
+    api.apply(shop);
+    api.apply(ingress(
+        "shop",
+        "taken",
+        Some("fairgate"),
+        "taken.lab",
+        "/cart",
+        "other",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let pod = |host: &'static str, path: &'static str| {
+        let request = client().get(gw.url(path)).header("host", host).send();
+        async move {
+            let r = request.await.unwrap();
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or_default();
+            (status, body["pod"].as_str().unwrap_or("").to_string())
+        }
+    };
+    assert_eq!(pod("shop.lab", "/cart/1").await, (200, "web-a".into()));
+    assert_eq!(pod("store.lab", "/cart/1").await, (200, "web-a".into()));
+    assert_eq!(pod("store.lab", "/other").await.0, 404);
+    assert_eq!(pod("taken.lab", "/cart/1").await, (200, "web-b".into()));
+}
+
+/// `default-backend`: while the Ingress's Service has no ready endpoint
+/// its paths are served by the default backend's pod; the first ready
+/// endpoint takes them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_backend_serves_until_the_service_has_endpoints() {
+    let [web, fallback] = two_pods(6);
+    let api = shop_api(&web.addr);
+    api.apply(slice("shop", "web-1", "web", &[]));
+    backend(&api, "shop", "fallback", &fallback.addr);
+    api.apply(with_annotation(
+        "shop",
+        "shop.lab",
+        "default-backend",
+        "fallback",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let pod = || {
+        let request = client().get(gw.url("/")).header("host", "shop.lab").send();
+        async move {
+            let r = request.await.unwrap();
+            let status = r.status().as_u16();
+            let body: Value = r.json().await.unwrap_or_default();
+            (status, body["pod"].as_str().unwrap_or("").to_string())
+        }
+    };
+    assert_eq!(pod().await, (200, "web-b".into()));
+    api.apply(slice("shop", "web-1", "web", &[ready(&web.addr)]));
+    // Polled: the endpoint's arrival makes a build.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while pod().await != (200, "web-a".into()) {
+        assert!(tokio::time::Instant::now() < deadline, "{}", gw.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

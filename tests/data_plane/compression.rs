@@ -45,6 +45,19 @@ async fn scripted() -> SocketAddr {
                             return;
                         }
                     }
+                    if path == "/events" {
+                        // One event, then the stream stays open.
+                        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                        let event = b"data: hello\n\n";
+                        let chunk =
+                            [format!("{:x}\r\n", event.len()).as_bytes(), event, b"\r\n"].concat();
+                        let _ = stream
+                            .get_mut()
+                            .write_all(&[head.as_slice(), &chunk].concat())
+                            .await;
+                        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                        return;
+                    }
                     let answer = answer(&path);
                     if stream.get_mut().write_all(&answer).await.is_err() {
                         return;
@@ -82,6 +95,12 @@ fn answer(path: &str) -> Vec<u8> {
             out
         }
         "/png" => fixed("200 OK", "content-type: image/png\r\n", &body),
+        "/created" => fixed("201 Created", "content-type: text/html\r\n", &body),
+        "/identity" => fixed(
+            "200 OK",
+            "content-type: text/html\r\ncontent-encoding: identity\r\n",
+            &body,
+        ),
         "/short" => fixed("200 OK", "content-type: text/plain\r\n", &body[..100]),
         "/encoded" => fixed(
             "200 OK",
@@ -215,8 +234,9 @@ async fn each_client_gets_the_first_coding_it_accepts() {
 
 /// Answers that must not be compressed pass exactly as the upstream sent
 /// them to a client that accepts every coding: another type, shorter than
-/// `min_length`, already encoded, `no-transform`, partial, bodiless, and
-/// any answer on a route with `compression: false`.
+/// `min_length`, already encoded, `no-transform`, partial, a `201` (nginx
+/// compresses 200, 403 and 404), bodiless, and any answer on a route with
+/// `compression: false`.
 #[tokio::test(flavor = "multi_thread")]
 async fn what_must_not_be_compressed_passes_untouched() {
     let gw = gateway("[gzip]").await;
@@ -226,6 +246,7 @@ async fn what_must_not_be_compressed_passes_untouched() {
         ("GET", "/encoded"),
         ("GET", "/no-transform"),
         ("GET", "/partial"),
+        ("GET", "/created"),
         ("HEAD", "/html"),
         ("GET", "/off"),
     ] {
@@ -250,4 +271,71 @@ async fn what_must_not_be_compressed_passes_untouched() {
             );
         }
     }
+}
+
+/// Each piece the upstream sends is flushed at once: a client reading an
+/// event stream of a compressed type gets the first event, decodable,
+/// while the stream stays open. An `identity` coding is no coding.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_is_flushed_piece_by_piece() {
+    use std::io::Write;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = gateway("[gzip]").await;
+    let mut s = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    s.write_all(b"GET /events HTTP/1.1\r\nHost: site\r\nAccept-Encoding: gzip\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut decoded = flate2::write::GzDecoder::new(Vec::new());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !String::from_utf8_lossy(decoded.get_ref()).contains("data: hello") {
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout_at(deadline, s.read(&mut buf))
+            .await
+            .expect("the first event within 10 s")
+            .unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..at]).to_ascii_lowercase();
+        assert!(head.contains("content-encoding: gzip"), "{head}");
+        // The body so far, unchunked.
+        let mut body = Vec::new();
+        let mut rest = &got[at + 4..];
+        while let Some(line) = rest.windows(2).position(|w| w == b"\r\n") {
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line]).unwrap(), 16).unwrap();
+            if rest.len() < line + 2 + size + 2 {
+                break;
+            }
+            body.extend_from_slice(&rest[line + 2..line + 2 + size]);
+            rest = &rest[line + 2 + size + 2..];
+        }
+        decoded = flate2::write::GzDecoder::new(Vec::new());
+        decoded.write_all(&body).unwrap();
+        decoded.flush().unwrap();
+    }
+    let (headers, body) = raw(&gw, "GET", "/identity", Some("gzip")).await;
+    assert_eq!(get(&headers, "content-encoding"), Some("gzip"));
+    assert!(body.len() < page().len() / 2);
+}
+
+/// An HTTP/1.0 client cannot take a chunked answer: it gets the
+/// upstream's bytes as they are.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_1_0_client_gets_the_answer_uncompressed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = gateway("[gzip]").await;
+    let mut s = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    s.write_all(b"GET /html HTTP/1.0\r\nHost: site\r\nAccept-Encoding: gzip\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).await.unwrap();
+    let at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&got[..at]).to_ascii_lowercase();
+    assert!(!head.contains("content-encoding"), "{head}");
+    assert!(got[at + 4..] == page()[..], "the upstream's bytes");
 }

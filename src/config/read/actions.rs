@@ -105,7 +105,43 @@ pub(super) fn actions(
         canary: f.get("canary").and_then(|c| canary(r, &c, config)),
         retries: f.get("retries").and_then(|c| retries(r, &c)),
         no_compression: f.get("compression").and_then(|b| r.bool(&b)) == Some(false),
+        cookie_rewrite: f.get("cookie_rewrite").and_then(|c| cookie_rewrite(r, &c)),
     }
+}
+
+/// `cookie_rewrite: {domain: {from, to}, path: {from, to}}`: attribute
+/// values (no space, `;` or control), paths starting with `/`.
+fn cookie_rewrite(r: &mut Reader<'_>, at: &At<'_>) -> Option<CookieRewrite> {
+    let f = r.mapping(at, schema::COOKIE_REWRITE)?;
+    let mut pair = |key: &str| {
+        let at = f.get(key)?;
+        let g = r.mapping(&at, schema::FROM_TO)?;
+        let (Some(from_at), Some(to_at)) = (g.get("from"), g.get("to")) else {
+            let absent = if g.get("from").is_none() {
+                "from"
+            } else {
+                "to"
+            };
+            missing(r, &at, absent);
+            return None;
+        };
+        let (from, to) = (r.string(&from_at)?, r.string(&to_at)?);
+        for (v, at) in [(&from, &from_at), (&to, &to_at)] {
+            let text_ok = !v.is_empty() && v.bytes().all(|b| b.is_ascii_graphic() && b != b';');
+            if !text_ok || (key == "path" && !v.starts_with('/')) {
+                let why = match key {
+                    "path" => "a cookie path: starting with /, no space or ;",
+                    _ => "a cookie domain: no space or ;",
+                };
+                r.error_value(at, "routes.cookie_rewrite_invalid", why);
+            }
+        }
+        Some((from, to))
+    };
+    Some(CookieRewrite {
+        domain: pair("domain"),
+        path: pair("path"),
+    })
 }
 
 /// What a route's templates may name.

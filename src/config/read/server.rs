@@ -71,8 +71,37 @@ pub const COMPRESSED_TYPES: &[&str] = &[
     "text/x-component",
 ];
 
+/// `server.compression.algorithms`: gzip, br, zstd, each once, in order.
+fn codings(r: &mut Reader<'_>, list: &At<'_>) -> Vec<Coding> {
+    let mut codings = Vec::new();
+    for (i, node) in r.sequence(list).into_iter().enumerate() {
+        let item = list.item(i, node);
+        let coding = match r.string(&item).as_deref() {
+            Some("gzip") => Coding::Gzip,
+            Some("br") => Coding::Brotli,
+            Some("zstd") => Coding::Zstd,
+            Some(_) => {
+                r.error_value(&item, "server.compression_invalid", "gzip, br or zstd");
+                continue;
+            }
+            None => continue,
+        };
+        if !codings.contains(&coding) {
+            codings.push(coding);
+        }
+    }
+    if codings.is_empty() {
+        r.error(
+            list,
+            "server.compression_invalid",
+            "needs at least one of gzip, br, zstd",
+        );
+    }
+    codings
+}
+
 /// `server.compression: {algorithms, gzip_level, brotli_level, zstd_level,
-/// min_length, types}`.
+/// min_length, types, max_memory}`.
 fn compression(r: &mut Reader<'_>, at: &At<'_>) -> Option<Compression> {
     let f = r.mapping(at, schema::COMPRESSION)?;
     let mut out = Compression {
@@ -82,37 +111,15 @@ fn compression(r: &mut Reader<'_>, at: &At<'_>) -> Option<Compression> {
         zstd_level: 3,
         min_length: 256,
         types: COMPRESSED_TYPES.iter().map(|t| t.to_string()).collect(),
+        max_memory: 256 << 20,
     };
     if let Some(list) = f.get("algorithms") {
-        out.codings.clear();
-        for (i, node) in r.sequence(&list).into_iter().enumerate() {
-            let item = list.item(i, node);
-            let coding = match r.string(&item).as_deref() {
-                Some("gzip") => Coding::Gzip,
-                Some("br") => Coding::Brotli,
-                Some("zstd") => Coding::Zstd,
-                Some(_) => {
-                    r.error_value(&item, "server.compression_invalid", "gzip, br or zstd");
-                    continue;
-                }
-                None => continue,
-            };
-            if !out.codings.contains(&coding) {
-                out.codings.push(coding);
-            }
-        }
-        if out.codings.is_empty() {
-            r.error(
-                &list,
-                "server.compression_invalid",
-                "needs at least one of gzip, br, zstd",
-            );
-        }
+        out.codings = codings(r, &list);
     }
     for (key, slot, max) in [
         ("gzip_level", &mut out.gzip_level, 9),
         ("brotli_level", &mut out.brotli_level, 11),
-        ("zstd_level", &mut out.zstd_level, 19),
+        ("zstd_level", &mut out.zstd_level, 9),
     ] {
         let Some(at) = f.get(key) else { continue };
         match r.count(&at, "server.compression_invalid").map(|n| n.get()) {
@@ -123,6 +130,13 @@ fn compression(r: &mut Reader<'_>, at: &At<'_>) -> Option<Compression> {
     }
     if let Some(at) = f.get("min_length") {
         out.min_length = r.size(&at).unwrap_or(out.min_length);
+    }
+    if let Some(at) = f.get("max_memory") {
+        match r.size(&at) {
+            Some(n) if n >= 1 << 20 => out.max_memory = n,
+            Some(_) => r.error_value(&at, "server.compression_invalid", "at least 1MiB"),
+            None => {}
+        }
     }
     if let Some(at) = f.get("types") {
         out.types = r

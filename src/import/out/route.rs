@@ -2,8 +2,8 @@
 //! (`RouteKeys`, in `RouteKey`'s order), each a typed value.
 
 use super::{
-    CanaryKey, CorsKey, DirectKey, EditKey, MatchKey, RedirectKey, RegexKey, RetryKey, RewriteKey,
-    RouteKey, TimeoutKey,
+    CanaryKey, CookieRewriteKey, CorsKey, DirectKey, EditKey, FromToKey, MatchKey, RedirectKey,
+    RegexKey, RetryKey, RewriteKey, RouteKey, TimeoutKey,
 };
 use crate::import::emit::{Fields, Node};
 
@@ -56,6 +56,9 @@ pub struct RouteKeys {
     /// when the Service has no ready endpoint (ingress-nginx's answer),
     /// `404` on the host of an Ingress not served.
     pub direct: Option<u16>,
+    /// `proxy-cookie-domain` and `proxy-cookie-path`: each `(from, to)`.
+    pub cookie_domain: Option<(String, String)>,
+    pub cookie_path: Option<(String, String)>,
 }
 
 /// A route's `auth`.
@@ -262,6 +265,21 @@ impl RouteKeys {
         f.maybe(RouteKey::Retries, self.retries.as_ref().map(retries));
         f.maybe(RouteKey::Cors, self.cors.as_ref().map(cors));
         f.maybe(RouteKey::Canary, self.canary.as_ref().map(canary));
+        if self.cookie_domain.is_some() || self.cookie_path.is_some() {
+            let pair = |(from, to): &(String, String)| {
+                let mut g = Fields::default();
+                g.put(FromToKey::From, from.as_str());
+                g.put(FromToKey::To, to.as_str());
+                g.node()
+            };
+            let mut c = Fields::default();
+            c.maybe(
+                CookieRewriteKey::Domain,
+                self.cookie_domain.as_ref().map(pair),
+            );
+            c.maybe(CookieRewriteKey::Path, self.cookie_path.as_ref().map(pair));
+            f.put(RouteKey::CookieRewrite, c.node());
+        }
         if let Some(status) = self.direct {
             let mut direct = Fields::default();
             direct.put(DirectKey::Status, u64::from(status));

@@ -1,0 +1,98 @@
+//! What an Ingress's annotations add around its paths: other names for
+//! its host (`server-alias`, `from-to-www-redirect`), a Service that
+//! serves them while theirs has no endpoint (`default-backend`), and the
+//! upstream's cookies rewritten (`proxy-cookie-domain`, `-path`).
+
+use super::draft::Draft;
+use super::plan::Plan;
+use super::units::go_bool;
+use super::Verdict;
+
+/// The annotations read here (without the prefix).
+pub const KEYS: &[&str] = &[
+    "default-backend",
+    "from-to-www-redirect",
+    "proxy-cookie-domain",
+    "proxy-cookie-path",
+    "server-alias",
+];
+
+/// What one of `KEYS` becomes.
+pub fn verdict(draft: &Draft<'_>, key: &str, value: &str, plan: &mut Plan) -> Verdict {
+    let mapped = |s: &str| Verdict::Mapped(s.to_string());
+    match key {
+        "proxy-cookie-domain" | "proxy-cookie-path" => cookie_rewrite(key, value, plan),
+        "default-backend" if super::names::dns1123_label(value.trim()) => {
+            plan.default_backend = Some(value.trim().to_string());
+            match draft.options.cluster {
+                true => mapped(
+                    "a path whose Service has no ready endpoint is served by this Service of the \
+                     namespace (its first port) until it has one",
+                ),
+                false => Verdict::Approximated(
+                    "the import cannot see endpoints: the controller serves a path whose Service has \
+                     none by this one"
+                        .into(),
+                ),
+            }
+        }
+        "default-backend" => Verdict::Unsupported(format!("{value:?} is not a Service name")),
+        "server-alias" => {
+            let names: Vec<String> = value
+                .split(',')
+                .map(|n| n.trim().to_ascii_lowercase())
+                .filter(|n| !n.is_empty())
+                .collect();
+            match names.iter().find(|n| !super::names::dns1123_subdomain(n)) {
+                Some(bad) => Verdict::Unsupported(format!("{bad:?} is not a host name")),
+                None => {
+                    plan.aliases = names;
+                    mapped(
+                        "each name serves the Ingress's paths as its host does, unless an Ingress \
+                         names it as its host (that one wins, as in ingress-nginx)",
+                    )
+                }
+            }
+        }
+        "from-to-www-redirect" => {
+            plan.www_redirect = go_bool(value);
+            mapped(
+                "a route for the other name of each host (with or without www.) answering 308 to the \
+                 host, path and query kept, unless another route serves that name",
+            )
+        }
+        _ => Verdict::Unsupported(format!("{key} is not read here")),
+    }
+}
+
+/// `proxy-cookie-domain` and `proxy-cookie-path`: `off`, or `FROM TO`.
+fn cookie_rewrite(key: &str, value: &str, plan: &mut Plan) -> Verdict {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let ok = |w: &str| w.bytes().all(|b| b.is_ascii_graphic() && b != b';');
+    let path = key == "proxy-cookie-path";
+    match words.as_slice() {
+        ["off"] => Verdict::Mapped("off: nothing to do".into()),
+        [from, to]
+            if ok(from)
+                && ok(to)
+                && !from.starts_with('~')
+                && (!path || from.starts_with('/') && to.starts_with('/')) =>
+        {
+            let pair = Some((from.to_string(), to.to_string()));
+            let what = match path {
+                true => {
+                    plan.keys.cookie_path = pair;
+                    "cookie_rewrite.path: a Set-Cookie Path starting with FROM gets TO instead"
+                }
+                false => {
+                    plan.keys.cookie_domain = pair;
+                    "cookie_rewrite.domain: a Set-Cookie Domain of FROM (case-insensitive) becomes TO"
+                }
+            };
+            Verdict::Mapped(what.into())
+        }
+        _ => Verdict::Unsupported(format!(
+            "{value:?}: off, or FROM TO without a regular expression (~) or nginx variables"
+        )),
+    }
+}
