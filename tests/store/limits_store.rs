@@ -210,14 +210,14 @@ async fn a_flood_costs_redis_one_call_per_gateway_per_refill(backend: Backend) {
     }
 }
 
-/// 100,000 active tenants (40,000 in CI; `FAIRGATE_FULL=1` sends the
+/// 100,000 active tenants (25,000 in CI; `FAIRGATE_FULL=1` sends the
 /// 100,000), one non-full bucket each, in the memory store: the gateway
 /// forgets none of them, stays under 128 MiB resident, and each tenant past
 /// the first 10,000 costs under 640 bytes (so 100,000 fit in 128 MiB).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_memory_store_holds_100k_tenants_under_128_mib() {
     use futures_util::StreamExt;
-    let tenants = requests(40_000, 100_000);
+    let tenants = requests(25_000, 100_000);
     let env = Env::new(Backend::Memory).await;
     let gw = env
         .gateway(
