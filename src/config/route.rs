@@ -128,6 +128,20 @@ pub struct Actions {
     /// The upstream's `Set-Cookie` domains and paths rewritten
     /// (ingress-nginx `proxy-cookie-domain`, `proxy-cookie-path`).
     pub cookie_rewrite: Option<CookieRewrite>,
+    /// Answers of these statuses are replaced by an error pool's page
+    /// (ingress-nginx `custom-http-errors` with its default backend).
+    pub error_pages: Option<ErrorPages>,
+}
+
+/// `error_pages`: for an upstream answer of one of `codes` to a request
+/// without a body, the gateway asks `upstream` for the page instead (a
+/// `GET` of the same path with `X-Code`, `X-Format`, `X-Original-URI`,
+/// `X-Request-ID` and `headers`) and gives the client its answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorPages {
+    pub codes: Vec<u16>,
+    pub upstream: String,
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
 }
 
 /// `cookie_rewrite`: each `(from, to)`. A `Domain` equal to `from`

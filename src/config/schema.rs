@@ -209,7 +209,9 @@ pub const ROUTE: &[&str] = &[
     "retries",
     "compression",
     "cookie_rewrite",
+    "error_pages",
 ];
+pub const ERROR_PAGES: &[&str] = &["codes", "upstream", "headers"];
 pub const COOKIE_REWRITE: &[&str] = &["domain", "path"];
 pub const FROM_TO: &[&str] = &["from", "to"];
 pub const ROUTE_MATCH: &[&str] = &[
@@ -320,6 +322,7 @@ pub fn paths() -> Vec<String> {
     under("upstreams.<name>.affinity", AFFINITY);
     under("server.compression", COMPRESSION);
     under("routes[].cookie_rewrite", COOKIE_REWRITE);
+    under("routes[].error_pages", ERROR_PAGES);
     under("routes[].cookie_rewrite.domain", FROM_TO);
     under("routes[].cookie_rewrite.path", FROM_TO);
     out

@@ -68,6 +68,7 @@ pub const KNOWN: &[&str] = &[
     "cors-expose-headers",
     "cors-max-age",
     "custom-headers",
+    "custom-http-errors",
     "default-backend",
     "denylist-source-range",
     "enable-access-log",
@@ -302,7 +303,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             mapped("rewrite.path, $N as the path's numbered groups; the paths become regular expressions as in ingress-nginx, \
                     and every other path of their hosts too")
         }
-        k if servers::KEYS.contains(&k) => servers::verdict(draft, k, value, plan),
+        k if servers::KEYS.contains(&k) => servers::verdict(draft, ing, k, value, plan),
         "app-root" if value.starts_with('/') => {
             plan.keys.app_root = Some(value.to_string());
             mapped("app_root: / answers 302 to it")

@@ -154,7 +154,7 @@ pub fn upstream(
 
 /// The `default-backend` Service `name` of `namespace` as a backend: its
 /// first port, as ingress-nginx takes (80 when the Service is not known).
-fn default_backend(draft: &Draft<'_>, namespace: &str, name: &str) -> Value {
+pub fn default_backend(draft: &Draft<'_>, namespace: &str, name: &str) -> Value {
     let svc = draft.object(Kind::Service, namespace, name);
     let first = svc
         .and_then(|s| s.value.pointer("/spec/ports/0/port"))

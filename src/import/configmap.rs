@@ -178,6 +178,7 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
             };
             Verdict::Mapped(why.into())
         }
+        "enable-modsecurity" | "enable-owasp-modsecurity-crs" => waf(draft, key, value),
         "annotations-risk-level" => {
             Verdict::Mapped("nothing to do: fairgate runs no nginx snippets".into())
         }
@@ -191,6 +192,20 @@ fn setting(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
         ),
         _ => Verdict::Unsupported("no fairgate equivalent".into()),
     }
+}
+
+/// `enable-modsecurity` and `enable-owasp-modsecurity-crs`: a WAF for
+/// every Ingress, which fairgate does not have, withholds them all.
+fn waf(draft: &mut Draft<'_>, key: &str, value: &str) -> Verdict {
+    if !units::go_bool(value) {
+        return Verdict::Mapped("off: nothing to do".into());
+    }
+    draft.withheld = Some(format!("the ConfigMap's {key} did not carry over"));
+    Verdict::Unsupported(
+        "fairgate has no web application firewall: every Ingress is withheld rather than \
+         served without the rules that guarded it"
+            .into(),
+    )
 }
 
 /// The ConfigMap's rules for every Ingress: address lists, or what

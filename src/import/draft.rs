@@ -121,6 +121,9 @@ pub struct Draft<'a> {
     /// without `www.`), the URL its requests are sent to (scheme and host)
     /// and the Ingress that asks.
     pub www: Vec<(String, String, String)>,
+    /// The oldest Ingress's age for each rule host (`server-alias`), made
+    /// when first asked for.
+    pub host_ages: Option<std::sync::Arc<std::collections::HashMap<String, (String, String)>>>,
     /// Compiled regular-expression bytes imported, by namespace.
     pub regex_bytes: BTreeMap<String, usize>,
     /// In controller mode, the pools made of endpoints.
@@ -160,6 +163,7 @@ impl<'a> Draft<'a> {
             claimed: HashMap::new(),
             closed: BTreeSet::new(),
             www: Vec::new(),
+            host_ages: None,
             regex_bytes: BTreeMap::new(),
             bindings: Vec::new(),
             server: Vec::new(),

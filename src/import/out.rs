@@ -166,6 +166,15 @@ keys! {
         Canary = "canary",
         DirectResponse = "direct_response",
         CookieRewrite = "cookie_rewrite",
+        ErrorPages = "error_pages",
+    }
+}
+
+keys! {
+    ErrorPagesKey at ["routes[].error_pages"] {
+        Codes = "codes",
+        Upstream = "upstream",
+        Headers = "headers",
     }
 }
 
@@ -665,6 +674,7 @@ mod tests {
             texts(CompressionKey::ALL, CompressionKey::AT),
             texts(CookieRewriteKey::ALL, CookieRewriteKey::AT),
             texts(FromToKey::ALL, FromToKey::AT),
+            texts(ErrorPagesKey::ALL, ErrorPagesKey::AT),
             texts(LimitKey::ALL, LimitKey::AT),
             texts(BucketKey::ALL, BucketKey::AT),
             texts(ConcurrencyKey::ALL, ConcurrencyKey::AT),

@@ -28,6 +28,8 @@ pub struct Plan {
     /// `default-backend`: the Service (of the Ingress's namespace) that
     /// serves its paths while their own has no ready endpoint.
     pub default_backend: Option<String>,
+    /// `custom-http-errors`: the statuses the default backend answers for.
+    pub error_codes: Vec<u16>,
     /// ImplementationSpecific paths read as prefixes, reported once.
     pub loose_prefix_reported: bool,
     /// The `auth.methods` entry its routes name (`auth-url`, `auth-type`),

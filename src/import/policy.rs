@@ -132,6 +132,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
         return;
     }
     draft.methods.extend(plan.method.take());
+    error_pages(draft, ing, &mut plan);
     paths::regex_lines(draft, ing);
     let first = draft.routes.len();
     let mut all = paths::of(ing);
@@ -165,7 +166,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
                 draft.claimed.entry(r.origin.clone()).or_insert_with(owner);
             }
             if plan.www_redirect {
-                www_names(draft, ing);
+                www_names(draft, ing, first);
             }
             return;
         }
@@ -177,6 +178,59 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
         "paths",
         Verdict::Unsupported(format!("not imported: {why}")),
     );
+}
+
+/// `custom-http-errors` with `default-backend`: the routes' `error_pages`,
+/// the default backend's pool (none while it has no ready endpoint).
+fn error_pages(draft: &mut Draft<'_>, ing: &Object, plan: &mut Plan) {
+    let (Some(service), false) = (plan.default_backend.clone(), plan.error_codes.is_empty()) else {
+        return;
+    };
+    let value = backend::default_backend(draft, &ing.namespace, &service);
+    let fallback = Plan {
+        protocol: plan.protocol,
+        verify: plan.verify.clone(),
+        ..Plan::default()
+    };
+    let Some(backend::Served::Pool(upstream)) = backend::upstream(draft, ing, &value, &fallback)
+    else {
+        return;
+    };
+    let headers = vec![
+        ("X-Namespace".to_string(), ing.namespace.clone()),
+        ("X-Ingress-Name".to_string(), ing.name.clone()),
+    ];
+    plan.keys.error_pages = Some(super::out::ErrorPages {
+        codes: std::mem::take(&mut plan.error_codes),
+        upstream,
+        headers,
+    });
+}
+
+/// Aliases one Ingress may add: each multiplies its routes.
+const MAX_ALIASES: usize = 16;
+
+/// The oldest Ingress's age for each rule host, made once per import.
+fn host_ages(
+    draft: &mut Draft<'_>,
+) -> std::sync::Arc<std::collections::HashMap<String, (String, String)>> {
+    if let Some(made) = &draft.host_ages {
+        return made.clone();
+    }
+    let mut ages: std::collections::HashMap<String, (String, String)> =
+        std::collections::HashMap::new();
+    for o in draft.objects.iter().filter(|o| o.is(Kind::Ingress)) {
+        let age = claims::age(o);
+        for host in super::rule_hosts(o) {
+            let oldest = ages.entry(host).or_insert_with(|| age.clone());
+            if age < *oldest {
+                *oldest = age.clone();
+            }
+        }
+    }
+    let made = std::sync::Arc::new(ages);
+    draft.host_ages = Some(made.clone());
+    made
 }
 
 /// `server-alias`: the Ingress's paths again under each alias, when all
@@ -206,14 +260,25 @@ fn aliased<'a>(
         draft.line(&ing.id(), &format!("{prefix}/server-alias"), verdict);
         return Vec::new();
     }
-    let named = |alias: &str| {
-        let ingresses = draft.objects.iter().filter(|o| o.is(Kind::Ingress));
-        ingresses
-            .flat_map(|o| super::rule_hosts(o))
-            .any(|h| h == alias)
+    // An alias an older Ingress names as its host is that one's (a newer
+    // one's path there is refused as any taken path is); a host closed (an
+    // Ingress withheld or left out) stays closed.
+    let mine = claims::age(ing);
+    let owners = host_ages(draft);
+    let taken = |alias: &String| {
+        owners.get(alias).is_some_and(|age| *age < mine)
+            || draft.closed.contains(alias)
+            || draft.options.closed_hosts.contains(alias)
+            || draft.options.named_elsewhere.contains(alias)
     };
+    let kept: Vec<&String> = plan
+        .aliases
+        .iter()
+        .filter(|a| !taken(a))
+        .take(MAX_ALIASES)
+        .collect();
     let mut out = Vec::new();
-    for alias in plan.aliases.iter().filter(|a| !named(a)) {
+    for alias in kept {
         for (_, path, kind, backend) in paths {
             out.push((Some(alias.clone()), path.clone(), kind.clone(), *backend));
         }
@@ -226,8 +291,13 @@ fn aliased<'a>(
 /// host, over HTTPS when a TLS section serves it (nginx keeps the
 /// request's scheme; a TLS listener for the other name needs a
 /// certificate for it too).
-fn www_names(draft: &mut Draft<'_>, ing: &Object) {
-    for host in super::rule_hosts(ing) {
+fn www_names(draft: &mut Draft<'_>, ing: &Object, first: usize) {
+    // The hosts it serves: not one its paths were refused on.
+    let hosts: std::collections::BTreeSet<String> = draft.routes[first..]
+        .iter()
+        .filter_map(|r| r.host.clone())
+        .collect();
+    for host in hosts {
         if host.starts_with("*.") {
             continue;
         }
@@ -250,14 +320,14 @@ fn www_names(draft: &mut Draft<'_>, ing: &Object) {
 /// (and that are not the operator's): a route each, answering `308` to
 /// the named host with the path and query kept.
 fn www_redirects(draft: &mut Draft<'_>) {
+    let served: std::collections::HashSet<String> =
+        draft.routes.iter().filter_map(|r| r.host.clone()).collect();
     for (other, target, ingress) in std::mem::take(&mut draft.www) {
-        let served = draft
-            .routes
-            .iter()
-            .any(|r| r.host.as_deref() == Some(&other));
         let elsewhere = claims::reserved(&draft.options.reserved_hosts, &other, false).is_some()
             || draft.options.named_elsewhere.contains(&other);
-        if served || elsewhere {
+        // A host closed (an Ingress withheld or left out) stays closed.
+        let closed = draft.closed.contains(&other) || draft.options.closed_hosts.contains(&other);
+        if served.contains(&other) || elsewhere || closed {
             continue;
         }
         let keys = super::out::RouteKeys {

@@ -4,12 +4,14 @@
 //! upstream's cookies rewritten (`proxy-cookie-domain`, `-path`).
 
 use super::draft::Draft;
+use super::manifests::Object;
 use super::plan::Plan;
 use super::units::go_bool;
 use super::Verdict;
 
 /// The annotations read here (without the prefix).
 pub const KEYS: &[&str] = &[
+    "custom-http-errors",
     "default-backend",
     "from-to-www-redirect",
     "proxy-cookie-domain",
@@ -18,9 +20,40 @@ pub const KEYS: &[&str] = &[
 ];
 
 /// What one of `KEYS` becomes.
-pub fn verdict(draft: &Draft<'_>, key: &str, value: &str, plan: &mut Plan) -> Verdict {
+pub fn verdict(
+    draft: &Draft<'_>,
+    ing: &Object,
+    key: &str,
+    value: &str,
+    plan: &mut Plan,
+) -> Verdict {
     let mapped = |s: &str| Verdict::Mapped(s.to_string());
     match key {
+        "custom-http-errors" => {
+            let fallback =
+                super::annotations::get(ing, &draft.options.annotation_prefix, "default-backend");
+            let codes: Result<Vec<u16>, _> =
+                value.split(',').map(|c| c.trim().parse::<u16>()).collect();
+            match (codes, fallback) {
+                (Ok(codes), Some(_)) if codes.iter().all(|c| (400..=599).contains(c)) => {
+                    plan.error_codes = codes;
+                    mapped(
+                        "error_pages: an answer of these statuses to a request without a body is \
+                         replaced by the default-backend's page for it (X-Code, X-Format, \
+                         X-Original-URI, X-Namespace, X-Ingress-Name, X-Request-ID; not X-Service-Name \
+                         or X-Service-Port)",
+                    )
+                }
+                (Ok(_), None) => Verdict::Unsupported(
+                    "no default-backend annotation names the error backend (the controller's own \
+                     default backend is not known): the answers pass as they are"
+                        .into(),
+                ),
+                _ => Verdict::Unsupported(format!(
+                    "{value:?}: statuses from 400 to 599, comma-separated"
+                )),
+            }
+        }
         "proxy-cookie-domain" | "proxy-cookie-path" => cookie_rewrite(key, value, plan),
         "default-backend" if super::names::dns1123_label(value.trim()) => {
             plan.default_backend = Some(value.trim().to_string());
@@ -38,18 +71,20 @@ pub fn verdict(draft: &Draft<'_>, key: &str, value: &str, plan: &mut Plan) -> Ve
         }
         "default-backend" => Verdict::Unsupported(format!("{value:?} is not a Service name")),
         "server-alias" => {
-            let names: Vec<String> = value
+            let mut names: Vec<String> = value
                 .split(',')
                 .map(|n| n.trim().to_ascii_lowercase())
                 .filter(|n| !n.is_empty())
                 .collect();
+            names.sort();
+            names.dedup();
             match names.iter().find(|n| !super::names::dns1123_subdomain(n)) {
                 Some(bad) => Verdict::Unsupported(format!("{bad:?} is not a host name")),
                 None => {
                     plan.aliases = names;
                     mapped(
-                        "each name serves the Ingress's paths as its host does, unless an Ingress \
-                         names it as its host (that one wins, as in ingress-nginx)",
+                        "each name (at most 16) serves the Ingress's paths as its host does, unless \
+                         an older Ingress names it as its host, or it is closed or the operator's",
                     )
                 }
             }
@@ -68,7 +103,10 @@ pub fn verdict(draft: &Draft<'_>, key: &str, value: &str, plan: &mut Plan) -> Ve
 /// `proxy-cookie-domain` and `proxy-cookie-path`: `off`, or `FROM TO`.
 fn cookie_rewrite(key: &str, value: &str, plan: &mut Plan) -> Verdict {
     let words: Vec<&str> = value.split_whitespace().collect();
-    let ok = |w: &str| w.bytes().all(|b| b.is_ascii_graphic() && b != b';');
+    let ok = |w: &str| {
+        w.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b';' && b != b'$')
+    };
     let path = key == "proxy-cookie-path";
     match words.as_slice() {
         ["off"] => Verdict::Mapped("off: nothing to do".into()),

@@ -22,7 +22,10 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
     let route = ctx
         .route()
         .ok_or_else(|| Error::new(ErrorType::InternalError))?;
-    let name = actions::pool(session, ctx, route).to_string();
+    let name = match (ctx.upstream.error_page, &route.actions.error_pages) {
+        (Some(_), Some(pages)) => pages.upstream.clone(),
+        _ => actions::pool(session, ctx, route).to_string(),
+    };
     let pool = ctx
         .policy
         .pools
@@ -201,6 +204,12 @@ pub fn answered(session: &mut Session, ctx: &mut Ctx, status: u16) -> Result<()>
     // Nothing of this answer has reached the client: another target may
     // give a better one (`on_error` marks it for retry).
     let body_sent = ctx.request_body_bytes > 0 || session.as_ref().retry_buffer_truncated();
+    if !body_sent && super::error_page::wanted(session, ctx, status).is_some() {
+        ctx.upstream.error_page = Some(status);
+        ctx.upstream.status_retry = true;
+        return Error::e_explain(ErrorType::HTTPStatus(status), "sent to the error pages")
+            .map_err(|e| e.into_up());
+    }
     if !body_sent && retry(session, ctx, |r| r.on_status.contains(&status)) {
         ctx.upstream.status_retry = true;
         return Error::e_explain(ErrorType::HTTPStatus(status), "retried on another target")

@@ -24,11 +24,12 @@ use crate::config::{Coding, Compression};
 /// The encoder of one answer, holding its share of `max_memory`.
 pub struct Encoder {
     inner: Inner,
-    _reserved: Reserved,
+    /// Released when the stream ends, not when the request does.
+    reserved: Option<Reserved>,
 }
 
 enum Inner {
-    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    Gzip(Option<flate2::write::GzEncoder<Vec<u8>>>),
     Brotli(Option<Box<brotli::CompressorWriter<Vec<u8>>>>),
     Zstd(Option<zstd::stream::write::Encoder<'static, Vec<u8>>>),
 }
@@ -57,14 +58,26 @@ impl Encoder {
     /// One piece of the body (`end`: the last, which ends the stream);
     /// what the client gets for it, flushed.
     pub fn encode(&mut self, input: &[u8], end: bool) -> std::io::Result<Bytes> {
+        if end {
+            self.reserved = None;
+        }
         let out = match &mut self.inner {
-            Inner::Gzip(w) => {
+            Inner::Gzip(slot) => {
+                let Some(w) = slot.as_mut() else {
+                    return Ok(Bytes::new());
+                };
                 w.write_all(input)?;
                 match end {
-                    true => w.try_finish()?,
-                    false => w.flush()?,
+                    true => slot
+                        .take()
+                        .map(|w| w.finish())
+                        .transpose()?
+                        .unwrap_or_default(),
+                    false => {
+                        w.flush()?;
+                        std::mem::take(w.get_mut())
+                    }
                 }
-                std::mem::take(w.get_mut())
             }
             Inner::Brotli(slot) => {
                 let Some(w) = slot.as_mut() else {
@@ -118,14 +131,7 @@ pub fn start(
     let Some(coding) = chosen(c, req) else {
         return Ok(None);
     };
-    let length = resp.headers.get(CONTENT_LENGTH).and_then(|v| {
-        std::str::from_utf8(v.as_bytes())
-            .ok()?
-            .trim()
-            .parse::<u64>()
-            .ok()
-    });
-    let Some(encoder) = encoder(c, coding, length) else {
+    let Some(encoder) = encoder(c, coding) else {
         return Ok(None);
     };
     for name in [CONTENT_LENGTH, ACCEPT_RANGES] {
@@ -189,12 +195,12 @@ fn eligible(c: &Compression, req: &RequestHeader, resp: &ResponseHeader) -> bool
 }
 
 /// An encoder for `coding`, if `max_memory` has room for it.
-fn encoder(c: &Compression, coding: Coding, length: Option<u64>) -> Option<Encoder> {
+fn encoder(c: &Compression, coding: Coding) -> Option<Encoder> {
     let reserved = Reserved::take(coding.memory(c.level(coding)), c.max_memory)?;
     let inner = match coding {
         Coding::Gzip => {
             let level = flate2::Compression::new(c.gzip_level);
-            Inner::Gzip(flate2::write::GzEncoder::new(Vec::new(), level))
+            Inner::Gzip(Some(flate2::write::GzEncoder::new(Vec::new(), level)))
         }
         // A 4 KiB buffer, a 512 KiB window (lgwin 19).
         Coding::Brotli => Inner::Brotli(Some(Box::new(brotli::CompressorWriter::new(
@@ -207,13 +213,12 @@ fn encoder(c: &Compression, coding: Coding, length: Option<u64>) -> Option<Encod
             let mut w = zstd::stream::write::Encoder::new(Vec::new(), c.zstd_level as i32).ok()?;
             // A 2 MiB window: within the 8 MiB RFC 9659 lets HTTP clients refuse beyond.
             w.window_log(21).ok()?;
-            w.set_pledged_src_size(length).ok()?;
             Inner::Zstd(Some(w))
         }
     };
     Some(Encoder {
         inner,
-        _reserved: reserved,
+        reserved: Some(reserved),
     })
 }
 
@@ -357,12 +362,10 @@ mod tests {
     fn max_memory_bounds_the_encoders_alive_at_once() {
         let mut c = config(&[Coding::Gzip]);
         c.max_memory = 1 << 20;
-        let held: Vec<Encoder> = (0..4)
-            .filter_map(|_| encoder(&c, Coding::Gzip, None))
-            .collect();
+        let held: Vec<Encoder> = (0..4).filter_map(|_| encoder(&c, Coding::Gzip)).collect();
         assert_eq!(held.len(), 4);
-        assert!(encoder(&c, Coding::Gzip, None).is_none());
+        assert!(encoder(&c, Coding::Gzip).is_none());
         drop(held);
-        assert!(encoder(&c, Coding::Gzip, None).is_some());
+        assert!(encoder(&c, Coding::Gzip).is_some());
     }
 }

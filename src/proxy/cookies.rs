@@ -40,7 +40,10 @@ fn cookie(rules: &CookieRewrite, value: &str) -> Option<String> {
                 "domain" => {
                     let (from, to) = rules.domain.as_ref()?;
                     let bare = |d: &str| d.trim().trim_start_matches('.').to_ascii_lowercase();
-                    (bare(v) == bare(from)).then(|| format!("{lead}{}={to}", key.trim()))
+                    // nginx keeps the cookie's leading dot.
+                    let dot = if v.trim().starts_with('.') { "." } else { "" };
+                    let to = to.trim_start_matches('.');
+                    (bare(v) == bare(from)).then(|| format!("{lead}{}={dot}{to}", key.trim()))
                 }
                 "path" => {
                     let (from, to) = rules.path.as_ref()?;
@@ -76,7 +79,7 @@ mod tests {
                 "sid=1; Domain=.APP.svc.cluster.local; Path=/app/cart; HttpOnly"
             )
             .as_deref(),
-            Some("sid=1; Domain=shop.example; Path=/cart; HttpOnly")
+            Some("sid=1; Domain=.shop.example; Path=/cart; HttpOnly")
         );
         // Another domain, a path not under `from`, the cookie's own value: kept.
         assert_eq!(

@@ -164,4 +164,7 @@ pub struct Attempts {
     /// The client's pinned target failed and `change_on_failure` moved it
     /// for the rest of this request.
     pub unpinned: bool,
+    /// The upstream answered this status, and the error pool is asked for
+    /// the page (`error_pages`).
+    pub error_page: Option<u16>,
 }

@@ -125,6 +125,9 @@ impl ProxyHttp for Gateway {
         if let Some(path) = actions::forward(session, ctx, route, upstream)? {
             ctx.forwarded_path = Some(path);
         }
+        if let Some(code) = ctx.upstream.error_page {
+            super::error_page::request(ctx, session, code, upstream)?;
+        }
         headers::identity(session, upstream, ctx)
     }
 

@@ -25,6 +25,7 @@ pub mod cookies;
 pub mod cors;
 pub mod ctx;
 pub mod edge;
+pub mod error_page;
 pub mod gateway;
 pub mod h2;
 pub mod headers;

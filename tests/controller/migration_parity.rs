@@ -473,30 +473,32 @@ async fn proxy_cookie_domain_and_path_rewrite_the_upstreams_cookies() {
     assert_eq!(
         set,
         [
-            "sid=1; Domain=app.lab; Path=/cart; HttpOnly",
+            "sid=1; Domain=.app.lab; Path=/cart; HttpOnly",
             "theme=dark; Domain=other.example; Path=/api"
         ]
     );
 }
 
 /// `server-alias`: each alias serves the Ingress's paths as its host does,
-/// but an alias another Ingress names as its host is that Ingress's.
+/// but an alias an older Ingress names as its host is that Ingress's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_alias_serves_the_ingress_under_more_names() {
     let [a, b] = two_pods(5);
     let api = shop_api(&a.addr);
     backend(&api, "shop", "other", &b.addr);
-    let mut shop = shop_ingress("shop", "shop.lab", "/cart");
-    shop["metadata"]["annotations"] = json!({format!("{P}/server-alias"): "store.lab, Taken.lab"});
-    api.apply(shop);
+    // The older Ingress (created first, and first by name in the same
+    // second) names taken.lab as its host: the alias is not the newer one's.
     api.apply(ingress(
         "shop",
-        "taken",
+        "a-taken",
         Some("fairgate"),
         "taken.lab",
         "/cart",
         "other",
     ));
+    let mut shop = shop_ingress("shop", "shop.lab", "/cart");
+    shop["metadata"]["annotations"] = json!({format!("{P}/server-alias"): "store.lab, Taken.lab"});
+    api.apply(shop);
     let dir = tempfile::tempdir().unwrap();
     let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
     let pod = |host: &'static str, path: &'static str| {
@@ -548,4 +550,42 @@ async fn the_default_backend_serves_until_the_service_has_endpoints() {
         assert!(tokio::time::Instant::now() < deadline, "{}", gw.logs());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// `custom-http-errors` with `default-backend`: the application's 404
+/// becomes the error backend's page, asked with ingress-nginx's headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_http_errors_are_answered_by_the_default_backend() {
+    let [web, errors] = two_pods(7);
+    let api = shop_api(&web.addr);
+    backend(&api, "shop", "errors", &errors.addr);
+    let mut ing = shop_ingress("shop", "shop.lab", "/");
+    ing["metadata"]["annotations"] = json!({
+        format!("{P}/custom-http-errors"): "404,503",
+        format!("{P}/default-backend"): "errors",
+    });
+    api.apply(ing);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let r = client()
+        .get(gw.url("/gone?status=404"))
+        .header("host", "shop.lab")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["pod"], "web-b", "{body}");
+    let h = |name: &str| body["headers"][name][0].clone();
+    assert_eq!(
+        (h("x-code"), h("x-namespace"), h("x-ingress-name")),
+        (json!("404"), json!("shop"), json!("shop"))
+    );
+    let r = client()
+        .get(gw.url("/fine"))
+        .header("host", "shop.lab")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["pod"], "web-a");
 }

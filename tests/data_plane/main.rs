@@ -19,6 +19,7 @@ mod auth_external;
 mod auth_external_attack;
 mod compression;
 mod demo;
+mod error_pages;
 mod grpc;
 mod hardening;
 mod hardening_resources;

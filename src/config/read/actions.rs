@@ -106,6 +106,9 @@ pub(super) fn actions(
         retries: f.get("retries").and_then(|c| retries(r, &c)),
         no_compression: f.get("compression").and_then(|b| r.bool(&b)) == Some(false),
         cookie_rewrite: f.get("cookie_rewrite").and_then(|c| cookie_rewrite(r, &c)),
+        error_pages: f
+            .get("error_pages")
+            .and_then(|e| error_pages(r, &e, config)),
     }
 }
 

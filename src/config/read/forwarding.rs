@@ -201,3 +201,51 @@ pub(super) fn canary(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option
         cookie: f.get("cookie").and_then(|c| r.string(&c)),
     })
 }
+
+/// `error_pages: {codes: [STATUS...], upstream: NAME, headers: {NAME: VALUE}}`.
+pub(super) fn error_pages(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<ErrorPages> {
+    let f = r.mapping(at, schema::ERROR_PAGES)?;
+    let Some(upstream) = f.get("upstream").and_then(|u| pool_name(r, &u, config)) else {
+        missing(r, at, "upstream");
+        return None;
+    };
+    let mut codes = Vec::new();
+    let Some(list) = f.get("codes") else {
+        missing(r, at, "codes");
+        return None;
+    };
+    for (i, node) in r.sequence(&list).into_iter().enumerate() {
+        let item = list.item(i, node);
+        match r.u64(&item, "routes.error_pages_invalid") {
+            Some(n @ 400..=599) => codes.push(n as u16),
+            Some(_) => r.error_value(
+                &item,
+                "routes.error_pages_invalid",
+                "a status from 400 to 599",
+            ),
+            None => {}
+        }
+    }
+    let mut headers = Vec::new();
+    if let Some(h) = f.get("headers") {
+        for (name, item) in r.named(&h) {
+            let Some(value) = r.string(&item) else {
+                continue;
+            };
+            let name = http::HeaderName::from_bytes(name.as_bytes());
+            match (name, http::HeaderValue::from_str(&value)) {
+                (Ok(n), Ok(v)) => headers.push((n, v)),
+                _ => r.error(
+                    &item,
+                    "config.header_invalid",
+                    "not a valid header name or value",
+                ),
+            }
+        }
+    }
+    Some(ErrorPages {
+        codes,
+        upstream,
+        headers,
+    })
+}

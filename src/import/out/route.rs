@@ -2,8 +2,8 @@
 //! (`RouteKeys`, in `RouteKey`'s order), each a typed value.
 
 use super::{
-    CanaryKey, CookieRewriteKey, CorsKey, DirectKey, EditKey, FromToKey, MatchKey, RedirectKey,
-    RegexKey, RetryKey, RewriteKey, RouteKey, TimeoutKey,
+    CanaryKey, CookieRewriteKey, CorsKey, DirectKey, EditKey, ErrorPagesKey, FromToKey, MatchKey,
+    RedirectKey, RegexKey, RetryKey, RewriteKey, RouteKey, TimeoutKey,
 };
 use crate::import::emit::{Fields, Node};
 
@@ -59,6 +59,16 @@ pub struct RouteKeys {
     /// `proxy-cookie-domain` and `proxy-cookie-path`: each `(from, to)`.
     pub cookie_domain: Option<(String, String)>,
     pub cookie_path: Option<(String, String)>,
+    /// `custom-http-errors`: `error_pages`.
+    pub error_pages: Option<ErrorPages>,
+}
+
+/// `error_pages`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorPages {
+    pub codes: Vec<u16>,
+    pub upstream: String,
+    pub headers: Vec<(String, String)>,
 }
 
 /// A route's `auth`.
@@ -279,6 +289,23 @@ impl RouteKeys {
             );
             c.maybe(CookieRewriteKey::Path, self.cookie_path.as_ref().map(pair));
             f.put(RouteKey::CookieRewrite, c.node());
+        }
+        if let Some(pages) = &self.error_pages {
+            let mut e = Fields::default();
+            let codes: Vec<Node> = pages
+                .codes
+                .iter()
+                .map(|c| Node::from(u64::from(*c)))
+                .collect();
+            e.put(ErrorPagesKey::Codes, codes);
+            e.put(ErrorPagesKey::Upstream, pages.upstream.as_str());
+            let headers = pages
+                .headers
+                .iter()
+                .map(|(n, v)| (n.clone(), Node::str(v)))
+                .collect();
+            e.put(ErrorPagesKey::Headers, Node::Map(headers));
+            f.put(RouteKey::ErrorPages, e.node());
         }
         if let Some(status) = self.direct {
             let mut direct = Fields::default();
