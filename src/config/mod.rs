@@ -6,6 +6,7 @@
 //! (the policy builder, `crate::build`, does) and imports no other module
 //! of the crate but the leaves (`tenant`, `host`, `redact`).
 
+pub mod compression;
 pub mod error;
 pub mod kubernetes;
 pub mod methods;
@@ -18,6 +19,7 @@ pub mod route;
 pub mod schema;
 pub mod yaml;
 
+pub use compression::*;
 pub use error::Problems;
 pub use kubernetes::*;
 pub use methods::*;

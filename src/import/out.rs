@@ -98,18 +98,6 @@ keys! {
 }
 
 keys! {
-    AffinityKey at ["upstreams.<name>.affinity"] {
-        Cookie = "cookie",
-        Path = "path",
-        Domain = "domain",
-        MaxAge = "max_age",
-        SameSite = "same_site",
-        Secure = "secure",
-        ChangeOnFailure = "change_on_failure",
-    }
-}
-
-keys! {
     LimitKey at ["limits.<name>"] {
         Scope = "scope",
         Default = "default",
@@ -475,36 +463,6 @@ pub struct Pool {
     pub affinity: Option<Affinity>,
 }
 
-/// A pool's `affinity`: the cookie and its attributes as the policy
-/// writes them (`same_site` lower case, `max_age` a duration).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Affinity {
-    pub cookie: String,
-    pub path: Option<String>,
-    pub domain: Option<String>,
-    pub max_age: Option<String>,
-    pub same_site: Option<&'static str>,
-    pub secure: bool,
-    pub change_on_failure: bool,
-}
-
-impl Affinity {
-    fn node(&self) -> Node {
-        let mut f = Fields::default();
-        f.put(AffinityKey::Cookie, self.cookie.as_str());
-        f.maybe(AffinityKey::Path, self.path.clone());
-        f.maybe(AffinityKey::Domain, self.domain.clone());
-        f.maybe(AffinityKey::MaxAge, self.max_age.clone());
-        f.maybe(AffinityKey::SameSite, self.same_site);
-        f.maybe(AffinityKey::Secure, self.secure.then_some(true));
-        f.maybe(
-            AffinityKey::ChangeOnFailure,
-            self.change_on_failure.then_some(true),
-        );
-        f.node()
-    }
-}
-
 /// A pool's `balance` other than round robin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Balance {
@@ -636,9 +594,11 @@ impl Concurrency {
     }
 }
 
+mod affinity;
 mod method;
 mod route;
 
+pub use affinity::*;
 pub use method::*;
 pub use route::*;
 

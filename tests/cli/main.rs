@@ -11,6 +11,7 @@ mod common;
 mod check_build;
 mod config_check;
 mod config_docs;
+mod config_retries;
 mod config_schema;
 mod deploy_kit;
 mod fuzz_regressions;

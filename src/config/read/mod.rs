@@ -14,6 +14,7 @@ use http::header::HeaderName;
 use ipnet::IpNet;
 use marked_yaml::Node;
 
+use super::compression::*;
 use super::kubernetes::*;
 use super::methods::IdentityMap;
 use super::model::*;
