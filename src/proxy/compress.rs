@@ -23,15 +23,46 @@ use crate::config::{Coding, Compression};
 
 /// The encoder of one answer, holding its share of `max_memory`.
 pub struct Encoder {
-    inner: Inner,
+    /// None once the stream has ended.
+    stream: Option<Box<dyn Coder>>,
     /// Released when the stream ends, not when the request does.
     reserved: Option<Reserved>,
 }
 
-enum Inner {
-    Gzip(Option<flate2::write::GzEncoder<Vec<u8>>>),
-    Brotli(Option<Box<brotli::CompressorWriter<Vec<u8>>>>),
-    Zstd(Option<zstd::stream::write::Encoder<'static, Vec<u8>>>),
+/// A coding's writer into a buffer: what it has written so far, and its
+/// end (which writes its last bytes).
+trait Coder: Write + Send + Sync {
+    fn written(&mut self) -> &mut Vec<u8>;
+    fn end(self: Box<Self>) -> std::io::Result<Vec<u8>>;
+}
+
+impl Coder for flate2::write::GzEncoder<Vec<u8>> {
+    fn written(&mut self) -> &mut Vec<u8> {
+        self.get_mut()
+    }
+    fn end(self: Box<Self>) -> std::io::Result<Vec<u8>> {
+        self.finish()
+    }
+}
+
+impl Coder for brotli::CompressorWriter<Vec<u8>> {
+    fn written(&mut self) -> &mut Vec<u8> {
+        self.get_mut()
+    }
+    /// `into_inner` writes the last meta-block (Pingora's own encoder
+    /// leaves it out: cloudflare/pingora#1013).
+    fn end(self: Box<Self>) -> std::io::Result<Vec<u8>> {
+        Ok(self.into_inner())
+    }
+}
+
+impl Coder for zstd::stream::write::Encoder<'static, Vec<u8>> {
+    fn written(&mut self) -> &mut Vec<u8> {
+        self.get_mut()
+    }
+    fn end(self: Box<Self>) -> std::io::Result<Vec<u8>> {
+        self.finish()
+    }
 }
 
 /// Bytes of encoder state in use in this process.
@@ -58,61 +89,17 @@ impl Encoder {
     /// One piece of the body (`end`: the last, which ends the stream);
     /// what the client gets for it, flushed.
     pub fn encode(&mut self, input: &[u8], end: bool) -> std::io::Result<Bytes> {
-        if end {
-            self.reserved = None;
-        }
-        let out = match &mut self.inner {
-            Inner::Gzip(slot) => {
-                let Some(w) = slot.as_mut() else {
-                    return Ok(Bytes::new());
-                };
-                w.write_all(input)?;
-                match end {
-                    true => slot
-                        .take()
-                        .map(|w| w.finish())
-                        .transpose()?
-                        .unwrap_or_default(),
-                    false => {
-                        w.flush()?;
-                        std::mem::take(w.get_mut())
-                    }
-                }
-            }
-            Inner::Brotli(slot) => {
-                let Some(w) = slot.as_mut() else {
-                    return Ok(Bytes::new());
-                };
-                w.write_all(input)?;
-                match end {
-                    // `into_inner` writes the last meta-block (Pingora's own
-                    // encoder leaves it out: cloudflare/pingora#1013).
-                    true => slot.take().map(|w| w.into_inner()).unwrap_or_default(),
-                    false => {
-                        w.flush()?;
-                        std::mem::take(w.get_mut())
-                    }
-                }
-            }
-            Inner::Zstd(slot) => {
-                let Some(w) = slot.as_mut() else {
-                    return Ok(Bytes::new());
-                };
-                w.write_all(input)?;
-                match end {
-                    true => slot
-                        .take()
-                        .map(|w| w.finish())
-                        .transpose()?
-                        .unwrap_or_default(),
-                    false => {
-                        w.flush()?;
-                        std::mem::take(w.get_mut())
-                    }
-                }
-            }
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(Bytes::new());
         };
-        Ok(out.into())
+        stream.write_all(input)?;
+        if !end {
+            stream.flush()?;
+            return Ok(std::mem::take(stream.written()).into());
+        }
+        self.reserved = None;
+        let stream = self.stream.take().expect("checked above");
+        Ok(stream.end()?.into())
     }
 }
 
@@ -197,27 +184,27 @@ fn eligible(c: &Compression, req: &RequestHeader, resp: &ResponseHeader) -> bool
 /// An encoder for `coding`, if `max_memory` has room for it.
 fn encoder(c: &Compression, coding: Coding) -> Option<Encoder> {
     let reserved = Reserved::take(coding.memory(c.level(coding)), c.max_memory)?;
-    let inner = match coding {
+    let stream: Box<dyn Coder> = match coding {
         Coding::Gzip => {
             let level = flate2::Compression::new(c.gzip_level);
-            Inner::Gzip(Some(flate2::write::GzEncoder::new(Vec::new(), level)))
+            Box::new(flate2::write::GzEncoder::new(Vec::new(), level))
         }
         // A 4 KiB buffer, a 512 KiB window (lgwin 19).
-        Coding::Brotli => Inner::Brotli(Some(Box::new(brotli::CompressorWriter::new(
+        Coding::Brotli => Box::new(brotli::CompressorWriter::new(
             Vec::new(),
             4096,
             c.brotli_level,
             19,
-        )))),
+        )),
         Coding::Zstd => {
             let mut w = zstd::stream::write::Encoder::new(Vec::new(), c.zstd_level as i32).ok()?;
             // A 2 MiB window: within the 8 MiB RFC 9659 lets HTTP clients refuse beyond.
             w.window_log(21).ok()?;
-            Inner::Zstd(Some(w))
+            Box::new(w)
         }
     };
     Some(Encoder {
-        inner,
+        stream: Some(stream),
         reserved: Some(reserved),
     })
 }
