@@ -29,6 +29,8 @@ pub struct Material {
     pub certs: Option<Arc<Certs>>,
     /// Verifies client certificates against `server.tls.client_ca`.
     pub client_verifier: Option<Arc<dyn ClientCertVerifier>>,
+    /// `server.tls.client_certificates`, by host.
+    pub client_hosts: Arc<crate::tls::ClientHosts>,
     pub verifier: Option<Arc<Verifier>>,
     /// `auth.methods`, their htpasswd entries and API keys loaded.
     pub methods: Arc<Authenticators>,
@@ -96,6 +98,7 @@ impl Material {
         Material {
             certs,
             client_verifier: client_verifier(config, problems),
+            client_hosts: Arc::new(client_hosts(config, problems)),
             verifier: verifier(config, problems).map(Arc::new),
             methods: Arc::new(methods(config, problems)),
             upstream_roots: upstream_roots(config, problems),
@@ -172,6 +175,29 @@ fn client_verifier(
     crate::tls::client_verifier(&name, roots, tls.client_cert_required)
         .map_err(|e| problems.push_at(&ca.place, "server.tls_invalid", e))
         .ok()
+}
+
+/// `server.tls.client_certificates`: each entry's roots, loaded once.
+fn client_hosts(config: &Config, problems: &mut Problems) -> crate::tls::ClientHosts {
+    let entries = config.server.tls.iter().flat_map(|t| &t.clients);
+    let (mut loaded, mut places) = (Vec::new(), Vec::new());
+    for entry in entries {
+        let pem = open(&entry.value.ca).and_then(|pem| {
+            let name = pem.name().to_string();
+            Ok((name, pem.roots()?))
+        });
+        match pem {
+            Ok((name, roots)) => {
+                loaded.push((entry.value.clone(), name, roots));
+                places.push(&entry.place);
+            }
+            Err(e) => problems.push_at(&entry.place, "server.tls_invalid", e),
+        }
+    }
+    crate::tls::ClientHosts::new(loaded).unwrap_or_else(|(i, e)| {
+        problems.push_at(places[i], "server.tls_invalid", e);
+        crate::tls::ClientHosts::default()
+    })
 }
 
 /// The `ca_file` roots of each pool that speaks TLS.

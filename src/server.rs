@@ -185,6 +185,7 @@ fn proxy_service(
         Some(tls) => Some(TlsListener {
             addr: tls.listen,
             acceptor: with_tickets(tls_settings(shared)?.build())?,
+            names: Arc::new(HostAcceptors(shared.clone())),
         }),
         None => None,
     };
@@ -205,17 +206,51 @@ fn proxy_service(
 /// (the first policy's verifier: its roots change only by a restart).
 fn tls_settings(shared: &Arc<Shared>) -> Result<TlsSettings, StartError> {
     crate::tls::install_provider();
-    let mut settings = TlsSettings::with_callbacks(Box::new(crate::tls::ConnectionFacts))
-        .map_err(StartError::Tls)?;
+    let mut settings =
+        TlsSettings::with_callbacks(Box::new(crate::tls::ConnectionFacts::default()))
+            .map_err(StartError::Tls)?;
+    by_sni(shared, &mut settings);
+    if let Some(verifier) = &shared.policy.load().client_verifier {
+        settings.set_client_cert_verifier(verifier.clone());
+    }
+    Ok(settings)
+}
+
+/// Certificates by SNI from the policy in force, HTTP/2 by ALPN.
+fn by_sni(shared: &Arc<Shared>, settings: &mut TlsSettings) {
     let policies = shared.clone();
     settings.set_cert_resolver(Arc::new(crate::tls::BySni(move || {
         policies.policy.load().certs.clone()
     })));
-    if let Some(verifier) = &shared.policy.load().client_verifier {
-        settings.set_client_cert_verifier(verifier.clone());
-    }
     settings.enable_h2();
-    Ok(settings)
+}
+
+/// The handshakes of `server.tls.client_certificates`' hosts, from the
+/// policy in force at each handshake: the listener's settings with the
+/// entry's verifier, made at the entry's first handshake.
+struct HostAcceptors(Arc<Shared>);
+
+impl crate::proxy::edge::ByName for HostAcceptors {
+    fn any(&self) -> bool {
+        !self.0.policy.load().client_hosts.is_empty()
+    }
+
+    fn acceptor(&self, sni: &str) -> Option<Arc<pingora::listeners::tls::Acceptor>> {
+        let policy = self.0.policy.load();
+        let entry = policy.client_hosts.find(sni)?;
+        let made = entry.acceptor.get_or_init(|| {
+            let facts = crate::tls::ConnectionFacts { clients: entry.id };
+            let mut settings = TlsSettings::with_callbacks(Box::new(facts)).ok()?;
+            by_sni(&self.0, &mut settings);
+            settings.set_client_cert_verifier(entry.verifier.clone());
+            let made = with_tickets(settings.build()).map(Arc::new);
+            made.inspect_err(|e| tracing::error!(error = %e, "tls.client_acceptor_failed"))
+                .ok()
+        });
+        // Not made: the listener's own, whose connections the host's
+        // requests then find unverified for it (421).
+        made.clone()
+    }
 }
 
 /// No read buffer under a client connection: Pingora's default is 64 KiB,

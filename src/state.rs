@@ -50,6 +50,8 @@ pub struct Policy {
     /// Verifies client certificates (`server.tls.client_ca`); a restart
     /// applies a change, so the listener keeps the first policy's.
     pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    /// Client certificates per host (`server.tls.client_certificates`).
+    pub client_hosts: Arc<crate::tls::ClientHosts>,
     /// The routes, indexed for matching.
     pub routes: crate::routing::Table,
     pub generation: u64,
@@ -86,6 +88,7 @@ impl Policy {
             pools,
             certs: material.certs,
             client_verifier: material.client_verifier,
+            client_hosts: material.client_hosts,
             routes,
             generation,
             metrics,

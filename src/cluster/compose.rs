@@ -276,7 +276,7 @@ impl Composer {
     }
 
     /// What our Ingresses name besides Services: Secrets (TLS sections,
-    /// `proxy-ssl-secret`, `auth-secret`) and ConfigMaps (`custom-headers`), each
+    /// `proxy-ssl-secret`, `auth-secret`, `auth-tls-secret`) and ConfigMaps (`custom-headers`), each
     /// `namespace/name`. Only these are watched.
     pub fn referenced(&self, objects: &[Object]) -> BTreeSet<(Kind, String)> {
         let ours = self.ours(objects);
@@ -311,6 +311,7 @@ impl Composer {
         };
         out.extend(named("proxy-ssl-secret").map(|id| (Kind::Secret, id)));
         out.extend(named("auth-secret").map(|id| (Kind::Secret, id)));
+        out.extend(named("auth-tls-secret").map(|id| (Kind::Secret, id)));
         out.extend(named("custom-headers").map(|id| (Kind::ConfigMap, id)));
         out
     }
@@ -461,7 +462,8 @@ struct Build<'a> {
     ours: &'a [&'a Object],
 }
 
-/// The operator's hosts: the base policy's routes' and certificates'
+/// The operator's hosts: the base policy's routes', certificates' and
+/// client certificates'
 /// (`*.d` for a wildcard), and the Gateway's listener hostnames.
 fn reserved_hosts(base: &Config, objects: &[Object], settings: &Kubernetes) -> Vec<String> {
     use crate::config::HostMatch;
@@ -475,6 +477,8 @@ fn reserved_hosts(base: &Config, objects: &[Object], settings: &Kubernetes) -> V
         .collect();
     let certificates = base.server.tls.iter().flat_map(|t| t.certificates.iter());
     out.extend(certificates.flat_map(|c| c.value.hosts.iter().map(|h| h.to_ascii_lowercase())));
+    let clients = base.server.tls.iter().flat_map(|t| t.clients.iter());
+    out.extend(clients.flat_map(|c| c.value.hosts.iter().cloned()));
     if let Some((_, spec)) = gateway::gateway(objects, settings) {
         out.extend(spec.listeners.into_iter().filter_map(|l| l.hostname));
     }

@@ -46,19 +46,25 @@ pub fn merge(base: &mut Node, cluster: &Node) -> Vec<String> {
         ours.extend(theirs.iter().cloned().map(unlimited_unless_asked));
     }
     server_settings(base, cluster);
-    let certs = cluster
+    let theirs = cluster
         .get_mapping("server")
-        .and_then(|s| s.get_mapping("tls"))
-        .and_then(|t| t.get_sequence("certificates"));
+        .and_then(|s| s.get_mapping("tls"));
     let base_tls = base
         .get_mut("server")
         .and_then(Node::as_mapping_mut)
         .and_then(|s| s.get_mut("tls"))
         .and_then(Node::as_mapping_mut);
-    if let Some((certs, tls)) = certs.zip(base_tls) {
+    if let Some((theirs, tls)) = theirs.zip(base_tls) {
         one_certificate_as_list(tls);
-        if let Some(ours) = sequence_at(tls, "certificates") {
-            ours.extend(certs.iter().cloned());
+        // Their client certificates never name the base's hosts (the
+        // import leaves the operator's hosts alone).
+        for list in ["certificates", "client_certificates"] {
+            let Some(items) = theirs.get_sequence(list) else {
+                continue;
+            };
+            if let Some(ours) = sequence_at(tls, list) {
+                ours.extend(items.iter().cloned());
+            }
         }
     }
     clashes

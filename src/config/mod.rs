@@ -6,6 +6,7 @@
 //! (the policy builder, `crate::build`, does) and imports no other module
 //! of the crate but the leaves (`tenant`, `host`, `redact`).
 
+pub mod client_certs;
 pub mod compression;
 pub mod error;
 pub mod kubernetes;
@@ -19,6 +20,7 @@ pub mod route;
 pub mod schema;
 pub mod yaml;
 
+pub use client_certs::*;
 pub use compression::*;
 pub use error::Problems;
 pub use kubernetes::*;

@@ -212,6 +212,8 @@ pub struct ServerTls {
     pub client_ca: Option<Located<PemSource>>,
     /// Refuse the handshake without a client certificate (`client_auth: required`).
     pub client_cert_required: bool,
+    /// Client certificates of some hosts only (`client_certificates`).
+    pub clients: Vec<Located<super::HostClientCerts>>,
 }
 
 /// One served certificate chain and its key (PEM).

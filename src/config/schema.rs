@@ -74,6 +74,17 @@ pub const SERVER_TLS: &[&str] = &[
     "key",
     "client_ca",
     "client_auth",
+    "client_certificates",
+];
+pub const SERVER_TLS_CLIENTS: &[&str] = &[
+    "hosts",
+    "ca_file",
+    "ca_pem",
+    "verify",
+    "depth",
+    "pass_certificate",
+    "match_subject",
+    "error_page",
 ];
 pub const SERVER_TLS_CERT: &[&str] = &["cert_file", "key_file", "cert_pem", "key_pem", "hosts"];
 pub const SERVER_HTTP2: &[&str] = &[
@@ -272,6 +283,7 @@ pub fn paths() -> Vec<String> {
     under("server", SERVER);
     under("server.tls", SERVER_TLS);
     under("server.tls.certificates[]", SERVER_TLS_CERT);
+    under("server.tls.client_certificates[]", SERVER_TLS_CLIENTS);
     under("server.http2", SERVER_HTTP2);
     under("admin", ADMIN);
     under("log", LOG);

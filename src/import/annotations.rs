@@ -48,6 +48,12 @@ pub const KNOWN: &[&str] = &[
     "auth-signin",
     "auth-signin-redirect-param",
     "auth-snippet",
+    "auth-tls-error-page",
+    "auth-tls-match-cn",
+    "auth-tls-pass-certificate-to-upstream",
+    "auth-tls-secret",
+    "auth-tls-verify-client",
+    "auth-tls-verify-depth",
     "auth-type",
     "auth-url",
     "backend-protocol",
@@ -181,6 +187,7 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     timeouts::read(draft, &ann, &mut plan, &mut lines);
     let protocol = protocol_of(draft, ing);
     proxy_ssl::read(draft, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
+    super::client_tls::read(draft, ing, &ann, &mut plan, &mut lines);
     auth::read(draft, ing, &ann, &mut plan, &mut lines);
     for (key, value) in &ann {
         if lines.iter().any(|(k, _)| k == key) {
@@ -471,7 +478,8 @@ fn unsupported(key: &str, value: &str) -> Verdict {
                 .into(),
         ),
         "ssl-passthrough" => Verdict::Unsupported(
-            "TLS passthrough is not built: fairgate would end the TLS the backend expects to end".into(),
+            "TLS passthrough is not built: fairgate would end the TLS the backend expects to end"
+                .into(),
         ),
         "enable-access-log" | "enable-rewrite-log" => Verdict::Approximated(
             "fairgate's access log is one per process (the log level says what it writes); \
@@ -482,9 +490,6 @@ fn unsupported(key: &str, value: &str) -> Verdict {
             "a pool's one target is the Service's address, which kube-proxy balances; \
              the choice of endpoint by algorithm, key or cookie is lost"
                 .into(),
-        ),
-        k if k.starts_with("auth-tls") => Verdict::Unsupported(
-            "client certificate authentication: fairgate does not ask clients for certificates on imported routes".into(),
         ),
         _ => Verdict::Unsupported("no fairgate equivalent".into()),
     }

@@ -111,6 +111,8 @@ pub struct Draft<'a> {
     pub tls_hosts: BTreeSet<String>,
     /// The Ingress (`namespace/name`) whose TLS section serves each host.
     pub tls_owners: BTreeMap<String, String>,
+    /// `auth-tls-*`: each host's client certificates and the Ingress that set them.
+    pub client_certs: BTreeMap<String, (super::out::ClientCerts, String)>,
     pub routes: Vec<Route>,
     /// Each host, path and path type served, and the Ingress
     /// (`namespace/name`) whose it is: the first served.
@@ -159,6 +161,7 @@ impl<'a> Draft<'a> {
             certs: BTreeMap::new(),
             tls_hosts: BTreeSet::new(),
             tls_owners: BTreeMap::new(),
+            client_certs: BTreeMap::new(),
             routes: Vec::new(),
             claimed: HashMap::new(),
             closed: BTreeSet::new(),

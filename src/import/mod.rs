@@ -22,6 +22,7 @@ mod auth;
 mod backend;
 mod canary;
 mod claims;
+mod client_tls;
 mod compression;
 mod configmap;
 mod controller;

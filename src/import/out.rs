@@ -55,6 +55,7 @@ keys! {
     TlsKey at ["server.tls"] {
         Listen = "listen",
         Certificates = "certificates",
+        ClientCertificates = "client_certificates",
     }
 }
 
@@ -400,14 +401,26 @@ impl Compression {
 pub struct ServerTls {
     pub listen: String,
     pub certificates: Vec<Certificate>,
+    /// Written when not empty.
+    pub client_certificates: Vec<ClientCerts>,
 }
 
 impl ServerTls {
     fn node(&self) -> Node {
         let mut f = Fields::default();
         f.put(TlsKey::Listen, self.listen.as_str());
-        let certs: Vec<Node> = self.certificates.iter().map(Certificate::node).collect();
-        f.put(TlsKey::Certificates, certs);
+        if !self.certificates.is_empty() {
+            let certs: Vec<Node> = self.certificates.iter().map(Certificate::node).collect();
+            f.put(TlsKey::Certificates, certs);
+        }
+        if !self.client_certificates.is_empty() {
+            let clients: Vec<Node> = self
+                .client_certificates
+                .iter()
+                .map(ClientCerts::node)
+                .collect();
+            f.put(TlsKey::ClientCertificates, clients);
+        }
         f.node()
     }
 }
@@ -595,10 +608,12 @@ impl Concurrency {
 }
 
 mod affinity;
+mod client_certs;
 mod method;
 mod route;
 
 pub use affinity::*;
+pub use client_certs::*;
 pub use method::*;
 pub use route::*;
 
@@ -627,6 +642,7 @@ mod tests {
             texts(ServerKey::ALL, ServerKey::AT),
             texts(TlsKey::ALL, TlsKey::AT),
             texts(CertKey::ALL, CertKey::AT),
+            texts(ClientCertsKey::ALL, ClientCertsKey::AT),
             texts(AdminKey::ALL, AdminKey::AT),
             texts(StoreKey::ALL, StoreKey::AT),
             texts(PoolKey::ALL, PoolKey::AT),

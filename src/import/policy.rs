@@ -15,7 +15,7 @@ use super::draft::Draft;
 use super::emit::Node;
 use super::manifests::Object;
 use super::names;
-use super::out::{CertSource, Certificate, Policy, Server, ServerTls};
+use super::out::{CertSource, Certificate, ClientCerts, Policy, Server, ServerTls};
 use super::paths;
 use super::plan::Plan;
 use super::routes::{order, route_node};
@@ -168,6 +168,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
             if plan.www_redirect {
                 www_names(draft, ing, first);
             }
+            super::client_tls::apply(draft, ing, &plan, first);
             return;
         }
     };
@@ -210,8 +211,9 @@ fn error_pages(draft: &mut Draft<'_>, ing: &Object, plan: &mut Plan) {
 /// Aliases one Ingress may add: each multiplies its routes.
 const MAX_ALIASES: usize = 16;
 
-/// The oldest Ingress's age for each rule host, made once per import.
-fn host_ages(
+/// The oldest Ingress's age (creation time, `namespace/name`) for each
+/// rule host, made once per import.
+pub(super) fn host_owners(
     draft: &mut Draft<'_>,
 ) -> std::sync::Arc<std::collections::HashMap<String, (String, String)>> {
     if let Some(made) = &draft.host_ages {
@@ -264,7 +266,7 @@ fn aliased<'a>(
     // one's path there is refused as any taken path is); a host closed (an
     // Ingress withheld or left out) stays closed.
     let mine = claims::age(ing);
-    let owners = host_ages(draft);
+    let owners = host_owners(draft);
     let taken = |alias: &String| {
         owners.get(alias).is_some_and(|age| *age < mine)
             || draft.closed.contains(alias)
@@ -407,12 +409,36 @@ fn refused_claim(draft: &Draft<'_>, host: Option<&str>, path: &str, kind: &str) 
     Some(claims::taken(&what, owner))
 }
 
+/// `server.tls.client_certificates`: hosts with the same settings in one entry.
+fn client_certificates(draft: &Draft<'_>) -> Vec<ClientCerts> {
+    let mut out: Vec<ClientCerts> = Vec::new();
+    for (host, (entry, _)) in &draft.client_certs {
+        let same = |e: &&mut ClientCerts| {
+            ClientCerts {
+                hosts: Vec::new(),
+                ..(*e).clone()
+            } == ClientCerts {
+                hosts: Vec::new(),
+                ..entry.clone()
+            }
+        };
+        match out.iter_mut().find(same) {
+            Some(e) => e.hosts.push(host.clone()),
+            None => out.push(entry.clone()),
+        }
+    }
+    out
+}
+
 /// The policy as YAML, under a header saying where it came from and how
 /// its limits are sized.
 fn policy_tree(draft: &Draft<'_>) -> Node {
     let options = draft.options;
-    let tls = (!draft.certs.is_empty()).then(|| ServerTls {
+    let clients = client_certificates(draft);
+    let wanted = !draft.certs.is_empty() || (options.cluster && !clients.is_empty());
+    let tls = wanted.then(|| ServerTls {
         listen: options.tls_listen.clone(),
+        client_certificates: clients,
         certificates: draft
             .certs
             .iter()

@@ -22,6 +22,7 @@ use crate::state::Shared;
 pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Result<(), Deny> {
     headers::clean(session.req_header_mut(), ctx)?;
     let host = route_on_one_path(session, ctx)?;
+    super::client_certs::check(session, ctx, &host)?;
     let req = session.req_header();
     let policy = ctx.policy.clone();
     // A CORS preflight is routed as the request it asks about.

@@ -45,6 +45,8 @@ pub struct Ctx {
     pub upstream: Attempts,
     /// Encodes the answer's body (`server.compression`).
     pub encoder: Option<crate::proxy::compress::Encoder>,
+    /// The host's client certificates entry, when it has one.
+    pub client_certs: Option<Arc<crate::tls::HostClients>>,
     /// The request's spans, when traces are on.
     pub trace: Option<Box<crate::telemetry::RequestTrace>>,
     /// What answered the limit decision (`Decision::via`), for the span.
@@ -75,6 +77,7 @@ impl Ctx {
             deny: None,
             forwarded_path: None,
             upstream: Default::default(),
+            client_certs: None,
             trace: None,
             store_source: None,
             _in_flight: InFlight::new(),

@@ -34,6 +34,17 @@ use crate::proxy::heads::{Guarded, Heads};
 pub struct TlsListener {
     pub addr: SocketAddr,
     pub acceptor: Acceptor,
+    /// A name's own handshake, chosen by the ClientHello's server name.
+    pub names: Arc<dyn ByName>,
+}
+
+/// The handshakes some server names get instead of the listener's own
+/// (a host's client certificates); read from the policy in force.
+pub trait ByName: Send + Sync {
+    /// Whether any name has one (else no ClientHello is read ahead).
+    fn any(&self) -> bool;
+    /// The acceptor for `sni`, when it is not the listener's.
+    fn acceptor(&self, sni: &str) -> Option<Arc<Acceptor>>;
 }
 
 impl TlsListener {
@@ -208,8 +219,9 @@ where
         Ok(rest)
     }
 
-    /// Runs the TLS handshake, the bytes read with a PROXY header first.
-    async fn tls_handshake(&self, stream: Stream, early: &[u8]) -> Result<Stream, Refused> {
+    /// Runs the TLS handshake, the bytes read with a PROXY header first;
+    /// by the ClientHello's server name, a host's own (`ByName`).
+    async fn tls_handshake(&self, mut stream: Stream, early: Vec<u8>) -> Result<Stream, Refused> {
         let failed = |why: String| {
             tracing::debug!(error = %why, "connection.tls_handshake_failed");
             Refused::Edge(EdgeReason::HandshakeFailed)
@@ -217,13 +229,23 @@ where
         let Some(listener) = self.tls.as_ref() else {
             return Err(failed("no TLS listener".into()));
         };
+        let (own, early) = match listener.names.any() {
+            true => {
+                let (sni, read) = crate::proxy::hello::read(&mut *stream, early)
+                    .await
+                    .map_err(failed)?;
+                (sni.and_then(|s| listener.names.acceptor(&s)), read)
+            }
+            false => (None, early),
+        };
         let mut l4 = stream
             .into_any()
             .downcast::<L4Stream>()
             .map_err(|_| failed("not a TCP stream".into()))?;
-        l4.rewind(early);
-        let stream = listener
-            .acceptor
+        l4.rewind(&early);
+        let stream = own
+            .as_deref()
+            .unwrap_or(&listener.acceptor)
             .tls_handshake(*l4)
             .await
             .map_err(|e| failed(e.to_string()))?;
@@ -277,7 +299,7 @@ where
         if !tls {
             return Some((stream, early, open));
         }
-        match timeout_at(deadline, self.tls_handshake(stream, &early)).await {
+        match timeout_at(deadline, self.tls_handshake(stream, early)).await {
             Ok(Ok(stream)) => Some((stream, Vec::new(), open)),
             Ok(Err(refused)) => {
                 refused.count();

@@ -263,7 +263,7 @@ pub fn upstream(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> p
 
 /// Whether `name` is `id` read as CGI, WSGI and PHP upstreams read header
 /// names: `X_Tenant_Id` is `X-Tenant-Id`.
-fn same_name(name: &str, id: &str) -> bool {
+pub(super) fn same_name(name: &str, id: &str) -> bool {
     name.len() == id.len()
         && name
             .bytes()
@@ -293,6 +293,9 @@ pub fn identity(session: &Session, upstream: &mut RequestHeader, ctx: &Ctx) -> p
         if let Ok(value) = http::HeaderValue::from_str(&subject.0) {
             upstream.insert_header(ids.client_cert.clone(), value)?;
         }
+    }
+    if let Some(entry) = &ctx.client_certs {
+        super::client_certs::upstream(session, upstream, entry)?;
     }
     if let Some(identity) = &ctx.identity {
         upstream.insert_header(ids.tenant.clone(), identity.tenant.as_str())?;

@@ -92,6 +92,8 @@ pub enum Deny {
     /// A CORS preflight, answered with these headers.
     Preflight(Vec<(HeaderName, String)>),
     Internal(&'static str),
+    /// A host's client certificates (`server.tls.client_certificates`).
+    ClientCert(super::client_certs::Refused),
     /// The edge: a connection over `max_connections` or
     /// `max_connections_per_ip`, answered at accept (plain listeners).
     TooManyConnections,
@@ -175,6 +177,7 @@ impl Deny {
             Deny::Direct { status } => Refusal::direct(status),
             Deny::Preflight(headers) => Refusal::bodyless(204, "preflight", headers),
             Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
+            Deny::ClientCert(why) => why.refusal(),
             edge @ (Deny::TooManyConnections | Deny::HeadTooLarge { .. } | Deny::HeadTimeout) => {
                 Refusal::edge(edge)
             }
@@ -396,7 +399,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(
+    pub(super) fn new(
         status: u16,
         slug: &'static str,
         title: &'static str,

@@ -160,6 +160,18 @@ fn answer_denies() -> Vec<(Deny, (u16, &'static str, bool))> {
         ),
         (Deny::AuthUnavailable, (503, "auth-unavailable", false)),
         (
+            Deny::ClientCert(crate::proxy::client_certs::Refused::Missing),
+            (400, "client-cert-missing", false),
+        ),
+        (
+            Deny::ClientCert(crate::proxy::client_certs::Refused::Misdirected),
+            (421, "misdirected-request", false),
+        ),
+        (
+            Deny::ClientCert(crate::proxy::client_certs::Refused::Unauthorized),
+            (403, "client-cert-unauthorized", false),
+        ),
+        (
             Deny::Direct { status: 500 },
             (500, "direct-response", false),
         ),
@@ -195,6 +207,7 @@ fn variant(deny: &Deny) -> usize {
         Deny::AuthRefused { .. } => 23,
         Deny::AuthUnavailable => 24,
         Deny::Direct { .. } => 25,
+        Deny::ClientCert(_) => 26,
     }
 }
 
@@ -202,7 +215,7 @@ fn variant(deny: &Deny) -> usize {
 fn every_deny_has_its_status() {
     let table = every_deny();
     let seen: std::collections::BTreeSet<usize> = table.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(seen, (0..=25).collect(), "a Deny without a row");
+    assert_eq!(seen, (0..=26).collect(), "a Deny without a row");
     for (deny, want) in table {
         assert_eq!(status(deny.clone()), want, "{deny:?}");
     }

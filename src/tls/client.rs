@@ -43,8 +43,14 @@ pub fn client_verifier(
 
 /// Keeps what a handshake learnt with the connection (Pingora's
 /// `SslDigest` extension): the subject of a verified client certificate,
-/// for scopes and identity headers, and the SNI, for the access log.
-pub struct ConnectionFacts;
+/// for scopes and identity headers, and the SNI, for the access log. On a
+/// host's own acceptor (`server.tls.client_certificates`), also which
+/// entry verified, the issuer and the certificate itself.
+#[derive(Default)]
+pub struct ConnectionFacts {
+    /// The entry's id (`HostClients::id`); 0 on the listener's acceptor.
+    pub clients: u64,
+}
 
 /// What [`ConnectionFacts`] keeps of one handshake.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +58,11 @@ pub struct TlsFacts {
     pub subject: Option<ClientSubject>,
     /// The server name the client asked for, as sent (at most 255 bytes).
     pub sni: Option<String>,
+    /// Which `client_certificates` entry verified (0: none).
+    pub clients: u64,
+    /// The verified certificate's issuer and DER (per-host entries only).
+    pub issuer: Option<ClientSubject>,
+    pub leaf: Option<Arc<[u8]>>,
 }
 
 #[async_trait::async_trait]
@@ -60,13 +71,20 @@ impl pingora::listeners::TlsAccept for ConnectionFacts {
         &self,
         tls: &pingora::protocols::tls::TlsRef,
     ) -> Option<Arc<dyn std::any::Any + Send + Sync>> {
-        let facts = TlsFacts {
-            subject: tls.peer_certificate_der().and_then(ClientSubject::of),
+        let der = tls.peer_certificate_der();
+        let mut facts = TlsFacts {
+            subject: der.and_then(ClientSubject::of),
             sni: tls
                 .server_name()
                 .filter(|s| s.len() <= 255)
                 .map(str::to_string),
+            clients: self.clients,
+            ..TlsFacts::default()
         };
+        if self.clients != 0 {
+            facts.issuer = der.and_then(ClientSubject::issuer_of);
+            facts.leaf = der.filter(|_| facts.subject.is_some()).map(Arc::from);
+        }
         Some(Arc::new(facts))
     }
 }
@@ -85,9 +103,18 @@ impl ClientSubject {
     /// two different subjects never read the same.
     pub fn of(der: &[u8]) -> Option<ClientSubject> {
         let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        Self::text(cert.subject())
+    }
+
+    /// The issuer of the certificate, as the same text.
+    pub fn issuer_of(der: &[u8]) -> Option<ClientSubject> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        Self::text(cert.issuer())
+    }
+
+    fn text(name: &x509_parser::x509::X509Name<'_>) -> Option<ClientSubject> {
         let registry = x509_parser::objects::oid_registry();
-        let rdns: Vec<String> = cert
-            .subject()
+        let rdns: Vec<String> = name
             .iter_rdn()
             .map(|rdn| {
                 let parts: Vec<String> = rdn

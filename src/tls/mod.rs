@@ -5,11 +5,13 @@
 //! builder reads each source once and hands the decoded material over.
 
 pub mod client;
+pub mod hosts;
 pub mod pem;
 pub mod served;
 pub mod trust;
 
 pub use client::{client_verifier, ClientCaError, ClientSubject, ConnectionFacts, TlsFacts};
+pub use hosts::{ClientHosts, HostClients};
 pub use pem::{Pem, PemError};
 pub use served::{pair, BySni, CertError, Certs, Served};
 

@@ -115,6 +115,13 @@ bad_configs! {
     server_tls_invalid: "config/bad/server.tls_invalid.yaml" => [
         "config/bad/server.tls_invalid.yaml:7:9: server.tls_invalid: server.tls.certificates[0]: config/bad/../certs/legacy.key is not the key of config/bad/../certs/api.pem (their public keys differ)",
     ],
+    server_tls_clients_invalid: "config/bad/server.tls_clients_invalid.yaml" => [
+        r#"config/bad/server.tls_clients_invalid.yaml:10:77: server.tls_invalid: server.tls.client_certificates[0].depth "9": must be 1 to 8"#,
+        "config/bad/server.tls_clients_invalid.yaml:11:9: server.tls_invalid: server.tls.client_certificates[1]: api.example.com is in two entries",
+        r#"config/bad/server.tls_clients_invalid.yaml:11:78: server.tls_invalid: server.tls.client_certificates[1].verify "optional_no_ca": must be required or optional"#,
+        r#"config/bad/server.tls_clients_invalid.yaml:12:80: server.tls_invalid: server.tls.client_certificates[2].error_page "/help": must be an http:// or https:// URL"#,
+        r#"config/bad/server.tls_clients_invalid.yaml:12:102: server.tls_invalid: server.tls.client_certificates[2].match_subject "CN=(": not a regular expression: error: unclosed group"#,
+    ],
     server_tls_duplicate_name: "config/bad/server.tls_duplicate_name.yaml" => [
         "config/bad/server.tls_duplicate_name.yaml:9:9: server.tls_duplicate_name: server.tls.certificates[1]: api.example.com is claimed by config/bad/../certs/api-renewed.pem and by config/bad/../certs/api.pem; list it under hosts: of the one that should serve it",
     ],

@@ -18,6 +18,7 @@ use common::ingress_import::*;
 const CASES: &[&str] = &[
     "auth",
     "canary",
+    "client-certs",
     "cors",
     "defaults",
     "grpc",
@@ -416,6 +417,10 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         format!("store/catalogue-public-storefront-with-a-name-longer-than-fairgate-allows {p}/load-balance"),
         format!("shop/invoices {p}/proxy-ssl-secret"),
         "shop/invoices paths".to_string(),
+        format!("partners/any-cert {p}/auth-tls-verify-client"),
+        "partners/any-cert paths".to_string(),
+        format!("shop/borrowed-ca {p}/auth-tls-secret"),
+        "shop/borrowed-ca paths".to_string(),
     ]
     .into_iter()
     .collect();

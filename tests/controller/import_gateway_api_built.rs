@@ -160,6 +160,16 @@ fn mount(api: &KubeApi, base: &Path, tls_dir: &Path) {
             std::fs::write(dir.join(key), bytes).unwrap();
         }
     }
+    // Client certificates' roots (`auth-tls-secret`'s ca.crt): any CA.
+    let clients = doc["server"]["tls"]["client_certificates"]
+        .as_vec()
+        .cloned();
+    for c in clients.into_iter().flatten() {
+        let ca = Path::new(c["ca_file"].as_str().expect("a mounted ca.crt"));
+        std::fs::create_dir_all(ca.parent().unwrap()).unwrap();
+        let roots = Pki::new(tls_dir, "client-roots");
+        std::fs::copy(roots.ca(), ca).unwrap();
+    }
 }
 
 /// The base as written, but for the test's addresses, admin listener,

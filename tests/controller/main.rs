@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod client_certs;
 mod fourth_attack;
 mod fourth_attack_bounds;
 mod gateway_api_attack;

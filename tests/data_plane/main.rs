@@ -17,6 +17,7 @@ mod auth_basic_attack;
 mod auth_basic_keys;
 mod auth_external;
 mod auth_external_attack;
+mod client_certs;
 mod compression;
 mod demo;
 mod error_pages;

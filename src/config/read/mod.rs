@@ -25,6 +25,7 @@ use super::yaml::{self, At, Reader};
 
 mod actions;
 mod auth;
+mod client_certs;
 mod common;
 mod forwarding;
 mod kubernetes;

@@ -221,6 +221,10 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
     if let (Some(a), None) = (t.get("client_auth"), t.get("client_ca")) {
         r.error(&a, "server.tls_invalid", "client_auth needs client_ca");
     }
+    let clients = t
+        .get("client_certificates")
+        .map(|c| super::client_certs::client_certificates(r, &c, base))
+        .unwrap_or_default();
     // A missing or bad `listen` is already an error; the section is still
     // kept so the builder checks its certificates in the same run.
     let unspecified = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
@@ -229,6 +233,7 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
         certificates,
         client_ca,
         client_cert_required,
+        clients,
     })
 }
 
@@ -451,7 +456,7 @@ fn edge_bounds(r: &mut Reader<'_>, at: &At<'_>, f: &yaml::Fields<'_>, server: &m
 /// A certificate's `cert` or `key`: `{what}_file` (a path), or `{what}_pem`
 /// (the PEM text itself, as the Kubernetes controller hands over a
 /// Secret's), exactly one of them.
-fn pem_source(
+pub(super) fn pem_source(
     r: &mut Reader<'_>,
     c: &yaml::Fields<'_>,
     what: &str,

@@ -1,0 +1,155 @@
+//! Client certificates per host (`server.tls.client_certificates`): each
+//! entry's verifier, found by the handshake's SNI and by the request's
+//! Host. The handshake asks for a certificate (never requires one: a
+//! missing one is answered in HTTP, as nginx does), verifies what is sent
+//! against the entry's roots and depth, and records the entry's `id` with
+//! the connection; a request whose host's entry is not the one its
+//! connection was verified for is misdirected (421).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, OnceLock};
+
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+
+use crate::config::HostClientCerts;
+use crate::host::normal_name;
+
+/// One entry, ready to verify.
+pub struct HostClients {
+    /// The same roots and depth give the same id in every policy, so a
+    /// reload leaves open connections' verification standing.
+    pub id: u64,
+    pub settings: HostClientCerts,
+    pub verifier: Arc<dyn ClientCertVerifier>,
+    /// The listener's acceptor for this entry, made at its first
+    /// handshake (`None`: it could not be made; its hosts answer 421).
+    pub acceptor: OnceLock<Option<Arc<pingora::listeners::tls::Acceptor>>>,
+}
+
+impl std::fmt::Debug for HostClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostClients").field("id", &self.id).finish()
+    }
+}
+
+/// Every entry of a policy, by host name.
+#[derive(Debug, Default)]
+pub struct ClientHosts {
+    entries: Vec<Arc<HostClients>>,
+    by_name: HashMap<String, usize>,
+}
+
+impl ClientHosts {
+    /// Verifiers for `settings`, with the roots each `ca` held (`ca_name`
+    /// for errors). Hosts are unique across entries (the reader checked).
+    /// The error names the entry (its index) whose roots cannot verify.
+    pub fn new(
+        loaded: Vec<(HostClientCerts, String, Vec<CertificateDer<'static>>)>,
+    ) -> Result<ClientHosts, (usize, super::ClientCaError)> {
+        let mut out = ClientHosts::default();
+        for (i, (settings, ca_name, roots)) in loaded.into_iter().enumerate() {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            roots.hash(&mut hasher);
+            settings.depth.hash(&mut hasher);
+            // 0 is the listener's own acceptor.
+            let id = hasher.finish().max(1);
+            let inner = super::client_verifier(&ca_name, roots, false).map_err(|e| (i, e))?;
+            let verifier = Arc::new(Depth {
+                inner,
+                depth: settings.depth,
+            });
+            for host in &settings.hosts {
+                out.by_name.insert(host.clone(), out.entries.len());
+            }
+            out.entries.push(Arc::new(HostClients {
+                id,
+                settings,
+                verifier,
+                acceptor: OnceLock::new(),
+            }));
+        }
+        Ok(out)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry naming `host`: exactly, else by a one-label wildcard.
+    pub fn find(&self, host: &str) -> Option<&Arc<HostClients>> {
+        let name = normal_name(host);
+        let index = self.by_name.get(&name).copied().or_else(|| {
+            let (label, parent) = name.split_once('.')?;
+            (!label.is_empty())
+                .then(|| self.by_name.get(&format!("*.{parent}")).copied())
+                .flatten()
+        })?;
+        self.entries.get(index)
+    }
+}
+
+/// A verifier that also refuses a chain with more than `depth`
+/// intermediate certificates (ingress-nginx's `auth-tls-verify-depth`,
+/// counted on what the client sends).
+#[derive(Debug)]
+struct Depth {
+    inner: Arc<dyn ClientCertVerifier>,
+    depth: u8,
+}
+
+impl ClientCertVerifier for Depth {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        if intermediates.len() > usize::from(self.depth) {
+            return Err(rustls::Error::General(format!(
+                "the client sent {} intermediate certificates; depth allows {}",
+                intermediates.len(),
+                self.depth
+            )));
+        }
+        self.inner
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
