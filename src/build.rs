@@ -30,7 +30,7 @@ pub struct Material {
     /// Verifies client certificates against `server.tls.client_ca`.
     pub client_verifier: Option<Arc<dyn ClientCertVerifier>>,
     /// `server.tls.client_certificates`, by host.
-    pub client_hosts: Arc<crate::tls::ClientHosts>,
+    pub tls_hosts: Arc<crate::tls::TlsHosts>,
     pub verifier: Option<Arc<Verifier>>,
     /// `auth.methods`, their htpasswd entries and API keys loaded.
     pub methods: Arc<Authenticators>,
@@ -98,7 +98,7 @@ impl Material {
         Material {
             certs,
             client_verifier: client_verifier(config, problems),
-            client_hosts: Arc::new(client_hosts(config, problems)),
+            tls_hosts: Arc::new(tls_hosts(config, problems)),
             verifier: verifier(config, problems).map(Arc::new),
             methods: Arc::new(methods(config, problems)),
             upstream_roots: upstream_roots(config, problems),
@@ -177,8 +177,9 @@ fn client_verifier(
         .ok()
 }
 
-/// `server.tls.client_certificates`: each entry's roots, loaded once.
-fn client_hosts(config: &Config, problems: &mut Problems) -> crate::tls::ClientHosts {
+/// `server.tls.client_certificates` (each entry's roots, loaded once) and
+/// `server.tls.passthrough`.
+fn tls_hosts(config: &Config, problems: &mut Problems) -> crate::tls::TlsHosts {
     let entries = config.server.tls.iter().flat_map(|t| &t.clients);
     let (mut loaded, mut places) = (Vec::new(), Vec::new());
     for entry in entries {
@@ -194,10 +195,14 @@ fn client_hosts(config: &Config, problems: &mut Problems) -> crate::tls::ClientH
             Err(e) => problems.push_at(&entry.place, "server.tls_invalid", e),
         }
     }
-    crate::tls::ClientHosts::new(loaded).unwrap_or_else(|(i, e)| {
-        problems.push_at(places[i], "server.tls_invalid", e);
-        crate::tls::ClientHosts::default()
-    })
+    let passthrough = config.server.tls.iter().flat_map(|t| &t.passthrough);
+    let passthrough: Vec<_> = passthrough.cloned().collect();
+    crate::tls::TlsHosts::new(loaded)
+        .unwrap_or_else(|(i, e)| {
+            problems.push_at(places[i], "server.tls_invalid", e);
+            crate::tls::TlsHosts::default()
+        })
+        .with_passthrough(&passthrough)
 }
 
 /// The `ca_file` roots of each pool that speaks TLS.

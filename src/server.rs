@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -185,7 +185,10 @@ fn proxy_service(
         Some(tls) => Some(TlsListener {
             addr: tls.listen,
             acceptor: with_tickets(tls_settings(shared)?.build())?,
-            names: Arc::new(HostAcceptors(shared.clone())),
+            names: Arc::new(HostAcceptors {
+                shared: shared.clone(),
+                made: Mutex::new(HashMap::new()),
+            }),
         }),
         None => None,
     };
@@ -227,29 +230,65 @@ fn by_sni(shared: &Arc<Shared>, settings: &mut TlsSettings) {
 
 /// The handshakes of `server.tls.client_certificates`' hosts, from the
 /// policy in force at each handshake: the listener's settings with the
-/// entry's verifier, made at the entry's first handshake.
-struct HostAcceptors(Arc<Shared>);
+/// entry's verifier, made at the first handshake of its id (its roots and
+/// depth) and kept across reloads while a policy has that id, so its
+/// session tickets stay valid; and `server.tls.passthrough`'s pools.
+struct HostAcceptors {
+    shared: Arc<Shared>,
+    made: Mutex<HashMap<u64, Arc<pingora::listeners::tls::Acceptor>>>,
+}
 
 impl crate::proxy::edge::ByName for HostAcceptors {
     fn any(&self) -> bool {
-        !self.0.policy.load().client_hosts.is_empty()
+        self.shared.policy.load().tls_hosts.any()
     }
 
-    fn acceptor(&self, sni: &str) -> Option<Arc<pingora::listeners::tls::Acceptor>> {
-        let policy = self.0.policy.load();
-        let entry = policy.client_hosts.find(sni)?;
-        let made = entry.acceptor.get_or_init(|| {
-            let facts = crate::tls::ConnectionFacts { clients: entry.id };
-            let mut settings = TlsSettings::with_callbacks(Box::new(facts)).ok()?;
-            by_sni(&self.0, &mut settings);
-            settings.set_client_cert_verifier(entry.verifier.clone());
-            let made = with_tickets(settings.build()).map(Arc::new);
-            made.inspect_err(|e| tracing::error!(error = %e, "tls.client_acceptor_failed"))
-                .ok()
-        });
+    fn choose(&self, sni: &str) -> crate::proxy::edge::Choice {
+        use crate::proxy::edge::Choice;
+        let policy = self.shared.policy.load();
+        let pool = policy
+            .tls_hosts
+            .passed(sni)
+            .and_then(|p| policy.pools.get(p));
+        if let Some(pool) = pool {
+            return Choice::Pass {
+                pool: pool.clone(),
+                sni: sni.to_string(),
+                idle: policy.config.server.upgrade_idle_timeout,
+            };
+        }
+        match self.acceptor(&policy, sni) {
+            Some(acceptor) => Choice::Acceptor(acceptor),
+            None => Choice::Listener,
+        }
+    }
+}
+
+impl HostAcceptors {
+    fn acceptor(
+        &self,
+        policy: &crate::state::Policy,
+        sni: &str,
+    ) -> Option<Arc<pingora::listeners::tls::Acceptor>> {
+        let entry = policy.tls_hosts.find(sni)?;
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(acceptor) = made.get(&entry.id) {
+            return Some(acceptor.clone());
+        }
+        let facts = crate::tls::ConnectionFacts { clients: entry.id };
+        let mut settings = TlsSettings::with_callbacks(Box::new(facts)).ok()?;
+        by_sni(&self.shared, &mut settings);
+        settings.set_client_cert_verifier(entry.verifier.clone());
         // Not made: the listener's own, whose connections the host's
         // requests then find unverified for it (421).
-        made.clone()
+        let acceptor = with_tickets(settings.build())
+            .inspect_err(|e| tracing::error!(error = %e, "tls.client_acceptor_failed"))
+            .ok()
+            .map(Arc::new)?;
+        // Only the ids of the policy in force are kept.
+        made.retain(|id, _| policy.tls_hosts.has_id(*id));
+        made.insert(entry.id, acceptor.clone());
+        Some(acceptor)
     }
 }
 

@@ -51,7 +51,7 @@ pub struct Policy {
     /// applies a change, so the listener keeps the first policy's.
     pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
     /// Client certificates per host (`server.tls.client_certificates`).
-    pub client_hosts: Arc<crate::tls::ClientHosts>,
+    pub tls_hosts: Arc<crate::tls::TlsHosts>,
     /// The routes, indexed for matching.
     pub routes: crate::routing::Table,
     pub generation: u64,
@@ -88,7 +88,7 @@ impl Policy {
             pools,
             certs: material.certs,
             client_verifier: material.client_verifier,
-            client_hosts: material.client_hosts,
+            tls_hosts: material.tls_hosts,
             routes,
             generation,
             metrics,

@@ -106,6 +106,13 @@ impl Composer {
             inputs: &inputs,
             gateway_inputs: &gateway_inputs,
             base_methods: base_names.methods.clone(),
+            tls_listen: base
+                .config
+                .server
+                .tls
+                .as_ref()
+                .map(|t| t.listen.to_string())
+                .unwrap_or_default(),
             base_names,
             reserved,
             ours: &ours,
@@ -258,7 +265,7 @@ impl Composer {
             tls_dir: String::new(),
             redis_url: String::new(),
             listen: String::new(),
-            tls_listen: String::new(),
+            tls_listen: build.tls_listen.clone(),
             admin_listen: String::new(),
             cluster_domain: s.cluster_domain.clone(),
             ingress_class: String::new(),
@@ -458,6 +465,8 @@ struct Build<'a> {
     base_names: gateway::BaseNames,
     /// The operator's hosts, which no Ingress takes.
     reserved: Vec<String>,
+    /// The base's TLS listener (empty: none), which client certificates need.
+    tls_listen: String,
     /// Our Ingresses and routes, served or not.
     ours: &'a [&'a Object],
 }

@@ -1,7 +1,8 @@
-//! `server.tls.client_certificates`: the hosts whose clients must (or may)
-//! show a certificate, the roots it must chain to, and what the upstream
-//! is told of it. The reader builds it; the policy builder loads the roots
-//! and the edge picks each handshake's verifier by SNI.
+//! What some hosts get at the TLS listener instead of its own handshake:
+//! `server.tls.client_certificates` (the roots a client certificate must
+//! chain to, and what the upstream is told of it) and `server.tls.passthrough`
+//! (the TLS passed to a pool unterminated). The reader builds them; the
+//! edge picks by the ClientHello's SNI.
 
 use super::place::PemSource;
 use super::route::PathRegex;
@@ -24,4 +25,13 @@ pub struct HostClientCerts {
     pub match_subject: Option<PathRegex>,
     /// Where a request without a certificate is sent (`302`) instead of `400`.
     pub error_page: Option<String>,
+}
+
+/// One `server.tls.passthrough` entry: connections whose SNI names these
+/// hosts are passed, TLS and all, to a target of `upstream`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passthrough {
+    /// Lower-case names, exact or `*.domain`; each in one entry only.
+    pub hosts: Vec<String>,
+    pub upstream: String,
 }

@@ -214,6 +214,8 @@ pub struct ServerTls {
     pub client_cert_required: bool,
     /// Client certificates of some hosts only (`client_certificates`).
     pub clients: Vec<Located<super::HostClientCerts>>,
+    /// Hosts whose TLS passes through to a pool (`passthrough`).
+    pub passthrough: Vec<Located<super::Passthrough>>,
 }
 
 /// One served certificate chain and its key (PEM).

@@ -75,7 +75,9 @@ pub const SERVER_TLS: &[&str] = &[
     "client_ca",
     "client_auth",
     "client_certificates",
+    "passthrough",
 ];
+pub const SERVER_TLS_PASSTHROUGH: &[&str] = &["hosts", "upstream"];
 pub const SERVER_TLS_CLIENTS: &[&str] = &[
     "hosts",
     "ca_file",
@@ -284,6 +286,7 @@ pub fn paths() -> Vec<String> {
     under("server.tls", SERVER_TLS);
     under("server.tls.certificates[]", SERVER_TLS_CERT);
     under("server.tls.client_certificates[]", SERVER_TLS_CLIENTS);
+    under("server.tls.passthrough[]", SERVER_TLS_PASSTHROUGH);
     under("server.http2", SERVER_HTTP2);
     under("admin", ADMIN);
     under("log", LOG);

@@ -3,7 +3,9 @@
 //! (host), from the first Ingress of the host that asks; so does the
 //! import, and only an Ingress of the namespace whose Ingress is the
 //! host's oldest may set them (another namespace's must never change how
-//! a host authenticates), never on the operator's hosts.
+//! a host authenticates), never on the operator's hosts nor on a wildcard.
+//! An Ingress whose settings cannot cover every path it serves (or whose
+//! Secret cannot be carried over whole) is withheld.
 
 use std::collections::BTreeMap;
 
@@ -27,7 +29,7 @@ pub const KEYS: &[&str] = &[
 
 /// Reads the `auth-tls-*` annotations into `plan.client_certs`, a line each.
 pub fn read(
-    draft: &Draft<'_>,
+    draft: &mut Draft<'_>,
     ing: &Object,
     ann: &BTreeMap<String, String>,
     plan: &mut Plan,
@@ -54,7 +56,9 @@ pub fn read(
         lines.extend(given.iter().map(|k| (k.to_string(), mapped(why))));
         return;
     }
-    let ca = match ca(draft, &ing.namespace, &ann["auth-tls-secret"]) {
+    let ca =
+        refused(draft, ing).map_or_else(|| ca(draft, &ing.namespace, &ann["auth-tls-secret"]), Err);
+    let ca = match ca {
         Ok(ca) => ca,
         Err(why) => {
             lines.extend(
@@ -150,6 +154,49 @@ fn one(entry: &mut ClientCerts, key: &str, value: &str) -> Verdict {
     }
 }
 
+/// Why the Ingress cannot have client certificates for all it serves: its
+/// paths served without them would be open. They are per host: a rule
+/// without one cannot have them; a wildcard would cover other owners'
+/// hosts; the operator's and another namespace's hosts are not its to set;
+/// and the listener must exist.
+fn refused(draft: &mut Draft<'_>, ing: &Object) -> Option<String> {
+    if draft.options.cluster && draft.options.tls_listen.is_empty() {
+        return Some("the base policy has no server.tls listener to ask for certificates".into());
+    }
+    let hosts: std::collections::BTreeSet<Option<String>> =
+        super::paths::of(ing).into_iter().map(|p| p.0).collect();
+    if hosts.contains(&None) || ing.value.pointer("/spec/defaultBackend").is_some() {
+        return Some(
+            "a rule without a host (or a defaultBackend): client certificates are per host".into(),
+        );
+    }
+    let owners = super::policy::host_owners(draft);
+    for host in hosts.into_iter().flatten() {
+        let host = host.to_ascii_lowercase();
+        if host.starts_with("*.") {
+            return Some(format!(
+                "{host} is a wildcard: client certificates for it would cover other owners' hosts \
+                 (the operator may set them in the base policy)"
+            ));
+        }
+        if super::claims::reserved(&draft.options.reserved_hosts, &host, true).is_some() {
+            return Some(format!(
+                "{host} is the operator's: its client certificates are the base policy's"
+            ));
+        }
+        let theirs = owners
+            .get(&host)
+            .and_then(|(_, id)| id.split_once('/'))
+            .is_some_and(|(ns, _)| ns != ing.namespace);
+        if theirs {
+            return Some(format!(
+                "{host} is another namespace's: its client certificates are theirs to set"
+            ));
+        }
+    }
+    None
+}
+
 /// `auth-tls-secret: NAMESPACE/NAME`: its `ca.crt`, checked to hold CA
 /// certificates the verifier can use (else the Ingress is withheld).
 fn ca(draft: &Draft<'_>, namespace: &str, reference: &str) -> Result<CaSource, String> {
@@ -167,6 +214,12 @@ fn ca(draft: &Draft<'_>, namespace: &str, reference: &str) -> Result<CaSource, S
     }
     let missing = || format!("Secret {ns}/{name} is missing or has no ca.crt");
     let secret = draft.secret(&ns, &name).ok_or_else(missing)?;
+    if super::tls::secret_field(secret, "ca.crl").is_some() {
+        return Err(format!(
+            "Secret {ns}/{name} has a ca.crl: fairgate does not check revocation lists, so a revoked \
+             certificate would pass"
+        ));
+    }
     let pem = super::tls::secret_field(secret, "ca.crt").ok_or_else(missing)?;
     let source = format!("Secret {ns}/{name} ca.crt");
     let roots = crate::tls::Pem::from_memory(&source, pem.as_bytes())
@@ -176,9 +229,9 @@ fn ca(draft: &Draft<'_>, namespace: &str, reference: &str) -> Result<CaSource, S
     Ok(CaSource::Pem(pem))
 }
 
-/// Gives the Ingress's served hosts its entry: each host not the
-/// operator's, not another namespace's, and not set already by an earlier
-/// Ingress (reported on this one).
+/// Gives the Ingress's served hosts its entry, each not set already by an
+/// earlier Ingress (reported on this one: that one's apply, as in
+/// ingress-nginx).
 pub fn apply(draft: &mut Draft<'_>, ing: &Object, plan: &Plan, first: usize) {
     let Some(entry) = &plan.client_certs else {
         return;
@@ -187,18 +240,9 @@ pub fn apply(draft: &mut Draft<'_>, ing: &Object, plan: &Plan, first: usize) {
         .iter()
         .filter_map(|r| r.host.clone())
         .collect();
-    let owners = super::policy::host_owners(draft);
     let key = format!("{}/auth-tls-secret", draft.options.annotation_prefix);
     for host in hosts {
-        let operators =
-            super::claims::reserved(&draft.options.reserved_hosts, &host, false).is_some();
-        let theirs = owners
-            .get(&host)
-            .and_then(|(_, id)| id.split_once('/'))
-            .is_some_and(|(ns, _)| ns != ing.namespace);
         let why = match draft.client_certs.get(&host) {
-            _ if operators => Some(format!("{host} is the operator's: its client certificates are the base policy's")),
-            _ if theirs => Some(format!("{host} is another namespace's: its client certificates are theirs to set")),
             Some((_, by)) if by != &ing.id() => Some(format!(
                 "{host}'s client certificates are Ingress {by}'s, the first that set them (as in ingress-nginx)"
             )),

@@ -61,11 +61,17 @@ impl Refused {
 
 /// Checks a request for `host`, keeping its entry in `ctx` for `upstream`.
 pub fn check(session: &Session, ctx: &mut Ctx, host: &str) -> Result<(), Deny> {
-    if ctx.policy.client_hosts.is_empty() {
+    if ctx.policy.tls_hosts.no_clients() {
         return Ok(());
     }
-    let Some(entry) = ctx.policy.client_hosts.find(host).cloned() else {
-        return Ok(());
+    let Some(entry) = ctx.policy.tls_hosts.find(host).cloned() else {
+        // A connection a host's own roots verified never carries a request
+        // for a host the listener's `client_ca` guards.
+        let own = tls_facts(session).is_some_and(|f| f.clients != 0);
+        return match own && ctx.policy.client_verifier.is_some() {
+            true => Err(Deny::ClientCert(Refused::Misdirected)),
+            false => Ok(()),
+        };
     };
     ctx.client_certs = Some(entry.clone());
     let settings = &entry.settings;
@@ -84,15 +90,13 @@ pub fn check(session: &Session, ctx: &mut Ctx, host: &str) -> Result<(), Deny> {
             },
             None => Deny::ClientCert(Refused::Missing),
         }),
-        Some(s)
-            if settings
-                .match_subject
-                .as_ref()
-                .is_some_and(|re| !re.0.is_match(&s.0)) =>
-        {
-            Err(Deny::ClientCert(Refused::Unauthorized))
-        }
-        _ => Ok(()),
+        // As nginx's `$ssl_client_s_dn !~`: no certificate is the empty subject.
+        subject => match &settings.match_subject {
+            Some(re) if !re.0.is_match(subject.map_or("", |s| s.0.as_str())) => {
+                Err(Deny::ClientCert(Refused::Unauthorized))
+            }
+            _ => Ok(()),
+        },
     }
 }
 

@@ -38,13 +38,35 @@ pub struct TlsListener {
     pub names: Arc<dyn ByName>,
 }
 
-/// The handshakes some server names get instead of the listener's own
-/// (a host's client certificates); read from the policy in force.
+/// What some server names get instead of the listener's own handshake (a
+/// host's client certificates, or its TLS passed through); read from the
+/// policy in force.
 pub trait ByName: Send + Sync {
     /// Whether any name has one (else no ClientHello is read ahead).
     fn any(&self) -> bool;
-    /// The acceptor for `sni`, when it is not the listener's.
-    fn acceptor(&self, sni: &str) -> Option<Arc<Acceptor>>;
+    fn choose(&self, sni: &str) -> Choice;
+}
+
+/// How a TLS connection is served, by its ClientHello's server name.
+pub enum Choice {
+    /// The listener's own handshake.
+    Listener,
+    /// A host's own handshake (its client certificates).
+    Acceptor(Arc<Acceptor>),
+    /// Passed unterminated to a target of the pool (`server.tls.passthrough`),
+    /// closed after `idle` without a byte either way.
+    Pass {
+        pool: Arc<crate::upstream::Pool>,
+        sni: String,
+        idle: Duration,
+    },
+}
+
+/// A TLS connection after its ClientHello.
+enum Handshaken {
+    Tls(Stream),
+    /// To be passed through: the bytes read so far go first.
+    Pass(Stream, Vec<u8>, Choice),
 }
 
 impl TlsListener {
@@ -220,8 +242,12 @@ where
     }
 
     /// Runs the TLS handshake, the bytes read with a PROXY header first;
-    /// by the ClientHello's server name, a host's own (`ByName`).
-    async fn tls_handshake(&self, mut stream: Stream, early: Vec<u8>) -> Result<Stream, Refused> {
+    /// by the ClientHello's server name, a host's own, or none (`ByName`).
+    async fn tls_handshake(
+        &self,
+        mut stream: Stream,
+        early: Vec<u8>,
+    ) -> Result<Handshaken, Refused> {
         let failed = |why: String| {
             tracing::debug!(error = %why, "connection.tls_handshake_failed");
             Refused::Edge(EdgeReason::HandshakeFailed)
@@ -229,14 +255,20 @@ where
         let Some(listener) = self.tls.as_ref() else {
             return Err(failed("no TLS listener".into()));
         };
-        let (own, early) = match listener.names.any() {
+        let (choice, early) = match listener.names.any() {
             true => {
                 let (sni, read) = crate::proxy::hello::read(&mut *stream, early)
                     .await
                     .map_err(failed)?;
-                (sni.and_then(|s| listener.names.acceptor(&s)), read)
+                let choice = sni.map_or(Choice::Listener, |s| listener.names.choose(&s));
+                (choice, read)
             }
-            false => (None, early),
+            false => (Choice::Listener, early),
+        };
+        let own = match choice {
+            Choice::Listener => None,
+            Choice::Acceptor(acceptor) => Some(acceptor),
+            pass @ Choice::Pass { .. } => return Ok(Handshaken::Pass(stream, early, pass)),
         };
         let mut l4 = stream
             .into_any()
@@ -249,7 +281,7 @@ where
             .tls_handshake(*l4)
             .await
             .map_err(|e| failed(e.to_string()))?;
-        Ok(Box::new(stream))
+        Ok(Handshaken::Tls(Box::new(stream)))
     }
 
     /// Counts a refusal; a connection over a cap on a plain listener gets
@@ -300,7 +332,13 @@ where
             return Some((stream, early, open));
         }
         match timeout_at(deadline, self.tls_handshake(stream, early)).await {
-            Ok(Ok(stream)) => Some((stream, Vec::new(), open)),
+            Ok(Ok(Handshaken::Tls(stream))) => Some((stream, Vec::new(), open)),
+            Ok(Ok(Handshaken::Pass(stream, hello, choice))) => {
+                // Still counted (`open`) while it lasts.
+                crate::proxy::passthrough::relay(stream, hello, choice).await;
+                drop(open);
+                None
+            }
             Ok(Err(refused)) => {
                 refused.count();
                 None

@@ -206,9 +206,14 @@ fn dropped(name: &str, ctx: &Ctx) -> bool {
     identity || answered || proxy || METHOD_OVERRIDES.contains(&dashed)
 }
 
-/// The subject of the client's verified TLS certificate, if it sent one.
+/// The subject of the client's TLS certificate, if it sent one that the
+/// listener's `client_ca` verified (one a host's own roots verified is
+/// that host's: `ssl-client-*`, never an identity or a scope).
 pub fn client_subject(session: &Session) -> Option<&crate::tls::ClientSubject> {
-    tls_facts(session)?.subject.as_ref()
+    tls_facts(session)
+        .filter(|f| f.clients == 0)?
+        .subject
+        .as_ref()
 }
 
 /// What the TLS handshake of this request's connection learnt.

@@ -1,7 +1,7 @@
 //! Reading a TLS ClientHello ahead of the handshake, to choose by its
 //! server name how the connection is served (a host's own client
-//! certificates). rustls parses it; the bytes read are handed back, to
-//! be replayed into the handshake.
+//! certificates, or its TLS passed through). rustls parses it; the bytes
+//! read are handed back, to be replayed into the handshake or sent on.
 
 use tokio::io::AsyncReadExt;
 

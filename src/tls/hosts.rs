@@ -1,6 +1,7 @@
-//! Client certificates per host (`server.tls.client_certificates`): each
-//! entry's verifier, found by the handshake's SNI and by the request's
-//! Host. The handshake asks for a certificate (never requires one: a
+//! What some hosts get at the TLS listener, found by the handshake's SNI
+//! (and, for client certificates, by the request's Host): their TLS passed
+//! through to a pool (`server.tls.passthrough`), or client certificates
+//! (`server.tls.client_certificates`), each entry's verifier ready. The handshake asks for a certificate (never requires one: a
 //! missing one is answered in HTTP, as nginx does), verifies what is sent
 //! against the entry's roots and depth, and records the entry's `id` with
 //! the connection; a request whose host's entry is not the one its
@@ -8,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::{CertificateDer, UnixTime};
@@ -25,9 +26,6 @@ pub struct HostClients {
     pub id: u64,
     pub settings: HostClientCerts,
     pub verifier: Arc<dyn ClientCertVerifier>,
-    /// The listener's acceptor for this entry, made at its first
-    /// handshake (`None`: it could not be made; its hosts answer 421).
-    pub acceptor: OnceLock<Option<Arc<pingora::listeners::tls::Acceptor>>>,
 }
 
 impl std::fmt::Debug for HostClients {
@@ -38,19 +36,21 @@ impl std::fmt::Debug for HostClients {
 
 /// Every entry of a policy, by host name.
 #[derive(Debug, Default)]
-pub struct ClientHosts {
+pub struct TlsHosts {
     entries: Vec<Arc<HostClients>>,
     by_name: HashMap<String, usize>,
+    /// Passthrough hosts and their pools.
+    passthrough: HashMap<String, String>,
 }
 
-impl ClientHosts {
+impl TlsHosts {
     /// Verifiers for `settings`, with the roots each `ca` held (`ca_name`
     /// for errors). Hosts are unique across entries (the reader checked).
     /// The error names the entry (its index) whose roots cannot verify.
     pub fn new(
         loaded: Vec<(HostClientCerts, String, Vec<CertificateDer<'static>>)>,
-    ) -> Result<ClientHosts, (usize, super::ClientCaError)> {
-        let mut out = ClientHosts::default();
+    ) -> Result<TlsHosts, (usize, super::ClientCaError)> {
+        let mut out = TlsHosts::default();
         for (i, (settings, ca_name, roots)) in loaded.into_iter().enumerate() {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             roots.hash(&mut hasher);
@@ -69,27 +69,72 @@ impl ClientHosts {
                 id,
                 settings,
                 verifier,
-                acceptor: OnceLock::new(),
             }));
         }
         Ok(out)
     }
 
-    pub fn is_empty(&self) -> bool {
+    /// Adds `server.tls.passthrough`'s hosts (unique; the reader checked).
+    pub fn with_passthrough(
+        mut self,
+        entries: &[crate::config::Located<crate::config::Passthrough>],
+    ) -> Self {
+        for entry in entries {
+            for host in &entry.value.hosts {
+                self.passthrough
+                    .insert(host.clone(), entry.value.upstream.clone());
+            }
+        }
+        self
+    }
+
+    /// Whether an entry has this id.
+    pub fn has_id(&self, id: u64) -> bool {
+        self.entries.iter().any(|e| e.id == id)
+    }
+
+    /// Whether no host has client certificates.
+    pub fn no_clients(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// The entry naming `host`: exactly, else by a one-label wildcard.
-    pub fn find(&self, host: &str) -> Option<&Arc<HostClients>> {
-        let name = normal_name(host);
-        let index = self.by_name.get(&name).copied().or_else(|| {
-            let (label, parent) = name.split_once('.')?;
-            (!label.is_empty())
-                .then(|| self.by_name.get(&format!("*.{parent}")).copied())
-                .flatten()
-        })?;
-        self.entries.get(index)
+    /// Whether any host gets anything but the listener's own handshake.
+    pub fn any(&self) -> bool {
+        !self.entries.is_empty() || !self.passthrough.is_empty()
     }
+
+    /// The client certificates entry naming `host`.
+    pub fn find(&self, host: &str) -> Option<&Arc<HostClients>> {
+        self.entries.get(*lookup(&self.by_name, host)?)
+    }
+
+    /// The pool `host`'s TLS passes through to, if it does.
+    pub fn passed(&self, host: &str) -> Option<&str> {
+        lookup(&self.passthrough, host).map(String::as_str)
+    }
+}
+
+/// `host`'s value: by its exact name, else by the nearest wildcard above
+/// it (`*.lab` covers `a.b.lab`, as a route's and nginx's do).
+fn lookup<'m, V>(map: &'m HashMap<String, V>, host: &str) -> Option<&'m V> {
+    if map.is_empty() {
+        return None;
+    }
+    let name = normal_name(host);
+    if let Some(v) = map.get(&name) {
+        return Some(v);
+    }
+    let mut rest = name.as_str();
+    while let Some((label, parent)) = rest.split_once('.') {
+        if label.is_empty() {
+            return None;
+        }
+        if let Some(v) = map.get(&format!("*.{parent}")) {
+            return Some(v);
+        }
+        rest = parent;
+    }
+    None
 }
 
 /// A verifier that also refuses a chain with more than `depth`

@@ -11,7 +11,7 @@ pub mod served;
 pub mod trust;
 
 pub use client::{client_verifier, ClientCaError, ClientSubject, ConnectionFacts, TlsFacts};
-pub use hosts::{ClientHosts, HostClients};
+pub use hosts::{HostClients, TlsHosts};
 pub use pem::{Pem, PemError};
 pub use served::{pair, BySni, CertError, Certs, Served};
 

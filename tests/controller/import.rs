@@ -421,6 +421,10 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         "partners/any-cert paths".to_string(),
         format!("shop/borrowed-ca {p}/auth-tls-secret"),
         "shop/borrowed-ca paths".to_string(),
+        format!("partners/tenants {p}/auth-tls-secret"),
+        "partners/tenants paths".to_string(),
+        format!("partners/anyhost {p}/auth-tls-secret"),
+        "partners/anyhost paths".to_string(),
     ]
     .into_iter()
     .collect();

@@ -57,8 +57,20 @@ fn header<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
 }
 
 async fn site(dir: &Path, clients: &Pki, echo: &Upstream) -> Site {
+    site_with(dir, clients, echo, "").await
+}
+
+/// `site`, with `extra` keys under `server.tls`.
+async fn site_with(dir: &Path, clients: &Pki, echo: &Upstream, extra: &str) -> Site {
     let servers = Pki::new(dir, "servers");
-    let names = ["partner.test", "open.test", "maybe.test", "paged.test"];
+    let names = [
+        "partner.test",
+        "open.test",
+        "maybe.test",
+        "paged.test",
+        "strict.test",
+        "*.b.deep.test",
+    ];
     let (cert, key) = servers.leaf("site", "site", &names, "0C01");
     let tls = free_addr();
     let ca = clients.ca().display().to_string();
@@ -70,7 +82,9 @@ async fn site(dir: &Path, clients: &Pki, echo: &Upstream) -> Site {
     - {{hosts: [partner.test], ca_file: "{ca}", pass_certificate: true, match_subject: "^CN=partner-"}}
     - {{hosts: [maybe.test], ca_file: "{ca}", verify: optional}}
     - {{hosts: [paged.test], ca_file: "{ca}", error_page: "https://open.test/cert-help"}}
-"#,
+    - {{hosts: [strict.test], ca_file: "{ca}", verify: optional, match_subject: "^CN=partner-"}}
+    - {{hosts: ["*.deep.test"], ca_file: "{ca}"}}
+{extra}"#,
         cert.display(),
         key.display()
     );
@@ -130,6 +144,11 @@ async fn a_host_requires_a_certificate_its_ca_signed_and_its_upstream_hears_of_i
         "{pem}"
     );
     assert!(pem.ends_with("-----END%20CERTIFICATE-----%0A"), "{pem}");
+    // A host's own roots verified it: not the listener's identity header.
+    assert!(
+        body["headers"].get("x-client-cert-subject").is_none(),
+        "{body}"
+    );
 
     // No certificate: 400, as nginx's "No required SSL certificate was sent".
     let (body, status, _) = site.get("partner.test", None, &[]);
@@ -146,6 +165,12 @@ async fn a_host_requires_a_certificate_its_ca_signed_and_its_upstream_hears_of_i
     let (_, status, code) = site.get("partner.test", Some(&stranger), &[]);
     assert_eq!(status, 0);
     assert_ne!(code, 0);
+
+    // A wildcard entry covers names two labels down, as its routes do.
+    let (body, status, _) = site.get("a.b.deep.test", None, &[]);
+    assert_eq!(status, 400, "{body}");
+    let (body, status, _) = site.get("a.b.deep.test", Some(&partner), &[]);
+    assert_eq!(status, 200, "{body}");
 
     // The host that asks for none: served without, and told nothing.
     let (body, status, _) = site.get("open.test", None, &[]);
@@ -195,6 +220,12 @@ async fn optional_hosts_serve_without_and_error_pages_redirect() {
         body["headers"].get("ssl-client-subject-dn").is_none(),
         "{body}"
     );
+    // Optional, with a subject to match: no certificate is the empty
+    // subject, which does not match (nginx's `$ssl_client_s_dn !~`).
+    let (body, status, _) = site.get("strict.test", None, &[]);
+    assert_eq!(status, 403, "{body}");
+    let (body, status, _) = site.get("strict.test", Some(&partner), &[]);
+    assert_eq!(status, 200, "{body}");
     let (body, status, _) = site.get("maybe.test", Some(&partner), &[]);
     assert_eq!(status, 200, "{body}");
     assert_eq!(header(&body, "ssl-client-verify"), Some("SUCCESS"));
@@ -223,4 +254,29 @@ async fn optional_hosts_serve_without_and_error_pages_redirect() {
     );
     let (body, status, _) = site.get("paged.test", Some(&partner), &[]);
     assert_eq!(status, 200, "{body}");
+}
+
+/// With the listener's own `client_ca`, a connection a host's roots
+/// verified does not carry a request for the listener's hosts: its
+/// certificate was never checked against `client_ca`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hosts_roots_never_stand_in_for_the_listeners_client_ca() {
+    let echo = Upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let clients = Pki::new(dir.path(), "partners");
+    let staff = Pki::new(dir.path(), "staff");
+    let partner = clients.leaf("partner", "partner-1", &[], "1D01");
+    let employee = staff.leaf("employee", "employee-1", &[], "1D02");
+    let ca = staff.ca().display().to_string();
+    let extra = format!("  client_ca: \"{ca}\"\n  client_auth: optional\n");
+    let site = site_with(dir.path(), &clients, &echo, &extra).await;
+
+    let (body, status, _) = site.get("partner.test", Some(&partner), &["-H", "Host: open.test"]);
+    assert_eq!(status, 421, "{body}");
+    let (body, status, _) = site.get("open.test", Some(&employee), &[]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        header(&body, "x-client-cert-subject"),
+        Some("CN=employee-1")
+    );
 }

@@ -27,6 +27,7 @@ mod hardening_resources;
 mod http2;
 mod jwks;
 mod ops;
+mod passthrough;
 mod pingora_upgrade;
 mod proxy;
 mod proxy_protocol;

@@ -1,9 +1,10 @@
-//! `server.tls.client_certificates`: per-host client certificates.
+//! `server.tls.client_certificates` (per-host client certificates) and
+//! `server.tls.passthrough` (per-host TLS passed through).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::super::client_certs::HostClientCerts;
+use super::super::client_certs::{HostClientCerts, Passthrough};
 use super::super::place::Located;
 use super::super::route::PathRegex;
 use super::super::schema;
@@ -86,7 +87,7 @@ fn entry(r: &mut Reader<'_>, item: &At<'_>, base: &Path) -> Option<HostClientCer
 }
 
 /// Host names or `*.domain`, lower case, at least one.
-fn hosts(r: &mut Reader<'_>, at: &At<'_>) -> Vec<String> {
+pub(super) fn hosts(r: &mut Reader<'_>, at: &At<'_>) -> Vec<String> {
     let names = r.strings(at);
     if names.is_empty() {
         r.error(at, CODE, "needs at least one host");
@@ -132,4 +133,72 @@ fn error_page(r: &mut Reader<'_>, at: &At<'_>) -> Option<String> {
         return None;
     }
     Some(text)
+}
+
+/// `server.tls.passthrough`: hosts and the pool each entry passes to (a
+/// pool that exists and does not speak TLS itself: `check_passthrough`).
+pub(super) fn passthrough(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    clients: &[Located<HostClientCerts>],
+) -> Vec<Located<Passthrough>> {
+    let mut out = Vec::new();
+    let mut seen: BTreeSet<String> = clients
+        .iter()
+        .flat_map(|c| c.value.hosts.iter().cloned())
+        .collect();
+    for (i, node) in r.sequence(at).into_iter().enumerate() {
+        let item = at.item(i, node);
+        let Some(p) = r.mapping(&item, schema::SERVER_TLS_PASSTHROUGH) else {
+            continue;
+        };
+        let hosts = match p.get("hosts") {
+            Some(h) => hosts(r, &h),
+            None => {
+                missing(r, &item, "hosts");
+                Vec::new()
+            }
+        };
+        for host in &hosts {
+            if !seen.insert(host.clone()) {
+                let why =
+                    format!("{host} is in two entries (of passthrough or client_certificates)");
+                r.error(&item, CODE, why);
+            }
+        }
+        let upstream = match p.get("upstream") {
+            Some(u) => r.string(&u),
+            None => {
+                missing(r, &item, "upstream");
+                None
+            }
+        };
+        if let (false, Some(upstream)) = (hosts.is_empty(), upstream) {
+            out.push(Located {
+                value: Passthrough { hosts, upstream },
+                place: item.place(),
+            });
+        }
+    }
+    out
+}
+
+/// Each passthrough entry's pool exists and does not speak TLS itself
+/// (the client's TLS passes through it).
+pub(super) fn check_passthrough(r: &mut Reader<'_>, config: &super::super::Config) {
+    let entries = config.server.tls.iter().flat_map(|t| &t.passthrough);
+    for entry in entries {
+        let why = match config.upstreams.get(&entry.value.upstream) {
+            None => format!(
+                "upstream {:?}: no upstream with this name",
+                entry.value.upstream
+            ),
+            Some(pool) if pool.tls => format!(
+                "upstream {:?} has tls: true; a passthrough pool carries the client's own TLS",
+                entry.value.upstream
+            ),
+            Some(_) => continue,
+        };
+        r.problems.push_at(&entry.place, CODE, why);
+    }
 }

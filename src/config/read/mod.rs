@@ -120,6 +120,7 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     };
     config.routes = routes(r, top.get("routes"), &config, &declared);
     client_cert_needs_ca(r, &config, top.get("limits"));
+    client_certs::check_passthrough(r, &config);
 
     warnings(r, &config, &top);
     Some(config)

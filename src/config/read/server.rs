@@ -225,6 +225,10 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
         .get("client_certificates")
         .map(|c| super::client_certs::client_certificates(r, &c, base))
         .unwrap_or_default();
+    let passthrough = t
+        .get("passthrough")
+        .map(|p| super::client_certs::passthrough(r, &p, &clients))
+        .unwrap_or_default();
     // A missing or bad `listen` is already an error; the section is still
     // kept so the builder checks its certificates in the same run.
     let unspecified = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
@@ -234,6 +238,7 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
         client_ca,
         client_cert_required,
         clients,
+        passthrough,
     })
 }
 
