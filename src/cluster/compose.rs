@@ -471,8 +471,8 @@ struct Build<'a> {
     ours: &'a [&'a Object],
 }
 
-/// The operator's hosts: the base policy's routes', certificates' and
-/// client certificates'
+/// The operator's hosts: the base policy's routes', certificates',
+/// client certificates' and passthrough's
 /// (`*.d` for a wildcard), and the Gateway's listener hostnames.
 fn reserved_hosts(base: &Config, objects: &[Object], settings: &Kubernetes) -> Vec<String> {
     use crate::config::HostMatch;
@@ -488,6 +488,8 @@ fn reserved_hosts(base: &Config, objects: &[Object], settings: &Kubernetes) -> V
     out.extend(certificates.flat_map(|c| c.value.hosts.iter().map(|h| h.to_ascii_lowercase())));
     let clients = base.server.tls.iter().flat_map(|t| t.clients.iter());
     out.extend(clients.flat_map(|c| c.value.hosts.iter().cloned()));
+    let passed = base.server.tls.iter().flat_map(|t| t.passthrough.iter());
+    out.extend(passed.flat_map(|p| p.value.hosts.iter().cloned()));
     if let Some((_, spec)) = gateway::gateway(objects, settings) {
         out.extend(spec.listeners.into_iter().filter_map(|l| l.hostname));
     }

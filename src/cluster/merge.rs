@@ -56,9 +56,9 @@ pub fn merge(base: &mut Node, cluster: &Node) -> Vec<String> {
         .and_then(Node::as_mapping_mut);
     if let Some((theirs, tls)) = theirs.zip(base_tls) {
         one_certificate_as_list(tls);
-        // Their client certificates never name the base's hosts (the
-        // import leaves the operator's hosts alone).
-        for list in ["certificates", "client_certificates"] {
+        // Their client certificates and passthrough never name the base's
+        // hosts (the import leaves the operator's hosts alone).
+        for list in ["certificates", "client_certificates", "passthrough"] {
             let Some(items) = theirs.get_sequence(list) else {
                 continue;
             };

@@ -311,6 +311,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
                     and every other path of their hosts too")
         }
         k if servers::KEYS.contains(&k) => servers::verdict(draft, ing, k, value, plan),
+        "ssl-passthrough" if go_bool(value) => super::passthrough::verdict(draft, ing, plan),
         "app-root" if value.starts_with('/') => {
             plan.keys.app_root = Some(value.to_string());
             mapped("app_root: / answers 302 to it")
@@ -319,7 +320,7 @@ fn single(draft: &mut Draft<'_>, ing: &Object, key: &str, value: &str, plan: &mu
             plan.ssl_redirect = Some(value == "true");
             mapped("https_redirect on hosts with a TLS section")
         }
-        "force-ssl-redirect" if value == "true" && draft.certs.is_empty() => Verdict::Unsupported(
+        "force-ssl-redirect" if value == "true" && draft.certs.is_empty() && !passes_through(draft, ing) => Verdict::Unsupported(
             "no Ingress has a TLS section, and fairgate redirects only when it has a TLS listener; \
              behind a load balancer that ends TLS, redirect there"
                 .into(),
@@ -465,20 +466,22 @@ fn hash_key(value: &str) -> Option<Balance> {
     }
 }
 
+/// Whether the Ingress asks for its TLS to be passed through (then the
+/// gateway has a TLS listener for its hosts).
+fn passes_through(draft: &Draft<'_>, ing: &Object) -> bool {
+    get(ing, &draft.options.annotation_prefix, "ssl-passthrough").is_some_and(|v| go_bool(&v))
+}
+
 /// Why an annotation without a mapping has none (or why it needs none).
 fn unsupported(key: &str, value: &str) -> Verdict {
     match key {
         "enable-modsecurity" | "enable-owasp-core-rules" | "ssl-passthrough" if !go_bool(value) => {
             Verdict::Mapped("off: nothing to do".into())
         }
-        // Withheld (`withhold`): an access rule, or a broken backend.
+        // Withheld (`withhold`): an access rule.
         "enable-modsecurity" | "enable-owasp-core-rules" => Verdict::Unsupported(
             "fairgate has no web application firewall: served without it, its paths would lose \
              the rules that guarded them"
-                .into(),
-        ),
-        "ssl-passthrough" => Verdict::Unsupported(
-            "TLS passthrough is not built: fairgate would end the TLS the backend expects to end"
                 .into(),
         ),
         "enable-access-log" | "enable-rewrite-log" => Verdict::Approximated(

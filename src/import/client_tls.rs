@@ -56,8 +56,8 @@ pub fn read(
         lines.extend(given.iter().map(|k| (k.to_string(), mapped(why))));
         return;
     }
-    let ca =
-        refused(draft, ing).map_or_else(|| ca(draft, &ing.namespace, &ann["auth-tls-secret"]), Err);
+    let ca = refused(draft, ing, "client certificates")
+        .map_or_else(|| ca(draft, &ing.namespace, &ann["auth-tls-secret"]), Err);
     let ca = match ca {
         Ok(ca) => ca,
         Err(why) => {
@@ -159,29 +159,31 @@ fn one(entry: &mut ClientCerts, key: &str, value: &str) -> Verdict {
 /// without one cannot have them; a wildcard would cover other owners'
 /// hosts; the operator's and another namespace's hosts are not its to set;
 /// and the listener must exist.
-fn refused(draft: &mut Draft<'_>, ing: &Object) -> Option<String> {
+pub(super) fn refused(draft: &mut Draft<'_>, ing: &Object, what: &str) -> Option<String> {
     if draft.options.cluster && draft.options.tls_listen.is_empty() {
-        return Some("the base policy has no server.tls listener to ask for certificates".into());
+        return Some(format!(
+            "the base policy has no server.tls listener for {what}"
+        ));
     }
     let hosts: std::collections::BTreeSet<Option<String>> =
         super::paths::of(ing).into_iter().map(|p| p.0).collect();
     if hosts.contains(&None) || ing.value.pointer("/spec/defaultBackend").is_some() {
-        return Some(
-            "a rule without a host (or a defaultBackend): client certificates are per host".into(),
-        );
+        return Some(format!(
+            "a rule without a host (or a defaultBackend): {what} can only be set per host"
+        ));
     }
     let owners = super::policy::host_owners(draft);
     for host in hosts.into_iter().flatten() {
         let host = host.to_ascii_lowercase();
         if host.starts_with("*.") {
             return Some(format!(
-                "{host} is a wildcard: client certificates for it would cover other owners' hosts \
-                 (the operator may set them in the base policy)"
+                "{host} is a wildcard: {what} for it would cover other owners' hosts \
+                 (the operator may set that in the base policy)"
             ));
         }
         if super::claims::reserved(&draft.options.reserved_hosts, &host, true).is_some() {
             return Some(format!(
-                "{host} is the operator's: its client certificates are the base policy's"
+                "{host} is the operator's: only the base policy sets {what} for it"
             ));
         }
         let theirs = owners
@@ -190,7 +192,7 @@ fn refused(draft: &mut Draft<'_>, ing: &Object) -> Option<String> {
             .is_some_and(|(ns, _)| ns != ing.namespace);
         if theirs {
             return Some(format!(
-                "{host} is another namespace's: its client certificates are theirs to set"
+                "{host} is another namespace's: only that namespace may set {what} for it"
             ));
         }
     }

@@ -113,6 +113,8 @@ pub struct Draft<'a> {
     pub tls_owners: BTreeMap<String, String>,
     /// `auth-tls-*`: each host's client certificates and the Ingress that set them.
     pub client_certs: BTreeMap<String, (super::out::ClientCerts, String)>,
+    /// `ssl-passthrough`: each host's pool and the Ingress that asked.
+    pub passthrough: BTreeMap<String, (super::out::Passthrough, String)>,
     pub routes: Vec<Route>,
     /// Each host, path and path type served, and the Ingress
     /// (`namespace/name`) whose it is: the first served.
@@ -162,6 +164,7 @@ impl<'a> Draft<'a> {
             tls_hosts: BTreeSet::new(),
             tls_owners: BTreeMap::new(),
             client_certs: BTreeMap::new(),
+            passthrough: BTreeMap::new(),
             routes: Vec::new(),
             claimed: HashMap::new(),
             closed: BTreeSet::new(),

@@ -41,6 +41,7 @@ mod names;
 mod nginx;
 mod notes;
 mod out;
+mod passthrough;
 mod paths;
 mod plan;
 mod policy;

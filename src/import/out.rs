@@ -56,6 +56,7 @@ keys! {
         Listen = "listen",
         Certificates = "certificates",
         ClientCertificates = "client_certificates",
+        Passthrough = "passthrough",
     }
 }
 
@@ -403,6 +404,8 @@ pub struct ServerTls {
     pub certificates: Vec<Certificate>,
     /// Written when not empty.
     pub client_certificates: Vec<ClientCerts>,
+    /// Written when not empty.
+    pub passthrough: Vec<Passthrough>,
 }
 
 impl ServerTls {
@@ -420,6 +423,10 @@ impl ServerTls {
                 .map(ClientCerts::node)
                 .collect();
             f.put(TlsKey::ClientCertificates, clients);
+        }
+        if !self.passthrough.is_empty() {
+            let passed: Vec<Node> = self.passthrough.iter().map(Passthrough::node).collect();
+            f.put(TlsKey::Passthrough, passed);
         }
         f.node()
     }
@@ -643,6 +650,7 @@ mod tests {
             texts(TlsKey::ALL, TlsKey::AT),
             texts(CertKey::ALL, CertKey::AT),
             texts(ClientCertsKey::ALL, ClientCertsKey::AT),
+            texts(PassthroughKey::ALL, PassthroughKey::AT),
             texts(AdminKey::ALL, AdminKey::AT),
             texts(StoreKey::ALL, StoreKey::AT),
             texts(PoolKey::ALL, PoolKey::AT),

@@ -28,6 +28,8 @@ pub struct Plan {
     /// `default-backend`: the Service (of the Ingress's namespace) that
     /// serves its paths while their own has no ready endpoint.
     pub default_backend: Option<String>,
+    /// `ssl-passthrough: "true"`, mapped: its hosts' TLS passes through.
+    pub passthrough: bool,
     /// `auth-tls-*`: client certificates for its hosts (hosts not set).
     pub client_certs: Option<super::out::ClientCerts>,
     /// `custom-http-errors`: the statuses the default backend answers for.

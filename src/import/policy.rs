@@ -15,7 +15,7 @@ use super::draft::Draft;
 use super::emit::Node;
 use super::manifests::Object;
 use super::names;
-use super::out::{CertSource, Certificate, ClientCerts, Policy, Server, ServerTls};
+use super::out::{CertSource, Certificate, ClientCerts, Passthrough, Policy, Server, ServerTls};
 use super::paths;
 use super::plan::Plan;
 use super::routes::{order, route_node};
@@ -169,6 +169,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
                 www_names(draft, ing, first);
             }
             super::client_tls::apply(draft, ing, &plan, first);
+            super::passthrough::apply(draft, ing, &plan);
             return;
         }
     };
@@ -430,15 +431,29 @@ fn client_certificates(draft: &Draft<'_>) -> Vec<ClientCerts> {
     out
 }
 
+/// `server.tls.passthrough`: the hosts of one pool in one entry.
+fn passthrough(draft: &Draft<'_>) -> Vec<Passthrough> {
+    let mut out: Vec<Passthrough> = Vec::new();
+    for (host, (entry, _)) in &draft.passthrough {
+        match out.iter_mut().find(|e| e.upstream == entry.upstream) {
+            Some(e) => e.hosts.push(host.clone()),
+            None => out.push(entry.clone()),
+        }
+    }
+    out
+}
+
 /// The policy as YAML, under a header saying where it came from and how
 /// its limits are sized.
 fn policy_tree(draft: &Draft<'_>) -> Node {
     let options = draft.options;
     let clients = client_certificates(draft);
-    let wanted = !draft.certs.is_empty() || (options.cluster && !clients.is_empty());
+    let passthrough = passthrough(draft);
+    let wanted = !draft.certs.is_empty() || !clients.is_empty() || !passthrough.is_empty();
     let tls = wanted.then(|| ServerTls {
         listen: options.tls_listen.clone(),
         client_certificates: clients,
+        passthrough,
         certificates: draft
             .certs
             .iter()

@@ -23,6 +23,7 @@ const CASES: &[&str] = &[
     "defaults",
     "grpc",
     "legacy",
+    "passthrough",
     "rate-limit",
     "regex-host",
     "rewrite",
@@ -425,6 +426,10 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         "partners/tenants paths".to_string(),
         format!("partners/anyhost {p}/auth-tls-secret"),
         "partners/anyhost paths".to_string(),
+        format!("vault/api-only {p}/ssl-passthrough"),
+        "vault/api-only paths".to_string(),
+        format!("tenant/grab {p}/ssl-passthrough"),
+        "tenant/grab paths".to_string(),
     ]
     .into_iter()
     .collect();

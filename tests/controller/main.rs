@@ -7,7 +7,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod client_certs;
 mod fourth_attack;
 mod fourth_attack_bounds;
 mod gateway_api_attack;
@@ -31,3 +30,4 @@ mod kube_scale;
 mod kube_traffic;
 mod migration_parity;
 mod third_attack;
+mod tls_hosts;

@@ -37,9 +37,10 @@ async fn status(gw: &Gateway, host: &str) -> u16 {
 }
 
 /// An Ingress guarded by ingress-nginx's ModSecurity WAF, or one whose
-/// backend ends TLS itself (`ssl-passthrough`), is withheld with an Event
-/// naming the annotation: served without its WAF it would lose its rules
-/// silently, and served with TLS ended it would be broken (SPEC §10). The
+/// backend ends TLS itself (`ssl-passthrough`) when the base policy has no
+/// TLS listener to pass it through, is withheld with an Event naming the
+/// annotation: served without its WAF it would lose its rules silently,
+/// and served with TLS ended it would be broken (SPEC §10). The
 /// same annotations set to "false" change nothing, and those Ingresses are
 /// served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -195,6 +195,8 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
             );
             return None;
         }
+        // A listener that only passes TLS through needs none of its own.
+        (None, None) if t.get("passthrough").is_some() => Vec::new(),
         (None, None) => {
             missing(r, at, "certificates");
             return None;

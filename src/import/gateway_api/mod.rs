@@ -121,6 +121,23 @@ pub fn convert(objects: &[Object], options: &Options, policy: &str) -> Converted
     let mut docs = gateway_docs;
     docs.extend(grants);
     let mut report = split_lines(&cx);
+    let passed = policy["server"]["tls"]["passthrough"].as_array();
+    for entry in passed.into_iter().flatten() {
+        let hosts: Vec<&str> = entry["hosts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        report.push(Line {
+            subject: "gateway-api".into(),
+            item: format!("passthrough {}", hosts.join(", ")),
+            verdict: Verdict::Unsupported(
+                "a TLSRoute is not written yet: its TLS would be ended by the Gateway's listener"
+                    .into(),
+            ),
+        });
+    }
     let owners = owners(objects);
     for route in policy["routes"].as_array().into_iter().flatten() {
         let name = route["name"].as_str().unwrap_or_default();
@@ -226,6 +243,17 @@ fn base(policy: &Value, namespace: &str, gateway: &Part, split: bool) -> String 
             kubernetes["lease_name"] = json!(format!("fairgate-{}", gateway.name));
         }
         top.insert("kubernetes".into(), kubernetes);
+    }
+    // Its pools are gone with `upstreams` (reported: no TLSRoute yet).
+    if let Some(server) = base.get_mut("server").and_then(Value::as_object_mut) {
+        let tls = server.get_mut("tls").and_then(Value::as_object_mut);
+        let bare = tls.is_some_and(|tls| {
+            tls.remove("passthrough");
+            !tls.contains_key("certificates") && !tls.contains_key("client_certificates")
+        });
+        if bare {
+            server.remove("tls");
+        }
     }
     // `get_mut`, not indexing, which would write `tls: {certificates:
     // null}` into a policy without TLS.

@@ -1,5 +1,5 @@
-//! `server.tls.client_certificates` as the import writes it
-//! (ingress-nginx's `auth-tls-*`).
+//! `server.tls.client_certificates` (ingress-nginx's `auth-tls-*`) and
+//! `server.tls.passthrough` (`ssl-passthrough`) as the import writes them.
 
 use crate::import::emit::{Fields, Key, Node};
 
@@ -54,6 +54,29 @@ impl ClientCerts {
         );
         f.maybe(ClientCertsKey::MatchSubject, self.match_subject.clone());
         f.maybe(ClientCertsKey::ErrorPage, self.error_page.clone());
+        f.node()
+    }
+}
+
+keys! {
+    PassthroughKey at ["server.tls.passthrough[]"] {
+        Hosts = "hosts",
+        Upstream = "upstream",
+    }
+}
+
+/// One `server.tls.passthrough` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passthrough {
+    pub hosts: Vec<String>,
+    pub upstream: String,
+}
+
+impl Passthrough {
+    pub(super) fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(PassthroughKey::Hosts, self.hosts.clone());
+        f.put(PassthroughKey::Upstream, self.upstream.as_str());
         f.node()
     }
 }

@@ -1,7 +1,9 @@
-//! Issue 42, client certificates through the controller: an Ingress with
-//! ingress-nginx's `auth-tls-*` annotations and its CA in a Secret, written
-//! with the real `kubectl`, served to the real `curl` holding a partner's
-//! certificate or none; and a tenant that names another namespace's CA.
+//! Issue 42, what hosts get at the TLS listener through the controller: an
+//! Ingress with ingress-nginx's `auth-tls-*` annotations and its CA in a
+//! Secret, written with the real `kubectl`, served to the real `curl`
+//! holding a partner's certificate or none; a tenant that names another
+//! namespace's CA; and `ssl-passthrough` to an `openssl s_server` pod,
+//! seen by `openssl s_client`.
 
 use crate::common;
 
@@ -147,4 +149,69 @@ fn a_tenant_cannot_name_shops_ca(api: &common::kube_api::KubeApi, dir: &Path) {
         ) && said(api, "Withheld", "auth-tls-secret did not carry over")
     });
     assert!(withheld, "{:#?}", api.list("v1/events", "evil"));
+}
+
+/// ArgoCD's documented Ingress (`ssl-passthrough` with `backend-protocol:
+/// HTTPS`): its handshake reaches the pod, which shows its own certificate,
+/// while other hosts get the gateway's; a tenant's Ingress asking to pass
+/// the same host through is withheld.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ssl_passthrough_ingress_hands_its_tls_to_its_pods() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Pki::new(dir.path(), "servers");
+    let pods = Pki::new(dir.path(), "pods");
+    let (cert, key) = pods.leaf("argo", "argo", &["argo.lab"], "3A01");
+    let pod = SServer::start(&cert, &key).await;
+    backend(&api, "shop", "argo", &pod.addr);
+    backend(&api, "evil", "app", &echo.addr);
+    let mut ing = ingress("shop", "argo", Some("fairgate"), "argo.lab", "/", "argo");
+    ing["metadata"]["annotations"] = json!({
+        format!("{P}/ssl-passthrough"): "true",
+        format!("{P}/backend-protocol"): "HTTPS",
+    });
+    api.apply(ing);
+    let tls = free_addr();
+    let _gw = controller(
+        &tls_base(&servers, tls),
+        &api.kubeconfig(dir.path()),
+        "fairgate-0",
+    )
+    .await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            served_serial(tls, Some("argo.lab")) == "3A01"
+        })
+        .await,
+        "{:#?}",
+        api.list("v1/events", "shop")
+    );
+    assert_eq!(served_serial(tls, Some("default.example")), "01");
+    let (out, code) = curl(&[
+        "--cacert",
+        &pods.ca().display().to_string(),
+        "--resolve",
+        &format!("argo.lab:{}:127.0.0.1", tls.port()),
+        &format!("https://argo.lab:{}/", tls.port()),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("s_server -www"), "{out}");
+
+    let mut grab = ingress("evil", "grab", Some("fairgate"), "argo.lab", "/", "app");
+    grab["metadata"]["annotations"] = json!({format!("{P}/ssl-passthrough"): "true"});
+    let ran = api
+        .kubectl(dir.path())
+        .run(&["-n", "evil", "create", "-f", "-"], &grab.to_string());
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let withheld = api.wait_for(Duration::from_secs(10), |api| {
+        api.list("v1/events", "evil").iter().any(|e| {
+            e["involvedObject"]["name"] == "grab"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("only that namespace may set TLS passthrough"))
+        })
+    });
+    assert!(withheld, "{:#?}", api.list("v1/events", "evil"));
+    assert_eq!(served_serial(tls, Some("argo.lab")), "3A01");
 }
