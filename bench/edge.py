@@ -21,7 +21,13 @@ after round:
 - a compressed download: a quarter of that size of JSON text (a static
   nginx upstream on CPU 0), gzip level 1 (nginx `gzip on`, HAProxy
   `compression algo gzip`, fairgate `server.compression`): MB/s of the
-  decoded body, server CPU per decoded GiB.
+  decoded body, server CPU per decoded GiB;
+- TLS passthrough by SNI (HAProxy `mode tcp` on `req.ssl_sni`, fairgate
+  `server.tls.passthrough`; this nginx has no stream module): a new
+  connection per request, its full TLS 1.3 handshake (ECDSA P-256) with an
+  nginx backend on CPU 0 through the target, one GET each, from a Python
+  client naming the host (`openssl s_time` sends no SNI): connections/s and
+  the target's CPU per connection.
 
 Appends its section to docs/benchmarks.md (bench.py writes the rest).
 """
@@ -150,6 +156,105 @@ routes:
 """)
     return start([str(FAIRGATE), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn"},
                  name=f"edge-fairgate-{port}")
+
+
+def haproxy_pass(port, backend):
+    conf = write(f"edge-haproxy-pass-{port}.cfg", f"""
+global
+  nbthread 1
+  ulimit-n {FDS}
+  maxconn {FDS // 2 - 100}
+defaults
+  mode tcp
+  maxconn {FDS // 2 - 100}
+  timeout connect 5s
+  timeout client 300s
+  timeout server 300s
+frontend fe
+  bind 127.0.0.1:{port}
+  tcp-request inspect-delay 5s
+  tcp-request content accept if {{ req_ssl_hello_type 1 }}
+  use_backend be if {{ req_ssl_sni -i bench.test }}
+backend be
+  server tls 127.0.0.1:{backend}
+""")
+    return start(["haproxy", "-f", str(conf)], 1, name=f"edge-haproxy-pass-{port}")
+
+
+def fairgate_pass(port, backend):
+    (WORK / f"fg-pass-{port}").mkdir()
+    conf = write(f"fg-pass-{port}/fairgate.yaml", f"""
+server:
+  listen: ["127.0.0.1:{free_port()}"]
+  threads: 1
+  shutdown_grace: 1s
+  max_connections: {FDS}
+  max_connections_per_ip: {FDS}
+  tls:
+    listen: "127.0.0.1:{port}"
+    passthrough: [{{hosts: [bench.test], upstream: tls}}]
+store: {{kind: memory}}
+acknowledge: [store.process_local]
+default_limits: none
+upstreams:
+  tls: {{targets: ["127.0.0.1:{backend}"]}}
+routes: []
+""")
+    return start([str(FAIRGATE), "serve", "-c", str(conf)], 1, env={"RUST_LOG": "warn"},
+                 name=f"edge-fairgate-pass-{port}")
+
+
+PASSERS = {"HAProxy": haproxy_pass, "fairgate": fairgate_pass}
+
+# One full TLS 1.3 handshake naming bench.test and one GET per connection,
+# for `seconds`; prints how many.
+PASS_CLIENT = r"""
+import socket, ssl, sys, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+end, n = time.time() + seconds, 0
+while time.time() < end:
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        with ctx.wrap_socket(raw, server_hostname="bench.test", session=None) as tls:
+            tls.sendall(b"GET / HTTP/1.0\r\nHost: bench.test\r\n\r\n")
+            while tls.recv(4096):
+                pass
+    n += 1
+print(n)
+"""
+
+
+def passed(port, pid, seconds):
+    pids = tree(pid)
+    cpu0 = cpu_seconds(pids)
+    out = subprocess.run(["taskset", "-c", "0", "python3", "-c", PASS_CLIENT, str(port),
+                          str(seconds)], capture_output=True, text=True, check=True).stdout
+    n = int(out.strip())
+    cpu = cpu_seconds(pids) - cpu0
+    return {"per_s": n / seconds, "cpu_us": cpu * 1e6 / max(n, 1)}
+
+
+def tls_backend(cert):
+    """nginx on CPU 0 ending TLS for bench.test, answering 200 itself."""
+    port = free_port()
+    conf = write(f"edge-tls-backend-{port}.conf", f"""
+worker_processes 1;
+daemon off;
+pid {WORK}/edge-tls-backend-{port}.pid;
+error_log {WORK}/edge-tls-backend-{port}.err warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  server {{ listen 127.0.0.1:{port} ssl; ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_certificate {cert[0]}; ssl_certificate_key {cert[1]};
+    location / {{ return 200 "ok"; }} }}
+}}""")
+    start(["nginx", "-c", str(conf)], 0, name=f"edge-tls-backend-{port}")
+    wait_port(port)
+    return port
 
 
 def bare(port, up, cert=None):
@@ -336,7 +441,7 @@ def started(make, up, cert):
     return port, p
 
 
-def measure(up, certs, echo, payload, static):
+def measure(up, certs, echo, payload, static, backend):
     """Every measure, targets interleaved round after round; each its runs."""
     runs = {}
 
@@ -344,6 +449,12 @@ def measure(up, certs, echo, payload, static):
         runs.setdefault((row, target), []).append(value)
 
     for _ in range(ROUNDS):
+        for name, make in PASSERS.items():
+            port = free_port()
+            p = make(port, backend)
+            wait_port(port)
+            add("TLS passthrough by SNI, full handshake + GET", name, passed(port, p.pid, SECONDS))
+            stop(p)
         for name, make in TARGETS.items():
             tls_targets = name != "bare Pingora"
             port, p = started(make, up, None)
@@ -450,8 +561,9 @@ def main():
     with open(payload, "wb") as f:
         f.truncate(BODY)
     static = static_upstream()
+    backend = tls_backend(certs["ecdsa"])
     try:
-        runs = measure(up, certs, echo, payload, static)
+        runs = measure(up, certs, echo, payload, static, backend)
     finally:
         for p in bench.procs:
             stop(p)
