@@ -185,21 +185,28 @@ fn proxy_service(
         Some(tls) => Some(TlsListener {
             addr: tls.listen,
             acceptor: with_tickets(tls_settings(shared)?.build())?,
-            names: Arc::new(HostAcceptors {
-                shared: shared.clone(),
-                made: Mutex::new(HashMap::new()),
-            }),
         }),
         None => None,
     };
+    let names: Arc<dyn crate::proxy::edge::ByName> = Arc::new(HostAcceptors {
+        shared: shared.clone(),
+        made: Mutex::new(HashMap::new()),
+    });
     let mut proxy = Service::new(
         "fairgate proxy".to_string(),
-        Edge::new(gateway, Bounds::from_config(server_cfg), tls),
+        Edge::new(gateway, Bounds::from_config(server_cfg), tls, Some(names)),
     );
     let tls_listen = server_cfg.tls.as_ref().map(|t| t.listen);
-    for addr in server_cfg.listen.iter().chain(&tls_listen) {
+    let tcp = server_cfg.tcp_services.iter().map(|t| t.value.listen);
+    for addr in server_cfg
+        .listen
+        .iter()
+        .copied()
+        .chain(tls_listen)
+        .chain(tcp)
+    {
         proxy.add_listener(ListenerConfig::tcp(addr.to_string()).l4_buffer(l4_buffers()));
-        listening.push(*addr);
+        listening.push(addr);
     }
     Ok(proxy)
 }
@@ -261,6 +268,27 @@ impl crate::proxy::edge::ByName for HostAcceptors {
             Some(acceptor) => Choice::Acceptor(acceptor),
             None => Choice::Listener,
         }
+    }
+
+    fn admits(&self, client: Option<std::net::IpAddr>) -> bool {
+        let policy = self.shared.policy.load();
+        let rules = &policy.config.server.addresses;
+        let none = crate::config::AddressRules::default();
+        crate::proxy::actions::check_address(rules, &none, client).is_ok()
+    }
+
+    fn tcp(&self, local: SocketAddr) -> Option<crate::proxy::edge::Choice> {
+        let policy = self.shared.policy.load();
+        let services = &policy.config.server.tcp_services;
+        let service = services.iter().map(|s| &s.value).find(|s| {
+            s.listen.port() == local.port()
+                && (s.listen.ip().is_unspecified() || s.listen.ip() == local.ip())
+        })?;
+        Some(crate::proxy::edge::Choice::Pass {
+            pool: policy.pools.get(&service.upstream)?.clone(),
+            sni: format!("tcp {}", service.listen),
+            idle: service.idle_timeout,
+        })
     }
 }
 
@@ -350,18 +378,16 @@ struct Supervisor {
 impl Supervisor {
     /// Ready once every listener accepts connections.
     async fn wait_listeners(&self) {
-        // Not the TLS listener: a bare connect there is a failed handshake
-        // in Pingora's log. It is bound with the plain ones, by one service.
-        let tls = self
-            .shared
-            .policy
-            .load()
-            .config
-            .server
-            .tls
-            .as_ref()
-            .map(|t| t.listen);
-        for addr in self.listening.iter().filter(|a| Some(**a) != tls) {
+        // Not the TLS listener (a bare connect there is a failed handshake
+        // in Pingora's log) nor a TCP service's (it would open a connection
+        // to the service): they are bound with the plain ones, by one service.
+        let skipped: Vec<SocketAddr> = {
+            let policy = self.shared.policy.load();
+            let server = &policy.config.server;
+            let tcp = server.tcp_services.iter().map(|t| t.value.listen);
+            server.tls.iter().map(|t| t.listen).chain(tcp).collect()
+        };
+        for addr in self.listening.iter().filter(|a| !skipped.contains(a)) {
             let mut target = *addr;
             if target.ip().is_unspecified() {
                 target.set_ip(std::net::Ipv4Addr::LOCALHOST.into());

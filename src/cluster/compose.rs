@@ -113,6 +113,12 @@ impl Composer {
                 .as_ref()
                 .map(|t| t.listen.to_string())
                 .unwrap_or_default(),
+            base_client_ca: base
+                .config
+                .server
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.client_ca.is_some()),
             base_names,
             reserved,
             ours: &ours,
@@ -270,6 +276,8 @@ impl Composer {
             cluster_domain: s.cluster_domain.clone(),
             ingress_class: String::new(),
             configmap: s.configmap.clone(),
+            tcp_services_configmap: None,
+            base_client_ca: build.base_client_ca,
             annotation_prefix: s.annotation_prefix.clone(),
             cluster: true,
             base_methods: Some(build.base_methods.clone()),
@@ -467,6 +475,8 @@ struct Build<'a> {
     reserved: Vec<String>,
     /// The base's TLS listener (empty: none), which client certificates need.
     tls_listen: String,
+    /// The base asks every client for a certificate (`server.tls.client_ca`).
+    base_client_ca: bool,
     /// Our Ingresses and routes, served or not.
     ours: &'a [&'a Object],
 }

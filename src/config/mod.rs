@@ -6,7 +6,6 @@
 //! (the policy builder, `crate::build`, does) and imports no other module
 //! of the crate but the leaves (`tenant`, `host`, `redact`).
 
-pub mod client_certs;
 pub mod compression;
 pub mod error;
 pub mod kubernetes;
@@ -18,9 +17,10 @@ pub mod reading;
 pub mod reload;
 pub mod route;
 pub mod schema;
+pub mod tcp;
+pub mod tls_hosts;
 pub mod yaml;
 
-pub use client_certs::*;
 pub use compression::*;
 pub use error::Problems;
 pub use kubernetes::*;
@@ -30,3 +30,5 @@ pub use place::*;
 pub use read::{edit_reserved, name_ok, parse_rate, ACKNOWLEDGEABLE};
 pub use reading::{Loaded, Reading, Source};
 pub use route::*;
+pub use tcp::*;
+pub use tls_hosts::*;

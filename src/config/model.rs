@@ -189,6 +189,8 @@ pub struct Server {
     pub addresses: AddressRules,
     /// Answers compressed for clients that ask (`server.compression`).
     pub compression: Option<Compression>,
+    /// Listeners passing bytes to a pool (`server.tcp_services`).
+    pub tcp_services: Vec<Located<super::TcpService>>,
 }
 
 /// `server.escaped_slashes`, like Envoy's `path_with_escaped_slashes_action`.

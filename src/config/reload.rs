@@ -30,6 +30,13 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
 fn server_changes(s: &Server, t: &Server) -> Vec<(&'static str, bool)> {
     vec![
         ("server.listen", s.listen != t.listen),
+        (
+            "server.tcp_services[].listen",
+            s.tcp_services
+                .iter()
+                .map(|x| x.value.listen)
+                .ne(t.tcp_services.iter().map(|x| x.value.listen)),
+        ),
         // Certificates reload; the listener and client-certificate roots do not.
         (
             "server.tls.listen",

@@ -45,6 +45,7 @@ pub const LOG_ACCESS: &[&str] = &["fields", "sample"];
 pub const SERVER: &[&str] = &[
     "listen",
     "tls",
+    "tcp_services",
     "threads",
     "shutdown_grace",
     "trusted_proxies",
@@ -78,6 +79,7 @@ pub const SERVER_TLS: &[&str] = &[
     "passthrough",
 ];
 pub const SERVER_TLS_PASSTHROUGH: &[&str] = &["hosts", "upstream"];
+pub const SERVER_TCP: &[&str] = &["listen", "upstream", "idle_timeout"];
 pub const SERVER_TLS_CLIENTS: &[&str] = &[
     "hosts",
     "ca_file",
@@ -287,6 +289,7 @@ pub fn paths() -> Vec<String> {
     under("server.tls.certificates[]", SERVER_TLS_CERT);
     under("server.tls.client_certificates[]", SERVER_TLS_CLIENTS);
     under("server.tls.passthrough[]", SERVER_TLS_PASSTHROUGH);
+    under("server.tcp_services[]", SERVER_TCP);
     under("server.http2", SERVER_HTTP2);
     under("admin", ADMIN);
     under("log", LOG);

@@ -181,6 +181,15 @@ pub(super) fn refused(draft: &mut Draft<'_>, ing: &Object, what: &str) -> Option
                  (the operator may set that in the base policy)"
             ));
         }
+        let elsewhere = draft.options.named_elsewhere.contains(&host)
+            || draft.options.closed_hosts.contains(&host)
+            || draft.closed.contains(&host);
+        if elsewhere {
+            return Some(format!(
+                "{host} is another route's or an Ingress's that is not served now: only its owner may \
+                 set {what} for it"
+            ));
+        }
         if super::claims::reserved(&draft.options.reserved_hosts, &host, true).is_some() {
             return Some(format!(
                 "{host} is the operator's: only the base policy sets {what} for it"
@@ -245,6 +254,9 @@ pub fn apply(draft: &mut Draft<'_>, ing: &Object, plan: &Plan, first: usize) {
     let key = format!("{}/auth-tls-secret", draft.options.annotation_prefix);
     for host in hosts {
         let why = match draft.client_certs.get(&host) {
+            _ if draft.passthrough.contains_key(&host) => Some(format!(
+                "{host}'s TLS is passed through (ssl-passthrough): the gateway sees no certificate"
+            )),
             Some((_, by)) if by != &ing.id() => Some(format!(
                 "{host}'s client certificates are Ingress {by}'s, the first that set them (as in ingress-nginx)"
             )),

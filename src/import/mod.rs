@@ -51,6 +51,7 @@ mod retries;
 mod routes;
 mod servers;
 mod streaming;
+mod tcp_services;
 mod timeouts;
 mod tls;
 mod units;

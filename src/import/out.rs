@@ -38,6 +38,30 @@ keys! {
         AllowCidrs = "allow_cidrs",
         DenyCidrs = "deny_cidrs",
         Compression = "compression",
+        TcpServices = "tcp_services",
+    }
+}
+
+keys! {
+    TcpKey at ["server.tcp_services[]"] {
+        Listen = "listen",
+        Upstream = "upstream",
+    }
+}
+
+/// One of `server.tcp_services`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpService {
+    pub listen: String,
+    pub upstream: String,
+}
+
+impl TcpService {
+    fn node(&self) -> Node {
+        let mut f = Fields::default();
+        f.put(TcpKey::Listen, self.listen.as_str());
+        f.put(TcpKey::Upstream, self.upstream.as_str());
+        f.node()
     }
 }
 
@@ -356,6 +380,10 @@ impl Server<'_> {
                 ServerSetting::AllowCidrs(list) => f.put(ServerKey::AllowCidrs, list.clone()),
                 ServerSetting::DenyCidrs(list) => f.put(ServerKey::DenyCidrs, list.clone()),
                 ServerSetting::Compression(c) => f.put(ServerKey::Compression, c.node()),
+                ServerSetting::TcpServices(list) => {
+                    let nodes: Vec<Node> = list.iter().map(TcpService::node).collect();
+                    f.put(ServerKey::TcpServices, nodes)
+                }
             }
         }
         f.node()
@@ -369,6 +397,7 @@ pub enum ServerSetting {
     AllowCidrs(Vec<String>),
     DenyCidrs(Vec<String>),
     Compression(Compression),
+    TcpServices(Vec<TcpService>),
 }
 
 /// `server.compression` from the ConfigMap: what it says, the rest the
@@ -651,6 +680,7 @@ mod tests {
             texts(CertKey::ALL, CertKey::AT),
             texts(ClientCertsKey::ALL, ClientCertsKey::AT),
             texts(PassthroughKey::ALL, PassthroughKey::AT),
+            texts(TcpKey::ALL, TcpKey::AT),
             texts(AdminKey::ALL, AdminKey::AT),
             texts(StoreKey::ALL, StoreKey::AT),
             texts(PoolKey::ALL, PoolKey::AT),

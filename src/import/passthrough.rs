@@ -20,6 +20,20 @@ pub fn verdict(draft: &mut Draft<'_>, ing: &Object, plan: &mut Plan) -> Verdict 
     if let Some(why) = super::client_tls::refused(draft, ing, "TLS passthrough") {
         return Verdict::Unsupported(why);
     }
+    if draft.options.base_client_ca {
+        return Verdict::Unsupported(
+            "the base policy asks every client for a certificate (server.tls.client_ca): a \
+             passed-through connection would skip it"
+                .into(),
+        );
+    }
+    let prefix = &draft.options.annotation_prefix;
+    if super::annotations::get(ing, prefix, "auth-tls-secret").is_some() {
+        return Verdict::Unsupported(
+            "with auth-tls-*: the gateway sees no client certificate in TLS it passes through"
+                .into(),
+        );
+    }
     let paths = super::paths::of(ing);
     let hosts: std::collections::BTreeSet<&String> =
         paths.iter().filter_map(|p| p.0.as_ref()).collect();
@@ -53,18 +67,37 @@ pub fn apply(draft: &mut Draft<'_>, ing: &Object, plan: &Plan) {
         protocol: Protocol::Http,
         ..Plan::default()
     };
-    for (host, path, _, backend) in super::paths::of(ing) {
+    for (host, path, kind, backend) in super::paths::of(ing) {
         let Some(host) = host.filter(|_| path == "/") else {
             continue;
         };
         let host = host.to_ascii_lowercase();
-        if let Some((_, by)) = draft.passthrough.get(&host) {
-            let why = format!("{host} is passed through for Ingress {by}, the first that asked");
+        // Its `/` may have been refused (taken by an older Ingress).
+        let origin = (host.clone(), path.clone(), kind.clone());
+        let mine = draft.claimed.get(&origin) == Some(&ing.id());
+        let why = match draft.passthrough.get(&host) {
+            _ if !mine => Some(format!("{host}/ is another Ingress's: not passed through")),
+            _ if draft.client_certs.contains_key(&host) => Some(format!(
+                "{host} has client certificates (auth-tls-*) from another Ingress: not passed through"
+            )),
+            Some((_, by)) => Some(format!(
+                "{host} is passed through for Ingress {by}, the first that asked"
+            )),
+            None => None,
+        };
+        if let Some(why) = why {
             draft.line(&ing.id(), &key, Verdict::Approximated(why));
             continue;
         }
-        let Some(Served::Pool(pool)) = backend::upstream(draft, ing, backend, &plain) else {
-            continue;
+        let pool = match backend::upstream(draft, ing, backend, &plain) {
+            Some(Served::Pool(pool)) => pool,
+            _ => {
+                let why = format!(
+                    "{host}: its Service has no ready endpoint: passed through once it has"
+                );
+                draft.line(&ing.id(), &key, Verdict::Approximated(why));
+                continue;
+            }
         };
         let entry = Passthrough {
             hosts: vec![host.clone()],

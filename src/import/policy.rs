@@ -28,6 +28,7 @@ use crate::k8s::Kind;
 /// sections, the main Ingresses' routes, and the canaries folded into them.
 pub fn run(mut draft: Draft<'_>) -> Imported {
     configmap::read(&mut draft);
+    super::tcp_services::read(&mut draft);
     controller::replicas(&mut draft);
     controller::admin(&mut draft);
     let mut ingresses: Vec<&Object> = ingresses(&mut draft);

@@ -72,6 +72,10 @@ pub struct Options {
     /// ingress-nginx-controller, nginx-configuration or nginx-ingress-controller).
     #[arg(long)]
     pub configmap: Option<String>,
+    /// ingress-nginx's `--tcp-services-configmap` as NAMESPACE/NAME: each
+    /// port a `server.tcp_services` listener.
+    #[arg(long)]
+    pub tcp_services_configmap: Option<String>,
     /// The controller's annotation prefix.
     #[arg(long, default_value = "nginx.ingress.kubernetes.io")]
     pub annotation_prefix: String,
@@ -106,6 +110,10 @@ pub struct Options {
     /// In controller mode, the hostnames the Gateway's routes name.
     #[arg(skip)]
     pub named_elsewhere: std::collections::BTreeSet<String>,
+    /// In controller mode, whether the base asks every client for a
+    /// certificate (`server.tls.client_ca`), which passthrough would skip.
+    #[arg(skip)]
+    pub base_client_ca: bool,
     /// In controller mode, what endpoints may not point at.
     #[arg(skip)]
     pub guard: Guard,

@@ -1,7 +1,9 @@
-//! Client certificates per host (`server.tls.client_certificates`), at
-//! the request: a request for such a host must come on a connection whose
-//! handshake was that host's (else 421, as nginx answers a Host that
-//! differs from the SNI), with a certificate when the entry requires one
+//! What some hosts get at the TLS listener, at the request. A passthrough
+//! host's request on a TLS connection the gateway ended is misdirected
+//! (421). With client certificates (`server.tls.client_certificates`), a
+//! request for the host must come on a connection whose handshake was that
+//! host's (else 421, as nginx answers a Host that differs from the SNI),
+//! with a certificate when the entry requires one
 //! (else 400, or its error page), whose subject matches (else 403). The
 //! upstream then hears what ingress-nginx tells it: `ssl-client-verify`,
 //! `ssl-client-subject-dn`, `ssl-client-issuer-dn` and, if asked,
@@ -61,7 +63,18 @@ impl Refused {
 
 /// Checks a request for `host`, keeping its entry in `ctx` for `upstream`.
 pub fn check(session: &Session, ctx: &mut Ctx, host: &str) -> Result<(), Deny> {
-    if ctx.policy.tls_hosts.no_clients() {
+    let hosts = &ctx.policy.tls_hosts;
+    if !hosts.any() {
+        return Ok(());
+    }
+    // A passthrough host's TLS is its backend's: a request for it on a
+    // connection the gateway ended (another SNI, none, HTTP/2 coalescing)
+    // must go and connect naming it.
+    let passed = hosts.passed(host).is_some() && !hosts.find_exact(host);
+    if passed && tls_facts(session).is_some() {
+        return Err(Deny::ClientCert(Refused::Misdirected));
+    }
+    if hosts.no_clients() {
         return Ok(());
     }
     let Some(entry) = ctx.policy.tls_hosts.find(host).cloned() else {

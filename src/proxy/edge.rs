@@ -34,17 +34,20 @@ use crate::proxy::heads::{Guarded, Heads};
 pub struct TlsListener {
     pub addr: SocketAddr,
     pub acceptor: Acceptor,
-    /// A name's own handshake, chosen by the ClientHello's server name.
-    pub names: Arc<dyn ByName>,
 }
 
 /// What some server names get instead of the listener's own handshake (a
-/// host's client certificates, or its TLS passed through); read from the
-/// policy in force.
+/// host's client certificates, or its TLS passed through), and where a TCP
+/// service's connections go; read from the policy in force.
 pub trait ByName: Send + Sync {
     /// Whether any name has one (else no ClientHello is read ahead).
     fn any(&self) -> bool;
     fn choose(&self, sni: &str) -> Choice;
+    /// The pool of the TCP service listening at `local`, if one does.
+    fn tcp(&self, local: SocketAddr) -> Option<Choice>;
+    /// Whether the server's address rules (`allow_cidrs`, `deny_cidrs`)
+    /// admit a connection from `client` that will be passed as bytes.
+    fn admits(&self, client: Option<IpAddr>) -> bool;
 }
 
 /// How a TLS connection is served, by its ClientHello's server name.
@@ -78,6 +81,16 @@ impl TlsListener {
     }
 }
 
+/// Which kind of listener a connection came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// HTTP in the clear: a refusal is answered 503.
+    Plain,
+    Tls,
+    /// A TCP service: bytes, never an HTTP answer.
+    Tcp,
+}
+
 /// Why a connection did not reach the proxy.
 #[derive(Clone, Copy)]
 enum Refused {
@@ -108,17 +121,25 @@ pub struct Edge<A> {
     bounds: Arc<Bounds>,
     answers: Arc<Answers>,
     tls: Option<TlsListener>,
+    /// Per-name handshakes and TCP services (none: only HTTP).
+    names: Option<Arc<dyn ByName>>,
     open: AtomicU64,
     per_ip: Mutex<HashMap<IpAddr, u64>>,
 }
 
 impl<A> Edge<A> {
-    pub fn new(app: A, bounds: Bounds, tls: Option<TlsListener>) -> Self {
+    pub fn new(
+        app: A,
+        bounds: Bounds,
+        tls: Option<TlsListener>,
+        names: Option<Arc<dyn ByName>>,
+    ) -> Self {
         Edge {
             http: Arc::new(Heads::new(app)),
             answers: Arc::new(Answers::new(&bounds)),
             bounds: Arc::new(bounds),
             tls,
+            names,
             open: AtomicU64::new(0),
             per_ip: Mutex::new(HashMap::new()),
         }
@@ -255,15 +276,15 @@ where
         let Some(listener) = self.tls.as_ref() else {
             return Err(failed("no TLS listener".into()));
         };
-        let (choice, early) = match listener.names.any() {
-            true => {
+        let (choice, early) = match self.names.as_ref().filter(|n| n.any()) {
+            Some(names) => {
                 let (sni, read) = crate::proxy::hello::read(&mut *stream, early)
                     .await
                     .map_err(failed)?;
-                let choice = sni.map_or(Choice::Listener, |s| listener.names.choose(&s));
+                let choice = sni.map_or(Choice::Listener, |s| names.choose(&s));
                 (choice, read)
             }
-            false => (Choice::Listener, early),
+            None => (Choice::Listener, early),
         };
         let own = match choice {
             Choice::Listener => None,
@@ -284,11 +305,27 @@ where
         Ok(Handshaken::Tls(Box::new(stream)))
     }
 
+    /// Passes a connection on as bytes (TLS passthrough, a TCP service),
+    /// if the server's address rules admit its client.
+    async fn pass(&self, mut stream: Stream, early: Vec<u8>, choice: Choice) {
+        let client = peer_ip(&stream);
+        if self.names.as_ref().is_some_and(|n| !n.admits(client)) {
+            METRICS
+                .address_refusals
+                .with_label_values(&["(passthrough)"])
+                .inc();
+            Shutdown::shutdown(&mut *stream).await;
+            return;
+        }
+        crate::proxy::passthrough::relay(stream, early, choice, client).await;
+    }
+
     /// Counts a refusal; a connection over a cap on a plain listener gets
-    /// its 503 (best effort, within a second), nothing before a handshake.
-    async fn refuse(&self, mut stream: Stream, refused: Refused, tls: bool) {
+    /// its 503 (best effort, within a second), nothing before a handshake
+    /// or on a TCP service.
+    async fn refuse(&self, mut stream: Stream, refused: Refused, door: Door) {
         refused.count();
-        if let (Refused::Cap(_), false) = (refused, tls) {
+        if let (Refused::Cap(_), Door::Plain) = (refused, door) {
             let answer = async {
                 stream.write_all(&self.answers.too_many_connections).await?;
                 stream.flush().await
@@ -304,7 +341,7 @@ where
     async fn accept(
         self: &Arc<Self>,
         mut stream: Stream,
-        tls: bool,
+        door: Door,
     ) -> Option<(Stream, Vec<u8>, Open<A>)> {
         let mut open = match self.admit(peer_ip(&stream)) {
             Ok(capped) => Open {
@@ -312,7 +349,7 @@ where
                 capped,
             },
             Err(cap) => {
-                self.refuse(stream, Refused::Cap(cap), tls).await;
+                self.refuse(stream, Refused::Cap(cap), door).await;
                 return None;
             }
         };
@@ -320,7 +357,7 @@ where
         let early = match timeout_at(deadline, self.proxy_header(&mut stream, &mut open)).await {
             Ok(Ok(early)) => early,
             Ok(Err(refused)) => {
-                self.refuse(stream, refused, tls).await;
+                self.refuse(stream, refused, door).await;
                 return None;
             }
             Err(_) => {
@@ -328,14 +365,14 @@ where
                 return None;
             }
         };
-        if !tls {
+        if door != Door::Tls {
             return Some((stream, early, open));
         }
         match timeout_at(deadline, self.tls_handshake(stream, early)).await {
             Ok(Ok(Handshaken::Tls(stream))) => Some((stream, Vec::new(), open)),
             Ok(Ok(Handshaken::Pass(stream, hello, choice))) => {
                 // Still counted (`open`) while it lasts.
-                crate::proxy::passthrough::relay(stream, hello, choice).await;
+                self.pass(stream, hello, choice).await;
                 drop(open);
                 None
             }
@@ -361,15 +398,27 @@ where
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let tls = self
-            .tls
-            .as_ref()
-            .is_some_and(|l| l.serves(local_addr(&stream)));
+        let local = local_addr(&stream);
+        let tls = self.tls.as_ref().is_some_and(|l| l.serves(local));
+        let tcp = match (tls, &self.names, local) {
+            (false, Some(names), Some(local)) => names.tcp(local),
+            _ => None,
+        };
+        let door = match (tls, &tcp) {
+            (true, _) => Door::Tls,
+            (false, Some(_)) => Door::Tcp,
+            (false, None) => Door::Plain,
+        };
         // Counted from accept, before any PROXY header or handshake, and
         // counted out however the connection's task ends. Boxed: the
         // handshake's state (7.5 KiB) is freed once done, not held in this
         // future for the connection's life.
-        let (mut stream, mut early, _open) = Box::pin(self.accept(stream, tls)).await?;
+        let (mut stream, mut early, open) = Box::pin(self.accept(stream, door)).await?;
+        if let Some(service) = tcp {
+            self.pass(stream, early, service).await;
+            drop(open);
+            return None;
+        }
         // HTTP/2 frames its own headers (h2's limits apply); only HTTP/1
         // heads are read here, and only HTTP/2 resets are counted.
         let h2 = match stream.selected_alpn_proto() {
@@ -420,7 +469,7 @@ mod tests {
             h2c: false,
             h2_resets_per_second: 100,
         };
-        let edge = Edge::new((), bounds, None);
+        let edge = Edge::new((), bounds, None, None);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let lb: IpAddr = "10.1.2.3".parse().unwrap();
         let held = edge.admit(Some(a)).unwrap();
@@ -435,7 +484,7 @@ mod tests {
         edge.release(held);
         assert!(edge.admit(Some(a)).is_ok());
         // IPv6 peers are capped per /64.
-        let edge = Edge::new((), edge.bounds.as_ref().clone(), None);
+        let edge = Edge::new((), edge.bounds.as_ref().clone(), None, None);
         let v6 = |s: &str| Some(s.parse::<IpAddr>().unwrap());
         assert!(edge.admit(v6("2001:db8:0:1::1")).is_ok());
         assert_eq!(edge.admit(v6("2001:db8:0:1::2")), Err(ConnectionCap::PerIp));

@@ -1,9 +1,13 @@
-//! TLS passthrough (`server.tls.passthrough`): a connection whose
-//! ClientHello names a passthrough host is connected to a target of its
-//! pool, the bytes read so far sent first, then bytes both ways until
-//! either side closes or nothing moves for the idle time. The edge has
-//! admitted and counted it already; the gateway never sees inside.
+//! Connections passed as bytes: TLS passthrough (`server.tls.passthrough`:
+//! a ClientHello naming a passthrough host) and TCP services
+//! (`server.tcp_services`). Each is connected to a target of its pool (a
+//! second target is tried when the first refuses), the bytes read so far
+//! sent first, then bytes both ways, each direction on its own, until both
+//! sides have closed or nothing moves either way for the idle time. The
+//! edge has admitted and counted it already; the gateway never sees inside.
 
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pingora::protocols::Stream;
@@ -18,115 +22,136 @@ use super::edge::Choice;
 const BUFFER: usize = 16 * 1024;
 
 /// Serves one passed-through connection to its end.
-pub async fn relay(mut client: Stream, hello: Vec<u8>, choice: Choice) {
+pub async fn relay(client: Stream, hello: Vec<u8>, choice: Choice, peer: Option<IpAddr>) {
     let Choice::Pass { pool, sni, idle } = choice else {
         return;
     };
     let started = Instant::now();
-    let Some(peer) = pool.peer(None, None, None) else {
-        tracing::warn!(sni = %sni, "passthrough.no_target");
+    let Some((mut upstream, addr)) = connect(&pool, &sni).await else {
         return;
     };
-    let Some(addr) = peer.address().as_inet().copied() else {
-        return;
-    };
-    let connect_timeout = peer
-        .options
-        .connection_timeout
-        .unwrap_or(Duration::from_secs(5));
-    let mut upstream = match timeout(connect_timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        failed => {
-            pool.record(addr, false);
-            let why = match failed {
-                Ok(Err(e)) => e.to_string(),
-                _ => "connect timed out".into(),
-            };
-            tracing::warn!(sni = %sni, upstream = %addr, error = %why, "passthrough.connect_failed");
-            return;
-        }
-    };
-    pool.record(addr, true);
-    let _ = upstream.set_nodelay(true);
-    let sent = match timeout(idle, upstream.write_all(&hello)).await {
-        Ok(Ok(())) => both_ways(&mut client, &mut upstream, idle).await,
-        _ => Err("the target took no bytes".to_string()),
-    };
-    let (up, down, why) = match sent {
-        Ok((up, down)) => (up + hello.len() as u64, down, None),
-        Err(why) => (hello.len() as u64, 0, Some(why)),
+    let sent = hello.len() as u64;
+    let first = timeout(idle, upstream.write_all(&hello)).await;
+    drop(hello);
+    let moved = match first {
+        Ok(Ok(())) => both_ways(client, upstream, idle).await,
+        _ => Moved {
+            why: Some("the target took no bytes"),
+            ..Moved::default()
+        },
     };
     tracing::info!(
-        sni = %sni,
+        name = %sni,
+        client = %peer.map_or_else(String::new, |ip| ip.to_string()),
         upstream = %addr,
-        bytes_up = up,
-        bytes_down = down,
+        bytes_up = sent + moved.up,
+        bytes_down = moved.down,
         duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-        error = why.as_deref().unwrap_or(""),
+        error = moved.why.unwrap_or(""),
         "passthrough.closed"
     );
 }
 
-/// Copies both ways until both sides have closed, a side fails, or
-/// nothing moves for `idle`: the bytes each way.
-async fn both_ways<A, B>(a: &mut A, b: &mut B, idle: Duration) -> Result<(u64, u64), String>
-where
-    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
-    let (mut ab, mut ba) = (vec![0u8; BUFFER], vec![0u8; BUFFER]);
-    let (mut up, mut down) = (0u64, 0u64);
-    let (mut a_open, mut b_open) = (true, true);
-    while a_open || b_open {
-        let moved = tokio::select! {
-            r = a.read(&mut ab), if a_open => Dir::Up(r),
-            r = b.read(&mut ba), if b_open => Dir::Down(r),
-            _ = tokio::time::sleep(idle) => return Err("idle".into()),
-        };
-        let io = |e: std::io::Error| e.to_string();
-        match moved {
-            Dir::Up(r) => match r.map_err(io)? {
-                0 => {
-                    a_open = false;
-                    let _ = b.shutdown().await;
-                }
-                n => {
-                    write(b, &ab[..n], idle).await?;
-                    up += n as u64;
-                }
-            },
-            Dir::Down(r) => match r.map_err(io)? {
-                0 => {
-                    b_open = false;
-                    let _ = a.shutdown().await;
-                }
-                n => {
-                    write(a, &ba[..n], idle).await?;
-                    down += n as u64;
-                }
-            },
+/// A connection to a target of `pool` (another one when the first
+/// refuses), each failure counted for the pool's passive health.
+async fn connect(
+    pool: &crate::upstream::Pool,
+    name: &str,
+) -> Option<(TcpStream, std::net::SocketAddr)> {
+    let mut avoid = None;
+    for _ in 0..2 {
+        let peer = pool.peer(None, avoid, None)?;
+        let addr = peer.address().as_inet().copied()?;
+        let limit = peer
+            .options
+            .connection_timeout
+            .unwrap_or(Duration::from_secs(5));
+        match timeout(limit, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                pool.record(addr, true);
+                let _ = stream.set_nodelay(true);
+                return Some((stream, addr));
+            }
+            failed => {
+                pool.record(addr, false);
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "connect timed out".into(),
+                };
+                tracing::warn!(name = %name, upstream = %addr, error = %why, "passthrough.connect_failed");
+                avoid = Some(addr);
+            }
         }
     }
-    Ok((up, down))
+    None
 }
 
-enum Dir {
-    Up(std::io::Result<usize>),
-    Down(std::io::Result<usize>),
+/// What moved each way, and why it stopped (none: both sides closed).
+#[derive(Default)]
+struct Moved {
+    up: u64,
+    down: u64,
+    why: Option<&'static str>,
 }
 
-/// Writes all of `bytes`, or fails when the reader takes none for `idle`.
-async fn write<W>(w: &mut W, bytes: &[u8], idle: Duration) -> Result<(), String>
+/// Each direction copies on its own (a side blocked writing never stops
+/// the other from being read), a read of 0 passed on as a half-close;
+/// done when both are, or when nothing moved either way for `idle`.
+async fn both_ways(client: Stream, mut upstream: TcpStream, idle: Duration) -> Moved {
+    let started = Instant::now();
+    let last = AtomicU64::new(0);
+    let (mut cr, mut cw) = tokio::io::split(client);
+    let (mut ur, mut uw) = upstream.split();
+    let copies = async {
+        tokio::join!(
+            one_way(&mut cr, &mut uw, &last, started),
+            one_way(&mut ur, &mut cw, &last, started)
+        )
+    };
+    let watchdog = async {
+        loop {
+            let since = Duration::from_millis(last.load(Ordering::Relaxed));
+            let quiet = started.elapsed().saturating_sub(since);
+            if quiet >= idle {
+                return;
+            }
+            tokio::time::sleep(idle - quiet).await;
+        }
+    };
+    tokio::select! {
+        ((up, e1), (down, e2)) = copies => Moved { up, down, why: e1.or(e2) },
+        () = watchdog => Moved { why: Some("idle"), ..Moved::default() },
+    }
+}
+
+/// Copies `from` to `to` until `from` ends (then `to` is shut for
+/// writing) or fails: the bytes, and the failure.
+async fn one_way<R, W>(
+    from: &mut R,
+    to: &mut W,
+    last: &AtomicU64,
+    started: Instant,
+) -> (u64, Option<&'static str>)
 where
+    R: AsyncRead + Unpin + ?Sized,
     W: AsyncWrite + Unpin + ?Sized,
 {
-    match timeout(idle, async {
-        w.write_all(bytes).await?;
-        w.flush().await
-    })
-    .await
-    {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err("idle".into()),
+    let mut buf = vec![0u8; BUFFER];
+    let mut moved = 0u64;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) => {
+                let _ = to.shutdown().await;
+                return (moved, None);
+            }
+            Ok(n) => n,
+            Err(_) => return (moved, Some("read failed")),
+        };
+        last.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if to.write_all(&buf[..n]).await.is_err() || to.flush().await.is_err() {
+            return (moved, Some("write failed"));
+        }
+        moved += n as u64;
+        last.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 }

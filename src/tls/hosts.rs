@@ -103,6 +103,11 @@ impl TlsHosts {
         !self.entries.is_empty() || !self.passthrough.is_empty()
     }
 
+    /// Whether a client certificates entry names `host` exactly.
+    pub fn find_exact(&self, host: &str) -> bool {
+        !self.by_name.is_empty() && self.by_name.contains_key(&normal_name(host))
+    }
+
     /// The client certificates entry naming `host`.
     pub fn find(&self, host: &str) -> Option<&Arc<HostClients>> {
         self.entries.get(*lookup(&self.by_name, host)?)

@@ -125,6 +125,12 @@ bad_configs! {
         r#"config/bad/server.tls_clients_invalid.yaml:16:9: server.tls_invalid: server.tls.passthrough[0]: upstream "argocd": no upstream with this name"#,
         r#"config/bad/server.tls_clients_invalid.yaml:17:9: server.tls_invalid: server.tls.passthrough[1]: upstream "api" has tls: true; a passthrough pool carries the client's own TLS"#,
     ],
+    server_tcp_invalid: "config/bad/server.tcp_invalid.yaml" => [
+        "config/bad/server.tcp_invalid.yaml:6:7: server.tcp_invalid: server.tcp_services[0]: 127.0.0.1:8080 is an HTTP listener's address",
+        "config/bad/server.tcp_invalid.yaml:8:7: server.tcp_invalid: server.tcp_services[2]: 127.0.0.1:5432 is in two entries",
+        r#"config/bad/server.tcp_invalid.yaml:8:7: server.tcp_invalid: server.tcp_services[2]: upstream "nope": no upstream with this name"#,
+        r#"config/bad/server.tcp_invalid.yaml:9:7: server.tcp_invalid: server.tcp_services[3]: upstream "api" has tls: true; a TCP service passes the client's bytes as they are"#,
+    ],
     server_tls_duplicate_name: "config/bad/server.tls_duplicate_name.yaml" => [
         "config/bad/server.tls_duplicate_name.yaml:9:9: server.tls_duplicate_name: server.tls.certificates[1]: api.example.com is claimed by config/bad/../certs/api-renewed.pem and by config/bad/../certs/api.pem; list it under hosts: of the one that should serve it",
     ],
@@ -200,7 +206,7 @@ bad_configs! {
         r#"config/bad/config.type_invalid.yaml:8:10: config.type_invalid: upstreams.api.tls "maybe": expected true or false"#,
     ],
     config_unknown_field: "config/bad/config.unknown_field.yaml" => [
-        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, compression, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
+        "config/bad/config.unknown_field.yaml:4:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, tcp_services, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, compression, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
     ],
     config_yaml_syntax: "config/bad/config.yaml_syntax.yaml" => [
         "config/bad/config.yaml_syntax.yaml:3:29: config.yaml_syntax: while parsing a block mapping, did not find expected key",
@@ -350,7 +356,7 @@ bad_configs! {
     ],
     many_problems: "config/bad/many_problems.yaml" => [
         r#"config/bad/many_problems.yaml:4:19: config.duration_invalid: server.shutdown_grace "10": needs a unit: ms, s, m, h or d (e.g. 250ms, 30s)"#,
-        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, compression, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
+        "config/bad/many_problems.yaml:5:3: config.unknown_field: server.port: unknown field; expected one of listen, tls, tcp_services, threads, shutdown_grace, trusted_proxies, escaped_slashes, path_parameters, max_header_size, max_header_field_size, header_timeout, body_idle_timeout, upgrade_idle_timeout, keepalive_timeout, max_connections, max_connections_per_ip, allow_underscores_in_headers, ipv6_prefix, proxy_protocol, http2, compression, allow_cidrs, deny_cidrs, limit_exempt_cidrs",
         r#"config/bad/many_problems.yaml:7:9: store.kind_invalid: store.kind "postgres": must be one of redis, redis_cluster, redis_sentinel, memory"#,
         r#"config/bad/many_problems.yaml:18:35: limits.rate_invalid: limits.burst.default.rate "5/x": unit must be one of s, m, h, d"#,
         r#"config/bad/many_problems.yaml:20:55: routes.upstream_unknown: routes[0].upstream "backend": no upstream with this name"#,

@@ -430,6 +430,8 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         "vault/api-only paths".to_string(),
         format!("tenant/grab {p}/ssl-passthrough"),
         "tenant/grab paths".to_string(),
+        format!("vault/mtls-pass {p}/ssl-passthrough"),
+        "vault/mtls-pass paths".to_string(),
     ]
     .into_iter()
     .collect();
@@ -630,4 +632,66 @@ fn item_7_limit_allowlist_is_an_alias() {
         )),
         "{report}"
     );
+}
+
+/// ingress-nginx's `tcp-services` ConfigMap (`--tcp-services-configmap`):
+/// each port a listener passing bytes to its Service; a PROXY header to
+/// send is not carried over (that port is left out), one to read is
+/// approximated; the policy passes `check`.
+#[test]
+fn a_tcp_services_configmap_becomes_tcp_listeners() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: tcp-services, namespace: ingress-nginx}
+data:
+  "5432": "db/postgres:5432"
+  "1883": "iot/mqtt:1883:PROXY"
+  "6379": "cache/redis:6379::PROXY"
+  "x": "db/postgres:5432"
+"#;
+    std::fs::write(dir.path().join("tcp.yaml"), manifest).unwrap();
+    let input = dir.path().to_str().unwrap();
+    let (policy, report, code) = import_with(&[
+        "--replicas",
+        "1",
+        "--tcp-services-configmap",
+        "ingress-nginx/tcp-services",
+        input,
+    ]);
+    assert_eq!(code, 2, "{report}");
+    assert!(
+        policy.contains(
+            "  tcp_services:\n    - {listen: \"0.0.0.0:1883\", upstream: tcp_iot_mqtt-1883}\n    \
+             - {listen: \"0.0.0.0:5432\", upstream: tcp_db_postgres-5432}\n"
+        ),
+        "{policy}"
+    );
+    assert!(
+        policy.contains("tcp_db_postgres-5432: {targets: [\"postgres.db.svc.cluster.local:5432\"]"),
+        "{policy}"
+    );
+    assert!(
+        !policy.contains("0.0.0.0:6379") && !policy.contains("tcp_cache"),
+        "{policy}"
+    );
+    let lines: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("tcp-services"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{report}");
+    assert!(report.contains("tcp-services ingress-nginx/tcp-services: 6379: not supported (fairgate sends no PROXY header to a TCP service)"), "{report}");
+    assert!(
+        report.contains("tcp-services ingress-nginx/tcp-services: 1883: approximated"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "tcp-services ingress-nginx/tcp-services: x: not supported (\"x\" is not a port)"
+        ),
+        "{report}"
+    );
+    let (code, problems) = crate::common::check::check_in_dir(&policy, &[]);
+    assert_eq!(code, Some(0), "{problems:?}\n{policy}");
 }

@@ -25,7 +25,6 @@ use super::yaml::{self, At, Reader};
 
 mod actions;
 mod auth;
-mod client_certs;
 mod common;
 mod forwarding;
 mod kubernetes;
@@ -34,6 +33,8 @@ mod methods;
 mod routes;
 mod server;
 mod store;
+mod tcp;
+mod tls_hosts;
 mod upstreams;
 
 use actions::*;
@@ -120,7 +121,8 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     };
     config.routes = routes(r, top.get("routes"), &config, &declared);
     client_cert_needs_ca(r, &config, top.get("limits"));
-    client_certs::check_passthrough(r, &config);
+    tls_hosts::check_passthrough(r, &config);
+    tcp::check_upstreams(r, &config);
 
     warnings(r, &config, &top);
     Some(config)

@@ -31,6 +31,7 @@ pub(super) fn server(r: &mut Reader<'_>, at: Option<At<'_>>, base: &Path) -> Ser
         },
         addresses: AddressRules::default(),
         compression: None,
+        tcp_services: Vec::new(),
     };
     let Some(at) = at else { return server };
     let Some(f) = r.mapping(&at, schema::SERVER) else {
@@ -225,11 +226,11 @@ fn tls(r: &mut Reader<'_>, at: &At<'_>, base: &Path) -> Option<ServerTls> {
     }
     let clients = t
         .get("client_certificates")
-        .map(|c| super::client_certs::client_certificates(r, &c, base))
+        .map(|c| super::tls_hosts::client_certificates(r, &c, base))
         .unwrap_or_default();
     let passthrough = t
         .get("passthrough")
-        .map(|p| super::client_certs::passthrough(r, &p, &clients))
+        .map(|p| super::tls_hosts::passthrough(r, &p, &clients))
         .unwrap_or_default();
     // A missing or bad `listen` is already an error; the section is still
     // kept so the builder checks its certificates in the same run.
@@ -324,6 +325,9 @@ fn listeners(r: &mut Reader<'_>, f: &yaml::Fields<'_>, base: &Path, server: &mut
     }
     if let Some(at) = f.get("tls") {
         server.tls = tls(r, &at, base);
+    }
+    if let Some(at) = f.get("tcp_services") {
+        server.tcp_services = super::tcp::tcp_services(r, &at);
     }
     if let Some(at) = f.get("threads") {
         match r.u64(&at, "server.threads_invalid") {

@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::super::client_certs::{HostClientCerts, Passthrough};
 use super::super::place::Located;
 use super::super::route::PathRegex;
 use super::super::schema;
+use super::super::tls_hosts::{HostClientCerts, Passthrough};
 use super::super::yaml::{At, Reader};
 use super::common::missing;
 
