@@ -81,7 +81,12 @@ routes:
     assert_eq!(code, 0, "{out}");
     assert!(out.ends_with("421 2"), "{out}");
 
-    // A dead target: the client's handshake fails; the rest is served.
+    a_dead_target_costs_only_its_own(port, &edge.ca());
+}
+
+/// A dead passthrough target: the client's handshake fails; the gateway's
+/// own hosts are served.
+fn a_dead_target_costs_only_its_own(port: u16, edge_ca: &std::path::Path) {
     let (out, code) = curl(&[
         "-k",
         "--resolve",
@@ -91,7 +96,7 @@ routes:
     assert_ne!(code, 0, "{out}");
     let (out, code) = curl(&[
         "--cacert",
-        &edge.ca().display().to_string(),
+        &edge_ca.display().to_string(),
         "--resolve",
         &format!("site.test:{port}:127.0.0.1"),
         &format!("https://site.test:{port}/"),
