@@ -36,6 +36,8 @@ pub struct Material {
     pub methods: Arc<Authenticators>,
     /// Each TLS pool's `ca_file` roots, by pool name.
     pub upstream_roots: HashMap<String, Vec<CertificateDer<'static>>>,
+    /// Each pool's client certificate (`client_cert_*`), as Pingora shows it.
+    pub upstream_clients: HashMap<String, Arc<pingora::utils::tls::CertKey>>,
     /// What `rediss://` store connections trust and present.
     pub store_tls: StoreTlsPem,
     /// `telemetry.otlp.ca_file`'s roots, trusted besides the system's.
@@ -102,6 +104,7 @@ impl Material {
             verifier: verifier(config, problems).map(Arc::new),
             methods: Arc::new(methods(config, problems)),
             upstream_roots: upstream_roots(config, problems),
+            upstream_clients: upstream_clients(config, problems),
             store_tls: store_tls(config, problems),
             otlp_roots: otlp_roots(config, problems),
         }
@@ -220,6 +223,36 @@ fn upstream_roots(
                 out.insert(name.clone(), roots);
             }
             Err(e) => problems.push_at(&ca.place, "upstreams.tls_invalid", e),
+        }
+    }
+    out
+}
+
+/// Each pool's `client_cert_*` and `client_key_*`, checked to be a pair
+/// (the chain parses, the key is its leaf's).
+fn upstream_clients(
+    config: &Config,
+    problems: &mut Problems,
+) -> HashMap<String, Arc<pingora::utils::tls::CertKey>> {
+    let mut out = HashMap::new();
+    for (name, upstream) in &config.upstreams {
+        let Some(client) = &upstream.client_cert else {
+            continue;
+        };
+        let (cert, key) = &client.value;
+        let loaded = (|| -> Result<pingora::utils::tls::CertKey, CertError> {
+            let (cert, key) = (open(cert)?, open(key)?);
+            let copy = |p: &Pem| Pem::from_memory(p.name(), p.bytes());
+            crate::tls::pair(copy(&cert)?, copy(&key)?)?;
+            let chain = cert.chain()?.into_iter().map(|c| c.to_vec()).collect();
+            let key = key.private_key()?.secret_der().to_vec();
+            Ok(pingora::utils::tls::CertKey::new(chain, key))
+        })();
+        match loaded {
+            Ok(pair) => {
+                out.insert(name.clone(), Arc::new(pair));
+            }
+            Err(e) => problems.push_at(&client.place, "upstreams.tls_invalid", e),
         }
     }
     out

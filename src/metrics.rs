@@ -88,6 +88,9 @@ pub struct Metrics {
     pub upstream_retries: IntCounterVec,
     /// Requests refused for their client address (`allow_cidrs`, `deny_cidrs`), by route.
     pub address_refusals: IntCounterVec,
+    /// Request copies (`routes[].mirror`) by route and outcome (`sent`,
+    /// `failed`, `dropped` past the bound in flight, `body_too_large`).
+    pub mirrors: IntCounterVec,
     /// When each JWKS endpoint last answered a usable key set, Unix time,
     /// by its host and path (never its query).
     pub jwks_last_success: IntGaugeVec,
@@ -363,6 +366,12 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "fairgate_address_refusals_total",
             "Requests refused 403 for their client address, by route.",
             &["route"],
+        ),
+        mirrors: counter(
+            &r,
+            "fairgate_mirror_requests_total",
+            "Request copies sent to a route's mirror, by route and outcome.",
+            &["route", "outcome"],
         ),
         jwks_last_success: gauges(
             &r,

@@ -72,13 +72,16 @@ impl Policy {
             text,
             ..
         } = checked;
-        let pools = upstream::build_pools(&config, &material.upstream_roots).map_err(
-            |(pool, source)| BuildError {
-                place: config.upstreams[&pool].place.clone(),
-                pool,
-                source,
-            },
-        )?;
+        let pools = upstream::build_pools(
+            &config,
+            &material.upstream_roots,
+            &material.upstream_clients,
+        )
+        .map_err(|(pool, source)| BuildError {
+            place: config.upstreams[&pool].place.clone(),
+            pool,
+            source,
+        })?;
         let routes = crate::routing::Table::new(&config.routes);
         let metrics = config.routes.iter().map(|_| OnceLock::new()).collect();
         Ok(Policy {

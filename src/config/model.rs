@@ -384,6 +384,9 @@ pub struct Upstream {
     pub tls_verify: bool,
     /// Trust these roots (PEM) for the pool's certificates instead of the system's.
     pub ca_file: Option<Located<PemSource>>,
+    /// The certificate chain and key the gateway shows the pool's targets
+    /// (`client_cert_*`, `client_key_*`): upstream mTLS.
+    pub client_cert: Option<Located<(PemSource, PemSource)>>,
     pub protocol: UpstreamProtocol,
     /// Take a target out of rotation after this many failures in a row.
     pub passive_health: Option<PassiveHealth>,

@@ -131,6 +131,9 @@ pub struct Actions {
     /// Answers of these statuses are replaced by an error pool's page
     /// (ingress-nginx `custom-http-errors` with its default backend).
     pub error_pages: Option<ErrorPages>,
+    /// A copy of each request goes to another pool (ingress-nginx
+    /// `mirror-target`); its answer is dropped.
+    pub mirror: Option<Mirror>,
 }
 
 /// `error_pages`: for an upstream answer of one of `codes` to a request
@@ -142,6 +145,17 @@ pub struct ErrorPages {
     pub codes: Vec<u16>,
     pub upstream: String,
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+}
+
+/// `mirror`: where copies of the route's requests go, fire and forget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    /// A pool speaking plain HTTP.
+    pub upstream: String,
+    /// The copy's Host (default: the request's).
+    pub host: Option<String>,
+    /// The body is copied too (a body over 1 MiB is not mirrored at all).
+    pub body: bool,
 }
 
 /// `cookie_rewrite`: each `(from, to)`. A `Domain` equal to `from`

@@ -166,6 +166,10 @@ pub const UPSTREAM: &[&str] = &[
     "tls_verify",
     "ca_file",
     "ca_pem",
+    "client_cert_file",
+    "client_cert_pem",
+    "client_key_file",
+    "client_key_pem",
     "protocol",
     "passive_health",
     "resolve_every",
@@ -225,7 +229,9 @@ pub const ROUTE: &[&str] = &[
     "compression",
     "cookie_rewrite",
     "error_pages",
+    "mirror",
 ];
+pub const MIRROR: &[&str] = &["upstream", "host", "body"];
 pub const ERROR_PAGES: &[&str] = &["codes", "upstream", "headers"];
 pub const COOKIE_REWRITE: &[&str] = &["domain", "path"];
 pub const FROM_TO: &[&str] = &["from", "to"];
@@ -341,6 +347,7 @@ pub fn paths() -> Vec<String> {
     under("server.compression", COMPRESSION);
     under("routes[].cookie_rewrite", COOKIE_REWRITE);
     under("routes[].error_pages", ERROR_PAGES);
+    under("routes[].mirror", MIRROR);
     under("routes[].cookie_rewrite.domain", FROM_TO);
     under("routes[].cookie_rewrite.path", FROM_TO);
     out

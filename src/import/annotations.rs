@@ -94,6 +94,9 @@ pub const KNOWN: &[&str] = &[
     "limit-rps",
     "limit-whitelist",
     "load-balance",
+    "mirror-host",
+    "mirror-request-body",
+    "mirror-target",
     "modsecurity-snippet",
     "modsecurity-transaction-id",
     "opentelemetry-trust-incoming-span",
@@ -188,6 +191,7 @@ pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     let protocol = protocol_of(draft, ing);
     proxy_ssl::read(draft, &ing.namespace, protocol, &ann, &mut plan, &mut lines);
     super::client_tls::read(draft, ing, &ann, &mut plan, &mut lines);
+    super::mirror::read(draft, ing, &ann, &mut plan, &mut lines);
     auth::read(draft, ing, &ann, &mut plan, &mut lines);
     for (key, value) in &ann {
         if lines.iter().any(|(k, _)| k == key) {

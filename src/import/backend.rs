@@ -43,6 +43,7 @@ impl Protocol {
             ca_file: verify.ca_file.clone(),
             ca_pem: verify.ca_pem.clone(),
             sni: verify.sni.clone(),
+            client: verify.client.clone(),
         })
     }
 
@@ -68,6 +69,9 @@ pub struct Verify {
     pub ca_pem: Option<String>,
     /// `sni`: the name sent and checked; None is the target's host.
     pub sni: Option<String>,
+    /// `client_cert_pem`, `client_key_pem`: the Secret's `tls.crt` and
+    /// `tls.key`, shown to the backend (controller mode).
+    pub client: Option<(String, String)>,
 }
 
 /// Where a backend's requests go.

@@ -37,6 +37,7 @@ mod limits;
 // Public only for the fuzz target.
 #[doc(hidden)]
 pub mod manifests;
+mod mirror;
 mod names;
 mod nginx;
 mod notes;

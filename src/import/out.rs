@@ -114,6 +114,8 @@ keys! {
         TlsVerify = "tls_verify",
         CaFile = "ca_file",
         CaPem = "ca_pem",
+        ClientCertPem = "client_cert_pem",
+        ClientKeyPem = "client_key_pem",
         Sni = "sni",
         Protocol = "protocol",
         ConnectTimeout = "connect_timeout",
@@ -181,6 +183,15 @@ keys! {
         DirectResponse = "direct_response",
         CookieRewrite = "cookie_rewrite",
         ErrorPages = "error_pages",
+        Mirror = "mirror",
+    }
+}
+
+keys! {
+    MirrorKey at ["routes[].mirror"] {
+        Upstream = "upstream",
+        Host = "host",
+        Body = "body",
     }
 }
 
@@ -542,6 +553,8 @@ pub struct PoolTls {
     pub ca_file: Option<String>,
     pub ca_pem: Option<String>,
     pub sni: Option<String>,
+    /// The chain and key shown to the backend (a Secret's, as PEM).
+    pub client: Option<(String, String)>,
 }
 
 /// A pool's `protocol`.
@@ -561,6 +574,10 @@ impl Pool {
             f.maybe(PoolKey::CaFile, tls.ca_file.clone());
             f.maybe(PoolKey::CaPem, tls.ca_pem.clone());
             f.maybe(PoolKey::Sni, tls.sni.clone());
+            if let Some((cert, key)) = &tls.client {
+                f.put(PoolKey::ClientCertPem, cert.as_str());
+                f.put(PoolKey::ClientKeyPem, key.as_str());
+            }
         }
         let wire = self.protocol.map(|w| match w {
             Wire::H2c => "h2c",
@@ -689,6 +706,7 @@ mod tests {
             texts(CookieRewriteKey::ALL, CookieRewriteKey::AT),
             texts(FromToKey::ALL, FromToKey::AT),
             texts(ErrorPagesKey::ALL, ErrorPagesKey::AT),
+            texts(MirrorKey::ALL, MirrorKey::AT),
             texts(LimitKey::ALL, LimitKey::AT),
             texts(BucketKey::ALL, BucketKey::AT),
             texts(ConcurrencyKey::ALL, ConcurrencyKey::AT),

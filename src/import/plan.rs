@@ -28,6 +28,8 @@ pub struct Plan {
     /// `default-backend`: the Service (of the Ingress's namespace) that
     /// serves its paths while their own has no ready endpoint.
     pub default_backend: Option<String>,
+    /// `mirror-target`: where copies go, made a pool with the routes.
+    pub mirror: Option<super::mirror::Target>,
     /// `ssl-passthrough: "true"`, mapped: its hosts' TLS passes through.
     pub passthrough: bool,
     /// `auth-tls-*`: client certificates for its hosts (hosts not set).

@@ -134,6 +134,7 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
     }
     draft.methods.extend(plan.method.take());
     error_pages(draft, ing, &mut plan);
+    super::mirror::apply(draft, ing, &mut plan);
     paths::regex_lines(draft, ing);
     let first = draft.routes.len();
     let mut all = paths::of(ing);

@@ -114,14 +114,22 @@ fn cluster_ca(draft: &Draft<'_>, ns: &str, name: &str, verify: bool, plan: &mut 
     let Some(ca) = secret.and_then(|s| super::tls::secret_field(s, "ca.crt")) else {
         return Verdict::Unsupported(format!("Secret {ns}/{name} is missing or has no ca.crt"));
     };
-    let client = "its tls.crt and tls.key are not presented to the backend";
+    // Its tls.crt and tls.key, when it has them, are shown to the backend,
+    // as ingress-nginx's proxy_ssl_certificate does.
+    plan.verify.client = secret.and_then(super::tls::secret_pem);
+    let client = match plan.verify.client {
+        Some(_) => "its tls.crt and tls.key are the client certificate shown to the backend",
+        None => {
+            "it holds no tls.crt and tls.key: no client certificate is shown, as in ingress-nginx"
+        }
+    };
     if !verify {
-        return Verdict::Approximated(format!(
-            "without proxy-ssl-verify nothing is checked; {client}"
+        return Verdict::Mapped(format!(
+            "without proxy-ssl-verify nothing is checked, as in ingress-nginx; {client}"
         ));
     }
     plan.verify.ca_pem = Some(ca);
-    Verdict::Approximated(format!("ca.crt of Secret {ns}/{name}; {client}"))
+    Verdict::Mapped(format!("ca.crt of Secret {ns}/{name}; {client}"))
 }
 
 fn verify_line(value: &str, secret: bool, plan: &Plan) -> Verdict {

@@ -45,6 +45,8 @@ pub struct Ctx {
     pub upstream: Attempts,
     /// Encodes the answer's body (`server.compression`).
     pub encoder: Option<crate::proxy::compress::Encoder>,
+    /// The copy for the route's mirror, when it has one.
+    pub mirror: Option<crate::proxy::mirror::Copy>,
     /// The host's client certificates entry, when it has one.
     pub client_certs: Option<Arc<crate::tls::HostClients>>,
     /// The request's spans, when traces are on.
@@ -78,6 +80,7 @@ impl Ctx {
             forwarded_path: None,
             upstream: Default::default(),
             client_certs: None,
+            mirror: None,
             trace: None,
             store_source: None,
             _in_flight: InFlight::new(),

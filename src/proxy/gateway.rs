@@ -54,6 +54,9 @@ impl ProxyHttp for Gateway {
         // A body that stops arriving ends the exchange (and frees its slot).
         session.set_read_timeout(Some(ctx.policy.config.server.body_idle_timeout));
         let Err(deny) = admit::admit(&self.shared, session, ctx).await else {
+            if ctx.route().is_some_and(|r| r.actions.mirror.is_some()) {
+                ctx.mirror = Some(super::mirror::Copy::of(session.req_header()));
+            }
             return Ok(false);
         };
         let preflight = matches!(deny, Deny::Preflight(_));
@@ -79,6 +82,13 @@ impl ProxyHttp for Gateway {
     ) -> Result<()> {
         if let Some(chunk) = body {
             ctx.request_body_bytes += chunk.len() as u64;
+            let copies = ctx
+                .route()
+                .and_then(|r| r.actions.mirror.as_ref())
+                .is_some_and(|m| m.body);
+            if let (true, Some(copy)) = (copies, ctx.mirror.as_mut()) {
+                copy.body(chunk);
+            }
         }
         // The slot may have been given to someone else: stop this upload.
         let deny = if ctx.lease.as_ref().is_some_and(|l| l.lost()) {
@@ -340,6 +350,20 @@ impl ProxyHttp for Gateway {
             series.upstream.observe(t.elapsed().as_secs_f64());
         }
         access_log::line(session, ctx, status, error);
+        if let Some(copy) = ctx.mirror.take().filter(|_| ctx.refused.is_none()) {
+            let policy = ctx.policy.clone();
+            if let Some((route, mirror)) = ctx
+                .route()
+                .and_then(|r| Some((r, r.actions.mirror.as_ref()?)))
+            {
+                super::mirror::send(
+                    copy,
+                    mirror,
+                    policy.pools.get(&mirror.upstream),
+                    &route.name,
+                );
+            }
+        }
         if let Some(trace) = ctx.trace.take() {
             let tenant_attribute = ctx.policy.config.telemetry.tenant_attribute;
             trace.end(crate::telemetry::Outcome {

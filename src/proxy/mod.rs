@@ -32,6 +32,7 @@ pub mod h2;
 pub mod headers;
 pub mod heads;
 pub mod hello;
+pub mod mirror;
 pub mod passthrough;
 pub mod proxy_protocol;
 pub mod quota;

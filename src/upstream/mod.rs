@@ -49,6 +49,8 @@ pub struct Pool {
     /// Pingora's connection-reuse group: a digest of the roots, so pools
     /// that trust other CAs never share a verified connection.
     group_key: u64,
+    /// The certificate shown to the targets (`client_cert_*`).
+    client: Option<Arc<pingora::utils::tls::CertKey>>,
     /// Failures in a row per target, and until when it is out of rotation.
     passive: Mutex<HashMap<std::net::SocketAddr, (u32, Option<Instant>)>>,
     /// Requests in flight per target (for `least_requests`).
@@ -83,6 +85,7 @@ impl Pool {
         name: &str,
         upstream: &Upstream,
         roots: Option<&[CertificateDer<'static>]>,
+        client: Option<Arc<pingora::utils::tls::CertKey>>,
     ) -> Result<Self, PoolError> {
         let names = names::Names::new(&upstream.targets, upstream.resolver, upstream.resolve_every)
             .map_err(PoolError::Resolver)?;
@@ -129,6 +132,7 @@ impl Pool {
             sni,
             ca,
             group_key,
+            client,
         })
     }
 
@@ -217,6 +221,7 @@ impl Pool {
         peer.options.verify_hostname = self.upstream.tls_verify;
         peer.options.ca = self.ca.clone();
         peer.group_key = self.group_key;
+        peer.client_cert_key = self.client.clone();
         if self.upstream.protocol != UpstreamProtocol::Http1 {
             // HTTP/2 only (ALPN h2 on TLS, prior knowledge in the clear),
             // many streams on one connection, as gRPC servers expect.
@@ -486,6 +491,7 @@ fn balancer(
 pub fn build_pools(
     config: &Config,
     roots: &HashMap<String, Vec<CertificateDer<'static>>>,
+    clients: &HashMap<String, Arc<pingora::utils::tls::CertKey>>,
 ) -> Result<HashMap<String, Arc<Pool>>, (String, PoolError)> {
     let sticky = config.upstreams.iter().find(|(_, u)| u.affinity.is_some());
     if let Some((name, _)) = sticky.filter(|_| !affinity_key_shared()) {
@@ -503,9 +509,14 @@ pub fn build_pools(
         .upstreams
         .iter()
         .map(|(name, up)| {
-            Pool::new(name, up, roots.get(name).map(Vec::as_slice))
-                .map(|p| (name.clone(), Arc::new(p)))
-                .map_err(|e| (name.clone(), e))
+            Pool::new(
+                name,
+                up,
+                roots.get(name).map(Vec::as_slice),
+                clients.get(name).cloned(),
+            )
+            .map(|p| (name.clone(), Arc::new(p)))
+            .map_err(|e| (name.clone(), e))
         })
         .collect()
 }

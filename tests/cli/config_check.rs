@@ -125,6 +125,10 @@ bad_configs! {
         r#"config/bad/server.tls_clients_invalid.yaml:16:9: server.tls_invalid: server.tls.passthrough[0]: upstream "argocd": no upstream with this name"#,
         r#"config/bad/server.tls_clients_invalid.yaml:17:9: server.tls_invalid: server.tls.passthrough[1]: upstream "api" has tls: true; a passthrough pool carries the client's own TLS"#,
     ],
+    routes_mirror_invalid: "config/bad/routes.mirror_invalid.yaml" => [
+        "config/bad/routes.mirror_invalid.yaml:10:68: routes.mirror_invalid: routes[0].mirror: a mirror pool speaks plain HTTP (tls: false)",
+        r#"config/bad/routes.mirror_invalid.yaml:11:101: routes.mirror_invalid: routes[1].mirror.host "bad host/": not a host name"#,
+    ],
     server_tcp_invalid: "config/bad/server.tcp_invalid.yaml" => [
         "config/bad/server.tcp_invalid.yaml:6:7: server.tcp_invalid: server.tcp_services[0]: 127.0.0.1:8080 is an HTTP listener's address",
         "config/bad/server.tcp_invalid.yaml:8:7: server.tcp_invalid: server.tcp_services[2]: 127.0.0.1:5432 is in two entries",

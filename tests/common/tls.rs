@@ -180,6 +180,12 @@ pub struct SServer {
 impl SServer {
     /// Starts it and waits until it accepts connections.
     pub async fn start(cert: &Path, key: &Path) -> SServer {
+        SServer::start_with(cert, key, &[]).await
+    }
+
+    /// `start`, with more `openssl s_server` arguments (`-Verify 1
+    /// -CAfile CA`: it requires a client certificate that CA signed).
+    pub async fn start_with(cert: &Path, key: &Path, more: &[&str]) -> SServer {
         let addr = free_addr();
         let child = Command::new("openssl")
             .args(["s_server", "-www", "-accept", &addr.port().to_string()])
@@ -187,6 +193,7 @@ impl SServer {
             .arg(cert)
             .arg("-key")
             .arg(key)
+            .args(more)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

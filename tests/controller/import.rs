@@ -23,6 +23,7 @@ const CASES: &[&str] = &[
     "defaults",
     "grpc",
     "legacy",
+    "mirror",
     "passthrough",
     "rate-limit",
     "regex-host",
@@ -432,6 +433,8 @@ fn the_unsupported_list_is_exactly_the_annotations_without_a_mapping() {
         "tenant/grab paths".to_string(),
         format!("vault/mtls-pass {p}/ssl-passthrough"),
         "vault/mtls-pass paths".to_string(),
+        format!("shop/search {p}/mirror-target"),
+        format!("shop/reviews {p}/mirror-target"),
     ]
     .into_iter()
     .collect();

@@ -590,3 +590,55 @@ async fn custom_http_errors_are_answered_by_the_default_backend() {
         .unwrap();
     assert_eq!(r.json::<Value>().await.unwrap()["pod"], "web-a");
 }
+
+/// `mirror-target` through the controller: copies go to the endpoints of
+/// a Service of the Ingress's own namespace, the client is answered by its
+/// own Service; a tenant pointing its copies at another namespace's
+/// Service (or anywhere else) gets none, and is told so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirrored_requests_reach_the_namespaces_own_service_only() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let shadow = RawUpstream::start().await;
+    backend(&api, "shop", "shadow", &shadow.addr);
+    let mut ing = shop_ingress("copied", "copied.lab", "/");
+    ing["metadata"]["annotations"] = json!({
+        format!("{P}/mirror-target"): "http://shadow.shop.svc.cluster.local/$request_uri",
+        format!("{P}/mirror-host"): "shadow.internal",
+    });
+    api.apply(ing);
+    api.apply(with_annotation(
+        "elsewhere",
+        "elsewhere.lab",
+        "mirror-target",
+        "http://metrics.kube-system.svc/$request_uri",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let c = client();
+    let served = eventually(Duration::from_secs(10), || async {
+        let r = c
+            .post(gw.url("/cart?id=7"))
+            .header("host", "copied.lab")
+            .body("item")
+            .send()
+            .await;
+        r.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    assert!(served);
+    assert!(eventually(Duration::from_secs(5), || async { shadow.count() >= 1 }).await);
+    let copy = shadow.received()[0].clone();
+    assert_eq!(copy.request_line(), "POST /cart?id=7 HTTP/1.1");
+    assert!(copy
+        .headers()
+        .contains(&("host".into(), "shadow.internal".into())));
+    assert_eq!(copy.body_bytes, 4);
+    assert_eq!(status(&gw, "elsewhere.lab").await, 200);
+    assert!(warned(
+        &api,
+        "elsewhere",
+        "NotSupported",
+        "a Service of the Ingress's own namespace"
+    ));
+}

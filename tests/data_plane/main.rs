@@ -26,6 +26,7 @@ mod hardening;
 mod hardening_resources;
 mod http2;
 mod jwks;
+mod mirror;
 mod ops;
 mod passthrough;
 mod pingora_upgrade;

@@ -606,3 +606,63 @@ routes:
     assert_eq!(get("trusted").await, 200);
     assert_eq!(get("untrusted").await, 502);
 }
+
+/// Upstream mTLS (`client_cert_file`/`client_key_file`, nginx's
+/// `proxy_ssl_certificate`): `openssl s_server -Verify` requires a client
+/// certificate its CA signed; the pool that has one is served, the same
+/// target without it gets 502, and a key that is not the certificate's is
+/// refused by `check` before anything runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_shows_its_client_certificate_to_a_target_that_requires_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = Pki::new(dir.path(), "up");
+    let gateways = Pki::new(dir.path(), "gateways");
+    let (cert, key) = up.leaf("backend", "backend", &["backend.internal"], "2B01");
+    let (edge_cert, edge_key) = gateways.leaf("edge", "edge-gateway", &[], "2B02");
+    let ca = gateways.ca().display().to_string();
+    let server = SServer::start_with(&cert, &key, &["-Verify", "1", "-CAfile", &ca]).await;
+    let pool = |name: &str, extra: &str| {
+        format!(
+            "  {name}: {{targets: [\"{}\"], tls: true, sni: backend.internal, ca_file: \"{}\"{extra}}}\n",
+            server.addr,
+            up.ca().display()
+        )
+    };
+    let mtls = format!(
+        ", client_cert_file: \"{}\", client_key_file: \"{}\"",
+        edge_cert.display(),
+        edge_key.display()
+    );
+    let upstreams = pool("mtls", &mtls) + &pool("plain", "");
+    let gw = Policy::new()
+        .sections(&format!(
+            "upstreams:\n{upstreams}routes:\n  - {{name: mtls, match: {{path: /mtls}}, upstream: mtls, auth: none, exempt: true}}\n  \
+             - {{name: plain, match: {{path: /plain}}, upstream: plain, auth: none, exempt: true}}\n"
+        ))
+        .start()
+        .await;
+    let r = client().get(gw.url("/mtls")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("s_server"));
+    let r = client().get(gw.url("/plain")).send().await.unwrap();
+    assert_eq!(r.status(), 502);
+
+    let (_, other_key) = gateways.leaf("other", "other", &[], "2B03");
+    let wrong = format!(
+        "upstreams:\n  mtls: {{targets: [\"127.0.0.1:1\"], tls: true, client_cert_file: \"{}\", client_key_file: \"{}\"}}\n\
+         routes:\n  - {{name: r, match: {{path: /}}, upstream: mtls, auth: none}}\n",
+        edge_cert.display(),
+        other_key.display()
+    );
+    let (code, lines) = common::check::check_in_dir(
+        &format!("store: {{kind: memory}}\nacknowledge: [store.process_local]\n{wrong}"),
+        &[],
+    );
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("upstreams.tls_invalid") && l.contains("is not the key of")),
+        "{lines:?}"
+    );
+}

@@ -109,6 +109,7 @@ pub(super) fn actions(
         error_pages: f
             .get("error_pages")
             .and_then(|e| error_pages(r, &e, config)),
+        mirror: f.get("mirror").and_then(|m| mirror(r, &m, config)),
     }
 }
 

@@ -249,3 +249,35 @@ pub(super) fn error_pages(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> O
         headers,
     })
 }
+
+/// `mirror: {upstream: NAME, host: NAME, body: BOOL}`: a pool that speaks
+/// plain HTTP.
+pub(super) fn mirror(r: &mut Reader<'_>, at: &At<'_>, config: &Config) -> Option<Mirror> {
+    const CODE: &str = "routes.mirror_invalid";
+    let f = r.mapping(at, schema::MIRROR)?;
+    let Some(upstream) = f.get("upstream").and_then(|u| pool_name(r, &u, config)) else {
+        missing(r, at, "upstream");
+        return None;
+    };
+    if config.upstreams.get(&upstream).is_some_and(|u| u.tls) {
+        r.error(at, CODE, "a mirror pool speaks plain HTTP (tls: false)");
+        return None;
+    }
+    let host = f.get("host").and_then(|h| {
+        let text = r.string(&h)?;
+        let ok = !text.is_empty()
+            && text.len() <= 253
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':'));
+        if !ok {
+            r.error_value(&h, CODE, "not a host name");
+        }
+        ok.then_some(text)
+    });
+    Some(Mirror {
+        upstream,
+        host,
+        body: f.get("body").and_then(|b| r.bool(&b)).unwrap_or(true),
+    })
+}

@@ -473,14 +473,21 @@ pub(super) fn pem_source(
     what: &str,
     base: &Path,
 ) -> Option<PemSource> {
+    pem_source_in(r, c, what, base, "server.tls_invalid")
+}
+
+/// `WHAT_file` or `WHAT_pem`, one of the two (else `code`).
+pub(super) fn pem_source_in(
+    r: &mut Reader<'_>,
+    c: &yaml::Fields<'_>,
+    what: &str,
+    base: &Path,
+    code: &'static str,
+) -> Option<PemSource> {
     let (file, pem) = (format!("{what}_file"), format!("{what}_pem"));
     match (c.get(&file), c.get(&pem)) {
         (Some(_), Some(at)) => {
-            r.error(
-                &at,
-                "server.tls_invalid",
-                format!("give {file} or {pem}, not both"),
-            );
+            r.error(&at, code, format!("give {file} or {pem}, not both"));
             None
         }
         (None, Some(at)) => {

@@ -40,6 +40,7 @@ pub(super) fn upstreams(
         let tls_verify = flag(r, "tls_verify", true);
         let protocol = protocol(r, &f, tls);
         let ca_file = ca(r, &f, tls, base);
+        let client_cert = client_cert(r, &f, tls, base);
         let dur = |r: &mut Reader<'_>, key: &str, default: u64| {
             f.get(key)
                 .and_then(|at| r.positive_duration(&at))
@@ -53,6 +54,7 @@ pub(super) fn upstreams(
                 sni: f.get("sni").and_then(|at| r.string(&at)),
                 tls_verify,
                 ca_file,
+                client_cert,
                 protocol,
                 passive_health: f.get("passive_health").and_then(|p| passive_health(r, &p)),
                 resolve_every: dur(r, "resolve_every", 5_000),
@@ -243,6 +245,38 @@ pub(super) fn target_ok(text: &str) -> bool {
         Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
         None => false,
     }
+}
+
+/// `client_cert_file` and `client_key_file` (or `_pem`, as the controller
+/// hands over a Secret's `tls.crt` and `tls.key`): both or neither, on a
+/// TLS pool. The builder checks they are a pair.
+fn client_cert(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    tls: bool,
+    base: &Path,
+) -> Option<Located<(PemSource, PemSource)>> {
+    let given = [
+        "client_cert_file",
+        "client_cert_pem",
+        "client_key_file",
+        "client_key_pem",
+    ];
+    let at = given.iter().find_map(|k| f.get(k))?;
+    if !tls {
+        r.error(
+            &at,
+            "upstreams.tls_invalid",
+            "a client certificate needs tls: true",
+        );
+        return None;
+    }
+    let cert = super::server::pem_source_in(r, f, "client_cert", base, "upstreams.tls_invalid");
+    let key = super::server::pem_source_in(r, f, "client_key", base, "upstreams.tls_invalid");
+    Some(Located {
+        value: (cert?, key?),
+        place: at.place(),
+    })
 }
 
 /// `ca_file` (a path) or `ca_pem` (the PEM itself, as the controller hands

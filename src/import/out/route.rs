@@ -3,7 +3,7 @@
 
 use super::{
     CanaryKey, CookieRewriteKey, CorsKey, DirectKey, EditKey, ErrorPagesKey, FromToKey, MatchKey,
-    RedirectKey, RegexKey, RetryKey, RewriteKey, RouteKey, TimeoutKey,
+    MirrorKey, RedirectKey, RegexKey, RetryKey, RewriteKey, RouteKey, TimeoutKey,
 };
 use crate::import::emit::{Fields, Node};
 
@@ -61,6 +61,16 @@ pub struct RouteKeys {
     pub cookie_path: Option<(String, String)>,
     /// `custom-http-errors`: `error_pages`.
     pub error_pages: Option<ErrorPages>,
+    /// `mirror-target`: `mirror`.
+    pub mirror: Option<Mirror>,
+}
+
+/// `mirror`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    pub upstream: String,
+    pub host: Option<String>,
+    pub body: bool,
 }
 
 /// `error_pages`.
@@ -306,6 +316,13 @@ impl RouteKeys {
                 .collect();
             e.put(ErrorPagesKey::Headers, Node::Map(headers));
             f.put(RouteKey::ErrorPages, e.node());
+        }
+        if let Some(m) = &self.mirror {
+            let mut e = Fields::default();
+            e.put(MirrorKey::Upstream, m.upstream.as_str());
+            e.maybe(MirrorKey::Host, m.host.clone());
+            e.maybe(MirrorKey::Body, (!m.body).then_some(false));
+            f.put(RouteKey::Mirror, e.node());
         }
         if let Some(status) = self.direct {
             let mut direct = Fields::default();
