@@ -89,7 +89,8 @@ pub struct Metrics {
     /// Requests refused for their client address (`allow_cidrs`, `deny_cidrs`), by route.
     pub address_refusals: IntCounterVec,
     /// Request copies (`routes[].mirror`) by route and outcome (`sent`,
-    /// `failed`, `dropped` past the bound in flight, `body_too_large`).
+    /// `failed`, `dropped` past the bound in flight, `body_too_large`,
+    /// `incomplete`).
     pub mirrors: IntCounterVec,
     /// When each JWKS endpoint last answered a usable key set, Unix time,
     /// by its host and path (never its query).

@@ -26,16 +26,18 @@ pub fn restart_required(old: &Config, new: &Config) -> Vec<&'static str> {
         .collect()
 }
 
+/// The TCP services' addresses, in any order.
+fn tcp_listens(s: &Server) -> std::collections::BTreeSet<std::net::SocketAddr> {
+    s.tcp_services.iter().map(|x| x.value.listen).collect()
+}
+
 /// The `server` keys a restart applies, each with whether it changed.
 fn server_changes(s: &Server, t: &Server) -> Vec<(&'static str, bool)> {
     vec![
         ("server.listen", s.listen != t.listen),
         (
             "server.tcp_services[].listen",
-            s.tcp_services
-                .iter()
-                .map(|x| x.value.listen)
-                .ne(t.tcp_services.iter().map(|x| x.value.listen)),
+            tcp_listens(s) != tcp_listens(t),
         ),
         // Certificates reload; the listener and client-certificate roots do not.
         (

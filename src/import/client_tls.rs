@@ -181,15 +181,6 @@ pub(super) fn refused(draft: &mut Draft<'_>, ing: &Object, what: &str) -> Option
                  (the operator may set that in the base policy)"
             ));
         }
-        let elsewhere = draft.options.named_elsewhere.contains(&host)
-            || draft.options.closed_hosts.contains(&host)
-            || draft.closed.contains(&host);
-        if elsewhere {
-            return Some(format!(
-                "{host} is another route's or an Ingress's that is not served now: only its owner may \
-                 set {what} for it"
-            ));
-        }
         if super::claims::reserved(&draft.options.reserved_hosts, &host, true).is_some() {
             return Some(format!(
                 "{host} is the operator's: only the base policy sets {what} for it"
@@ -202,6 +193,11 @@ pub(super) fn refused(draft: &mut Draft<'_>, ing: &Object, what: &str) -> Option
         if theirs {
             return Some(format!(
                 "{host} is another namespace's: only that namespace may set {what} for it"
+            ));
+        }
+        if draft.options.named_elsewhere.contains(&host) {
+            return Some(format!(
+                "{host} is a Gateway API route's: only its owner may set {what} for it"
             ));
         }
     }

@@ -23,7 +23,7 @@ pub const KEYS: &[&str] = &["mirror-host", "mirror-request-body", "mirror-target
 pub struct Target {
     host: String,
     port: u16,
-    header: Option<String>,
+    header: String,
     body: bool,
 }
 
@@ -50,9 +50,10 @@ pub fn read(
     };
     let verdict = match target_of(draft, ing, target) {
         Ok((host, port)) => {
+            // Without mirror-host ingress-nginx sends the target's host.
             let header = ann
                 .get("mirror-host")
-                .map(|h| h.trim().to_ascii_lowercase());
+                .map_or_else(|| host.clone(), |h| h.trim().to_ascii_lowercase());
             let body = ann.get("mirror-request-body").map(String::as_str) != Some("off");
             plan.mirror = Some(Target {
                 host,
@@ -155,13 +156,18 @@ pub fn apply(draft: &mut Draft<'_>, ing: &Object, plan: &mut Plan) {
                 balance: None,
                 affinity: None,
             };
+            // Never another pool's name (an Ingress's `NAMESPACE_SERVICE-PORT`).
+            let mut name = name;
+            while draft.upstreams.get(&name).is_some_and(|p| *p != node) {
+                name.push('_');
+            }
             draft.upstreams.insert(name.clone(), node);
             name
         }
     };
     plan.keys.mirror = Some(Mirror {
         upstream,
-        host: target.header,
+        host: Some(target.header),
         body: target.body,
     });
 }

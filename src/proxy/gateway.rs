@@ -54,9 +54,6 @@ impl ProxyHttp for Gateway {
         // A body that stops arriving ends the exchange (and frees its slot).
         session.set_read_timeout(Some(ctx.policy.config.server.body_idle_timeout));
         let Err(deny) = admit::admit(&self.shared, session, ctx).await else {
-            if ctx.route().is_some_and(|r| r.actions.mirror.is_some()) {
-                ctx.mirror = Some(super::mirror::Copy::of(session.req_header()));
-            }
             return Ok(false);
         };
         let preflight = matches!(deny, Deny::Preflight(_));
@@ -77,18 +74,18 @@ impl ProxyHttp for Gateway {
         &self,
         _session: &mut Session,
         body: &mut Option<Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> Result<()> {
         if let Some(chunk) = body {
             ctx.request_body_bytes += chunk.len() as u64;
-            let copies = ctx
-                .route()
-                .and_then(|r| r.actions.mirror.as_ref())
-                .is_some_and(|m| m.body);
-            if let (true, Some(copy)) = (copies, ctx.mirror.as_mut()) {
-                copy.body(chunk);
-            }
+        }
+        let copies = ctx
+            .route()
+            .and_then(|r| r.actions.mirror.as_ref())
+            .is_some_and(|m| m.body);
+        if let Some(copy) = ctx.mirror.as_mut() {
+            copy.body(body.as_deref().filter(|_| copies), end_of_stream);
         }
         // The slot may have been given to someone else: stop this upload.
         let deny = if ctx.lease.as_ref().is_some_and(|l| l.lost()) {
@@ -138,7 +135,13 @@ impl ProxyHttp for Gateway {
         if let Some(code) = ctx.upstream.error_page {
             super::error_page::request(ctx, session, code, upstream)?;
         }
-        headers::identity(session, upstream, ctx)
+        headers::identity(session, upstream, ctx)?;
+        // The copy is of what the upstream gets, made once (not per retry).
+        let copies = route.actions.mirror.is_some() && ctx.upstream.error_page.is_none();
+        if copies && ctx.mirror.is_none() {
+            ctx.mirror = Some(super::mirror::Copy::of(upstream, session.is_body_empty()));
+        }
+        Ok(())
     }
 
     async fn response_filter(

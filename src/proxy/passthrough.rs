@@ -96,18 +96,15 @@ struct Moved {
 
 /// Each direction copies on its own (a side blocked writing never stops
 /// the other from being read), a read of 0 passed on as a half-close;
-/// done when both are, or when nothing moved either way for `idle`.
+/// done when both are, when either fails (a reset ends both at once), or
+/// when nothing moved either way for `idle`.
 async fn both_ways(client: Stream, mut upstream: TcpStream, idle: Duration) -> Moved {
     let started = Instant::now();
     let last = AtomicU64::new(0);
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut ur, mut uw) = upstream.split();
-    let copies = async {
-        tokio::join!(
-            one_way(&mut cr, &mut uw, &last, started),
-            one_way(&mut ur, &mut cw, &last, started)
-        )
-    };
+    let up = one_way(&mut cr, &mut uw, &last, started);
+    let down = one_way(&mut ur, &mut cw, &last, started);
     let watchdog = async {
         loop {
             let since = Duration::from_millis(last.load(Ordering::Relaxed));
@@ -118,10 +115,32 @@ async fn both_ways(client: Stream, mut upstream: TcpStream, idle: Duration) -> M
             tokio::time::sleep(idle - quiet).await;
         }
     };
-    tokio::select! {
-        ((up, e1), (down, e2)) = copies => Moved { up, down, why: e1.or(e2) },
-        () = watchdog => Moved { why: Some("idle"), ..Moved::default() },
+    tokio::pin!(up, down, watchdog);
+    let mut moved = Moved::default();
+    let (mut up_done, mut down_done) = (false, false);
+    while !(up_done && down_done) {
+        tokio::select! {
+            (n, why) = &mut up, if !up_done => {
+                (moved.up, up_done) = (n, true);
+                if why.is_some() {
+                    moved.why = why;
+                    break;
+                }
+            }
+            (n, why) = &mut down, if !down_done => {
+                (moved.down, down_done) = (n, true);
+                if why.is_some() {
+                    moved.why = why;
+                    break;
+                }
+            }
+            () = &mut watchdog => {
+                moved.why = Some("idle");
+                break;
+            }
+        }
     }
+    moved
 }
 
 /// Copies `from` to `to` until `from` ends (then `to` is shut for

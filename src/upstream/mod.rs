@@ -120,6 +120,15 @@ impl Pool {
             }
             None => None,
         };
+        // Pingora tells client certificates apart by their serials only:
+        // a pool showing another certificate gets connections of its own.
+        if let Some(client) = &client {
+            let mut bytes = client.key().clone();
+            for cert in std::iter::once(client.leaf()).chain(client.intermediates()) {
+                bytes.extend_from_slice(cert.borrow_raw_cert());
+            }
+            group_key ^= stable_hash(&bytes).rotate_left(1);
+        }
         Ok(Pool {
             name: name.to_string(),
             passive: Mutex::new(HashMap::new()),

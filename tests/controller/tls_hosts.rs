@@ -209,7 +209,7 @@ async fn an_ssl_passthrough_ingress_hands_its_tls_to_its_pods() {
             e["involvedObject"]["name"] == "grab"
                 && e["message"]
                     .as_str()
-                    .is_some_and(|m| m.contains("only that namespace may set TLS passthrough"))
+                    .is_some_and(|m| m.contains("may set TLS passthrough for it"))
         })
     });
     assert!(withheld, "{:#?}", api.list("v1/events", "evil"));

@@ -29,6 +29,7 @@ impl BaseNames {
         let server = &config.server;
         let mut own = server.listen.clone();
         own.extend(server.tls.as_ref().map(|t| t.listen));
+        own.extend(server.tcp_services.iter().map(|t| t.value.listen));
         own.extend(config.admin.listen);
         let guard = crate::import::Guard {
             allow_local: config

@@ -38,7 +38,7 @@ pub(super) fn tcp_services(r: &mut Reader<'_>, at: &At<'_>) -> Vec<Located<TcpSe
         // ingress-nginx's `proxy-stream-timeout` default.
         let idle_timeout = t
             .get("idle_timeout")
-            .and_then(|d| r.duration(&d))
+            .and_then(|d| r.positive_duration(&d))
             .unwrap_or(Duration::from_secs(600));
         let (Some(listen), Some(upstream)) = (listen, upstream) else {
             continue;
