@@ -134,6 +134,9 @@ pub struct Actions {
     /// A copy of each request goes to another pool (ingress-nginx
     /// `mirror-target`); its answer is dropped.
     pub mirror: Option<Mirror>,
+    /// The upstream's `Location` and `Refresh` URLs starting with `from`
+    /// start with `to` instead (nginx `proxy_redirect FROM TO`).
+    pub location_rewrite: Option<(String, String)>,
 }
 
 /// `error_pages`: for an upstream answer of one of `codes` to a request

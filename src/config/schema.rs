@@ -230,6 +230,7 @@ pub const ROUTE: &[&str] = &[
     "cookie_rewrite",
     "error_pages",
     "mirror",
+    "location_rewrite",
 ];
 pub const MIRROR: &[&str] = &["upstream", "host", "body"];
 pub const ERROR_PAGES: &[&str] = &["codes", "upstream", "headers"];
@@ -350,6 +351,7 @@ pub fn paths() -> Vec<String> {
     under("routes[].mirror", MIRROR);
     under("routes[].cookie_rewrite.domain", FROM_TO);
     under("routes[].cookie_rewrite.path", FROM_TO);
+    under("routes[].location_rewrite", FROM_TO);
     out
 }
 

@@ -117,6 +117,8 @@ pub const KNOWN: &[&str] = &[
     "proxy-next-upstream-timeout",
     "proxy-next-upstream-tries",
     "proxy-read-timeout",
+    "proxy-redirect-from",
+    "proxy-redirect-to",
     "proxy-request-buffering",
     "proxy-send-timeout",
     "proxy-ssl-ciphers",

@@ -142,6 +142,7 @@ keys! {
         CookieRewrite = "cookie_rewrite",
         ErrorPages = "error_pages",
         Mirror = "mirror",
+        LocationRewrite = "location_rewrite",
     }
 }
 
@@ -169,7 +170,7 @@ keys! {
 }
 
 keys! {
-    FromToKey at ["routes[].cookie_rewrite.domain", "routes[].cookie_rewrite.path"] {
+    FromToKey at ["routes[].cookie_rewrite.domain", "routes[].cookie_rewrite.path", "routes[].location_rewrite"] {
         From = "from",
         To = "to",
     }

@@ -16,6 +16,8 @@ pub const KEYS: &[&str] = &[
     "from-to-www-redirect",
     "proxy-cookie-domain",
     "proxy-cookie-path",
+    "proxy-redirect-from",
+    "proxy-redirect-to",
     "server-alias",
 ];
 
@@ -55,6 +57,7 @@ pub fn verdict(
             }
         }
         "proxy-cookie-domain" | "proxy-cookie-path" => cookie_rewrite(key, value, plan),
+        "proxy-redirect-from" | "proxy-redirect-to" => location_rewrite(draft, ing, plan),
         "default-backend" if super::names::dns1123_label(value.trim()) => {
             plan.default_backend = Some(value.trim().to_string());
             match draft.options.cluster {
@@ -132,5 +135,32 @@ fn cookie_rewrite(key: &str, value: &str, plan: &mut Plan) -> Verdict {
         _ => Verdict::Unsupported(format!(
             "{value:?}: off, or FROM TO without a regular expression (~) or nginx variables"
         )),
+    }
+}
+
+/// `proxy-redirect-from` and `-to` (nginx `proxy_redirect FROM TO`): the
+/// routes' `location_rewrite`; `off` (ingress-nginx's default) does nothing.
+fn location_rewrite(draft: &Draft<'_>, ing: &Object, plan: &mut Plan) -> Verdict {
+    let prefix = &draft.options.annotation_prefix;
+    let from = super::annotations::get(ing, prefix, "proxy-redirect-from");
+    let to = super::annotations::get(ing, prefix, "proxy-redirect-to");
+    let plain =
+        |v: &str| !v.is_empty() && !v.contains('$') && v.bytes().all(|b| b.is_ascii_graphic());
+    match (from.as_deref(), to.as_deref()) {
+        (None | Some("off"), _) => {
+            Verdict::Mapped("off: Location passes as the upstream sent it, as in ingress-nginx".into())
+        }
+        (Some("default"), _) => Verdict::Approximated(
+            "default: nginx rewrote a Location naming the proxied Service's URL; fairgate passes it as sent".into(),
+        ),
+        (Some(f), Some(t)) if plain(f) && plain(t) => {
+            plan.keys.location_rewrite = Some((f.to_string(), t.to_string()));
+            Verdict::Mapped(
+                "location_rewrite: a Location or Refresh URL starting with FROM starts with TO instead".into(),
+            )
+        }
+        _ => Verdict::Unsupported(
+            "both proxy-redirect-from and -to, without nginx variables or spaces, are needed".into(),
+        ),
     }
 }

@@ -1,6 +1,8 @@
-//! `routes[].cookie_rewrite`: the `Domain` and `Path` of the upstream's
-//! `Set-Cookie` headers rewritten as nginx's `proxy_cookie_domain` and
-//! `proxy_cookie_path` do, every other byte kept.
+//! Where the upstream's answer points, rewritten as nginx does:
+//! `routes[].cookie_rewrite`, the `Domain` and `Path` of its `Set-Cookie`
+//! headers (`proxy_cookie_domain`, `proxy_cookie_path`), and
+//! `routes[].location_rewrite`, the start of its `Location` and `Refresh`
+//! URLs (`proxy_redirect`); every other byte kept.
 
 use pingora::http::ResponseHeader;
 
@@ -59,6 +61,29 @@ fn cookie(rules: &CookieRewrite, value: &str) -> Option<String> {
     changed.then(|| parts.join(";"))
 }
 
+/// `Location` (and a `Refresh`'s `url=`) starting with `from` starts with
+/// `to` instead, as nginx's `proxy_redirect FROM TO`.
+pub fn locations(rule: &(String, String), response: &mut ResponseHeader) -> pingora::Result<()> {
+    let (from, to) = rule;
+    let moved = |url: &str| {
+        url.strip_prefix(from.as_str())
+            .map(|rest| format!("{to}{rest}"))
+    };
+    let location = response.headers.get(http::header::LOCATION);
+    if let Some(new) = location.and_then(|v| v.to_str().ok()).and_then(moved) {
+        response.insert_header(http::header::LOCATION, new)?;
+    }
+    let refresh = response.headers.get(http::header::REFRESH);
+    let new = refresh.and_then(|v| v.to_str().ok()).and_then(|v| {
+        let at = v.to_ascii_lowercase().find("url=")? + 4;
+        Some(format!("{}{}", &v[..at], moved(&v[at..])?))
+    });
+    if let Some(new) = new {
+        response.insert_header(http::header::REFRESH, new)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +115,28 @@ mod tests {
             cookie(&r, "sid=2; path=/app/x").as_deref(),
             Some("sid=2; path=/x")
         );
+    }
+
+    #[test]
+    fn location_and_refresh_urls_are_moved_at_their_start_only() {
+        let rule = (
+            "http://app.internal:8080/".to_string(),
+            "https://shop.example/".to_string(),
+        );
+        let mut r = pingora::http::ResponseHeader::build(302, None).unwrap();
+        let at = "http://app.internal:8080/cart?x=http://app.internal:8080/";
+        r.insert_header("location", at).unwrap();
+        r.insert_header("refresh", "5; URL=http://app.internal:8080/done")
+            .unwrap();
+        locations(&rule, &mut r).unwrap();
+        assert_eq!(
+            r.headers["location"],
+            "https://shop.example/cart?x=http://app.internal:8080/"
+        );
+        assert_eq!(r.headers["refresh"], "5; URL=https://shop.example/done");
+        let mut r = pingora::http::ResponseHeader::build(302, None).unwrap();
+        r.insert_header("location", "/relative").unwrap();
+        locations(&rule, &mut r).unwrap();
+        assert_eq!(r.headers["location"], "/relative");
     }
 }

@@ -154,6 +154,9 @@ impl ProxyHttp for Gateway {
             if let Some(rules) = &route.actions.cookie_rewrite {
                 super::cookies::rewrite(rules, response)?;
             }
+            if let Some(rule) = &route.actions.location_rewrite {
+                super::cookies::locations(rule, response)?;
+            }
             actions::respond(session, ctx, route, response)?;
         }
         let cors = cors_headers(session, ctx);

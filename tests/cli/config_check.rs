@@ -125,6 +125,9 @@ bad_configs! {
         r#"config/bad/server.tls_clients_invalid.yaml:16:9: server.tls_invalid: server.tls.passthrough[0]: upstream "argocd": no upstream with this name"#,
         r#"config/bad/server.tls_clients_invalid.yaml:17:9: server.tls_invalid: server.tls.passthrough[1]: upstream "api" has tls: true; a passthrough pool carries the client's own TLS"#,
     ],
+    routes_location_rewrite_invalid: "config/bad/routes.location_rewrite_invalid.yaml" => [
+        r#"config/bad/routes.location_rewrite_invalid.yaml:7:122: routes.location_rewrite_invalid: routes[0].location_rewrite.to "https://shop example/": no space or control byte"#,
+    ],
     routes_mirror_invalid: "config/bad/routes.mirror_invalid.yaml" => [
         "config/bad/routes.mirror_invalid.yaml:10:68: routes.mirror_invalid: routes[0].mirror: a mirror pool speaks plain HTTP (tls: false)",
         r#"config/bad/routes.mirror_invalid.yaml:11:101: routes.mirror_invalid: routes[1].mirror.host "bad host/": not a host name"#,

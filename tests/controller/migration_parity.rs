@@ -480,6 +480,37 @@ async fn proxy_cookie_domain_and_path_rewrite_the_upstreams_cookies() {
     );
 }
 
+/// `proxy-redirect-from` and `-to`: an application that redirects to its
+/// internal address sends the browser to the public one, the rest of the
+/// URL kept (nginx's `proxy_redirect`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_redirect_rewrites_the_upstreams_location() {
+    let app = std::net::SocketAddr::from(([127, 3, 3, 2], free_addr().port()));
+    let moved = "location: http://app.shop.svc:8080/cart/done?to=http://app.shop.svc:8080/\r\n\
+                 refresh: 3; url=http://app.shop.svc:8080/home\r\n";
+    pod_with(app, moved, "ok".into()).await;
+    let api = shop_api(&app);
+    let mut ing = shop_ingress("app", "app.lab", "/");
+    ing["metadata"]["annotations"] = json!({
+        format!("{P}/proxy-redirect-from"): "http://app.shop.svc:8080/",
+        format!("{P}/proxy-redirect-to"): "https://app.lab/",
+    });
+    api.apply(ing);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    let r = client()
+        .get(gw.url("/"))
+        .header("host", "app.lab")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["location"],
+        "https://app.lab/cart/done?to=http://app.shop.svc:8080/"
+    );
+    assert_eq!(r.headers()["refresh"], "3; url=https://app.lab/home");
+}
+
 /// `server-alias`: each alias serves the Ingress's paths as its host does,
 /// but an alias an older Ingress names as its host is that Ingress's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

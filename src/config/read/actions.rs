@@ -110,7 +110,35 @@ pub(super) fn actions(
             .get("error_pages")
             .and_then(|e| error_pages(r, &e, config)),
         mirror: f.get("mirror").and_then(|m| mirror(r, &m, config)),
+        location_rewrite: f
+            .get("location_rewrite")
+            .and_then(|l| location_rewrite(r, &l)),
     }
+}
+
+/// `location_rewrite: {from, to}`: text without spaces or control bytes.
+fn location_rewrite(r: &mut Reader<'_>, at: &At<'_>) -> Option<(String, String)> {
+    let g = r.mapping(at, schema::FROM_TO)?;
+    let (Some(from_at), Some(to_at)) = (g.get("from"), g.get("to")) else {
+        let absent = if g.get("from").is_none() {
+            "from"
+        } else {
+            "to"
+        };
+        missing(r, at, absent);
+        return None;
+    };
+    let (from, to) = (r.string(&from_at)?, r.string(&to_at)?);
+    for (v, at) in [(&from, &from_at), (&to, &to_at)] {
+        if !v.bytes().all(|b| b.is_ascii_graphic()) {
+            r.error_value(
+                at,
+                "routes.location_rewrite_invalid",
+                "no space or control byte",
+            );
+        }
+    }
+    Some((from, to))
 }
 
 /// `cookie_rewrite: {domain: {from, to}, path: {from, to}}`: attribute

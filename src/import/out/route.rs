@@ -63,6 +63,8 @@ pub struct RouteKeys {
     pub error_pages: Option<ErrorPages>,
     /// `mirror-target`: `mirror`.
     pub mirror: Option<Mirror>,
+    /// `proxy-redirect-from` and `-to`: `location_rewrite`.
+    pub location_rewrite: Option<(String, String)>,
 }
 
 /// `mirror`.
@@ -285,13 +287,24 @@ impl RouteKeys {
         f.maybe(RouteKey::Retries, self.retries.as_ref().map(retries));
         f.maybe(RouteKey::Cors, self.cors.as_ref().map(cors));
         f.maybe(RouteKey::Canary, self.canary.as_ref().map(canary));
+        self.write_answers(f);
+        if let Some(status) = self.direct {
+            let mut direct = Fields::default();
+            direct.put(DirectKey::Status, u64::from(status));
+            f.put(RouteKey::DirectResponse, direct.node());
+        }
+    }
+
+    /// What rewrites or copies the exchange: `cookie_rewrite`,
+    /// `error_pages`, `location_rewrite` and `mirror`.
+    fn write_answers(&self, f: &mut Fields) {
+        let pair = |(from, to): &(String, String)| {
+            let mut g = Fields::default();
+            g.put(FromToKey::From, from.as_str());
+            g.put(FromToKey::To, to.as_str());
+            g.node()
+        };
         if self.cookie_domain.is_some() || self.cookie_path.is_some() {
-            let pair = |(from, to): &(String, String)| {
-                let mut g = Fields::default();
-                g.put(FromToKey::From, from.as_str());
-                g.put(FromToKey::To, to.as_str());
-                g.node()
-            };
             let mut c = Fields::default();
             c.maybe(
                 CookieRewriteKey::Domain,
@@ -317,17 +330,16 @@ impl RouteKeys {
             e.put(ErrorPagesKey::Headers, Node::Map(headers));
             f.put(RouteKey::ErrorPages, e.node());
         }
+        f.maybe(
+            RouteKey::LocationRewrite,
+            self.location_rewrite.as_ref().map(pair),
+        );
         if let Some(m) = &self.mirror {
             let mut e = Fields::default();
             e.put(MirrorKey::Upstream, m.upstream.as_str());
             e.maybe(MirrorKey::Host, m.host.clone());
             e.maybe(MirrorKey::Body, (!m.body).then_some(false));
             f.put(RouteKey::Mirror, e.node());
-        }
-        if let Some(status) = self.direct {
-            let mut direct = Fields::default();
-            direct.put(DirectKey::Status, u64::from(status));
-            f.put(RouteKey::DirectResponse, direct.node());
         }
     }
 
