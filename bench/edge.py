@@ -39,6 +39,7 @@ import socket
 import ssl
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -132,9 +133,10 @@ def fairgate(port, up, cert=None, slot=False, gzip=False):
     plain = f'"127.0.0.1:{free_port() if cert else port}"'
     # In a directory of its own: fairgate watches its config's directory,
     # and the logs written beside it would wake it.
-    (WORK / f"fg-{port}").mkdir()
+    # (a port may come round again: each start gets a directory of its own)
+    home = Path(tempfile.mkdtemp(prefix=f"fg-{port}-", dir=WORK)).name
     held = ", concurrency: transfers" if slot else ""
-    conf = write(f"fg-{port}/fairgate.yaml", f"""
+    conf = write(f"{home}/fairgate.yaml", f"""
 server:
   listen: [{plain}]
   threads: 1
@@ -182,8 +184,8 @@ backend be
 
 
 def fairgate_pass(port, backend):
-    (WORK / f"fg-pass-{port}").mkdir()
-    conf = write(f"fg-pass-{port}/fairgate.yaml", f"""
+    home = Path(tempfile.mkdtemp(prefix=f"fg-pass-{port}-", dir=WORK)).name
+    conf = write(f"{home}/fairgate.yaml", f"""
 server:
   listen: ["127.0.0.1:{free_port()}"]
   threads: 1

@@ -5,7 +5,9 @@
 //! gateway hold more than these bounds. Pingora alone would buffer up to
 //! 1 MiB of head per connection, with 60 s per read and no overall deadline.
 //! It holds no policy: its bounds are `server.*` settings, fixed for the
-//! life of the process.
+//! life of the process; what a server name or a TCP service gets (a host's
+//! own handshake, its TLS passed through, bytes to a pool) it asks of the
+//! policy in force through `ByName`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -50,7 +52,8 @@ pub trait ByName: Send + Sync {
     fn admits(&self, client: Option<IpAddr>) -> bool;
 }
 
-/// How a TLS connection is served, by its ClientHello's server name.
+/// How a connection is served: by its ClientHello's server name on the
+/// TLS listener, or by the TCP service it came to.
 pub enum Choice {
     /// The listener's own handshake.
     Listener,
