@@ -94,7 +94,7 @@ async fn an_auth_tls_ingress_asks_its_clients_for_a_certificate_its_secret_signe
     .await;
     let ca = servers.ca();
     assert!(
-        eventually(Duration::from_secs(10), || async {
+        eventually(Duration::from_secs(30), || async {
             get(tls, &ca, Some(&acme)).1 == 200
         })
         .await,
@@ -141,7 +141,7 @@ fn a_tenant_cannot_name_shops_ca(api: &common::kube_api::KubeApi, dir: &Path) {
                 && e["message"].as_str().is_some_and(|m| m.contains(text))
         })
     };
-    let withheld = api.wait_for(Duration::from_secs(10), |api| {
+    let withheld = api.wait_for(Duration::from_secs(30), |api| {
         said(
             api,
             "NotSupported",
@@ -171,7 +171,17 @@ async fn an_ssl_passthrough_ingress_hands_its_tls_to_its_pods() {
         format!("{P}/ssl-passthrough"): "true",
         format!("{P}/backend-protocol"): "HTTPS",
     });
-    api.apply(ing);
+    let ing = api.apply(ing);
+    // The tenant's Ingress comes a second later: the host is shop's (the
+    // oldest claim; one of the same second would be decided by name).
+    let created = ing["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let later = api.wait_for(Duration::from_secs(3), |_| {
+        common::kube_api::now_rfc3339() > created
+    });
+    assert!(later);
     let tls = free_addr();
     let _gw = controller(
         &tls_base(&servers, tls),
@@ -180,7 +190,7 @@ async fn an_ssl_passthrough_ingress_hands_its_tls_to_its_pods() {
     )
     .await;
     assert!(
-        eventually(Duration::from_secs(10), || async {
+        eventually(Duration::from_secs(30), || async {
             served_serial(tls, Some("argo.lab")) == "3A01"
         })
         .await,
@@ -204,7 +214,7 @@ async fn an_ssl_passthrough_ingress_hands_its_tls_to_its_pods() {
         .kubectl(dir.path())
         .run(&["-n", "evil", "create", "-f", "-"], &grab.to_string());
     assert_eq!(ran.code, 0, "{}", ran.stderr);
-    let withheld = api.wait_for(Duration::from_secs(10), |api| {
+    let withheld = api.wait_for(Duration::from_secs(30), |api| {
         api.list("v1/events", "evil").iter().any(|e| {
             e["involvedObject"]["name"] == "grab"
                 && e["message"]
