@@ -176,6 +176,14 @@ pub fn protocol_of(draft: &Draft<'_>, ing: &Object) -> Protocol {
     }
 }
 
+/// Which of `keys` the Ingress's annotations give, in `keys`' order.
+pub fn present<'k>(keys: &[&'k str], ann: &BTreeMap<String, String>) -> Vec<&'k str> {
+    keys.iter()
+        .copied()
+        .filter(|k| ann.contains_key(*k))
+        .collect()
+}
+
 /// Reads every annotation of a main Ingress once, reporting each.
 pub fn plan(draft: &mut Draft<'_>, ing: &Object) -> Plan {
     let mut ann = of(ing, &draft.options.annotation_prefix);

@@ -35,11 +35,7 @@ pub fn read(
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
 ) {
-    let given: Vec<&str> = KEYS
-        .iter()
-        .copied()
-        .filter(|k| ann.contains_key(*k))
-        .collect();
+    let given = super::annotations::present(KEYS, ann);
     if given.is_empty() {
         return;
     }

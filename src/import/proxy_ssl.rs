@@ -29,11 +29,7 @@ pub fn read(
     plan: &mut Plan,
     lines: &mut Vec<(String, Verdict)>,
 ) {
-    let present: Vec<&str> = KEYS
-        .iter()
-        .copied()
-        .filter(|k| ann.contains_key(*k))
-        .collect();
+    let present = super::annotations::present(KEYS, ann);
     if present.is_empty() {
         return;
     }
