@@ -57,6 +57,67 @@ impl Pki {
         self.dir.join(format!("{}-ca.pem", self.name))
     }
 
+    /// An intermediate CA `name` signed by this one (its files
+    /// `<name>-ca.pem` and `.key` beside this CA's), signing leaves of its
+    /// own; `<name>-chain.pem` holds its certificate and those above it
+    /// up to (not including) the root, as a client sends them.
+    pub fn intermediate(&self, name: &str) -> Pki {
+        let (ca, parent) = (format!("{name}-ca"), format!("{}-ca", self.name));
+        let ext = format!("{ca}.ext");
+        let text = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
+        std::fs::write(self.dir.join(&ext), text).unwrap();
+        let subject = format!("/CN={name} test CA");
+        let (key, csr, pem) = (
+            format!("{ca}.key"),
+            format!("{ca}.csr"),
+            format!("{ca}.pem"),
+        );
+        let new_key = [
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ];
+        let rest = ["-nodes", "-subj", &subject, "-keyout", &key, "-out", &csr];
+        openssl(&[&new_key[..], &rest[..]].concat(), &self.dir);
+        let (parent_pem, parent_key) = (format!("{parent}.pem"), format!("{parent}.key"));
+        let sign = [
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &parent_pem,
+            "-CAkey",
+            &parent_key,
+            "-set_serial",
+            "0x7E",
+            "-days",
+            "25",
+            "-extfile",
+            &ext,
+            "-out",
+            &pem,
+        ];
+        openssl(&sign, &self.dir);
+        let mut chain = std::fs::read(self.dir.join(&pem)).unwrap();
+        if let Ok(above) = std::fs::read(self.dir.join(format!("{}-chain.pem", self.name))) {
+            chain.extend(above);
+        }
+        std::fs::write(self.dir.join(format!("{name}-chain.pem")), chain).unwrap();
+        Pki {
+            dir: self.dir.clone(),
+            name: name.to_string(),
+        }
+    }
+
+    /// The intermediates from this CA up to the root (empty for a root).
+    pub fn chain(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join(format!("{}-chain.pem", self.name))).unwrap_or_default()
+    }
+
     /// A leaf `<file>.pem` / `<file>.key` for `sans` (DNS names), with
     /// `serial` (hex), subject `/CN=<cn>`, signed by this CA.
     pub fn leaf(&self, file: &str, cn: &str, sans: &[&str], serial: &str) -> (PathBuf, PathBuf) {

@@ -106,6 +106,11 @@ impl EchoProcess {
 
     /// Requests this process has answered (`/__echo/stats` is not counted).
     pub fn requests(&self) -> u64 {
+        self.stats()["requests"].as_u64().expect("a request count")
+    }
+
+    /// Its `/__echo/stats`: `requests`, `in_flight`, `max_in_flight`.
+    pub fn stats(&self) -> serde_json::Value {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(self.addr).expect("reach the echo process");
         s.write_all(b"GET /__echo/stats HTTP/1.0\r\nHost: echo\r\n\r\n")
@@ -113,8 +118,7 @@ impl EchoProcess {
         let mut answer = String::new();
         s.read_to_string(&mut answer).unwrap();
         let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        let stats: serde_json::Value = serde_json::from_str(body).expect("stats JSON");
-        stats["requests"].as_u64().expect("a request count")
+        serde_json::from_str(body).expect("stats JSON")
     }
 }
 

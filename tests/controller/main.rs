@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod annotations_routing;
+mod annotations_served;
 mod fourth_attack;
 mod fourth_attack_bounds;
 mod gateway_api_attack;

@@ -625,7 +625,8 @@ async fn custom_http_errors_are_answered_by_the_default_backend() {
 /// `mirror-target` through the controller: copies go to the endpoints of
 /// a Service of the Ingress's own namespace, the client is answered by its
 /// own Service; a tenant pointing its copies at another namespace's
-/// Service (or anywhere else) gets none, and is told so.
+/// Service (or anywhere else) gets none, and is told so. With
+/// `mirror-request-body: "off"` a copy carries no body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirrored_requests_reach_the_namespaces_own_service_only() {
     let echo = EchoProcess::start();
@@ -638,6 +639,12 @@ async fn mirrored_requests_reach_the_namespaces_own_service_only() {
         format!("{P}/mirror-host"): "shadow.internal",
     });
     api.apply(ing);
+    let mut bodiless = shop_ingress("bodiless", "bodiless.lab", "/");
+    bodiless["metadata"]["annotations"] = json!({
+        format!("{P}/mirror-target"): "http://shadow.shop.svc.cluster.local/$request_uri",
+        format!("{P}/mirror-request-body"): "off",
+    });
+    api.apply(bodiless);
     api.apply(with_annotation(
         "elsewhere",
         "elsewhere.lab",
@@ -665,6 +672,16 @@ async fn mirrored_requests_reach_the_namespaces_own_service_only() {
         .headers()
         .contains(&("host".into(), "shadow.internal".into())));
     assert_eq!(copy.body_bytes, 4);
+    // mirror-request-body: "off": the copy has no body.
+    let r = c
+        .post(gw.url("/x"))
+        .header("host", "bodiless.lab")
+        .body("item");
+    assert_eq!(r.send().await.unwrap().status(), 200);
+    assert!(eventually(Duration::from_secs(5), || async { shadow.count() >= 2 }).await);
+    let copy = shadow.received()[1].clone();
+    assert_eq!(copy.request_line(), "POST /x HTTP/1.1");
+    assert_eq!(copy.body_bytes, 0);
     assert_eq!(status(&gw, "elsewhere.lab").await, 200);
     assert!(warned(
         &api,

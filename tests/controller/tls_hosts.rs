@@ -225,3 +225,177 @@ async fn an_ssl_passthrough_ingress_hands_its_tls_to_its_pods() {
     assert!(withheld, "{:#?}", api.list("v1/events", "evil"));
     assert_eq!(served_serial(tls, Some("argo.lab")), "3A01");
 }
+
+/// A GET of `/` on `host` through the TLS listener by `openssl s_client`
+/// holding `cert` (its certificate, key and the intermediates it sends):
+/// the answer's status (0: the handshake or the answer failed).
+fn s_client_status(
+    tls: std::net::SocketAddr,
+    host: &str,
+    ca: &Path,
+    cert: Option<(&Path, &Path, &Path)>,
+) -> (u16, String) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-quiet", "-verify_return_error"])
+        .args(["-connect", &tls.to_string(), "-servername", host])
+        .arg("-CAfile")
+        .arg(ca);
+    if let Some((c, k, chain)) = cert {
+        cmd.arg("-cert").arg(c).arg("-key").arg(k);
+        cmd.arg("-cert_chain").arg(chain);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl is needed: apt-get install openssl");
+    let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(request.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (status_of(&text), text)
+}
+
+/// `auth-tls-verify-depth` and `auth-tls-error-page` seen by `openssl
+/// s_client`: a partner whose certificate hangs under two intermediates
+/// it sends gets in where the depth is 2 and fails the handshake where it
+/// is 1, a client without a certificate is sent to the error page; and
+/// the redirects to HTTPS (`ssl-redirect`, `force-ssl-redirect`) and the
+/// name checked on a backend's certificate (`proxy-ssl-name`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_annotations_are_served_to_openssl_s_client() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Pki::new(dir.path(), "servers");
+    let partners = Pki::new(dir.path(), "partners");
+    let squad = partners.intermediate("team").intermediate("squad");
+    let (dev, dev_key) = squad.leaf("dev", "dev-gateway", &[], "4B01");
+    let dev_chain = dir.path().join("squad-chain.pem");
+    assert_eq!(std::fs::read(&dev_chain).unwrap(), squad.chain());
+    let hosts = [
+        "deep1.lab",
+        "deep2.lab",
+        "help.lab",
+        "secure.lab",
+        "open.lab",
+    ];
+    api.apply(secret_for(&servers, "shop", "shop-tls", &hosts, "0b"));
+    api.apply(ca_secret("shop", "partner-ca", &partners.ca()));
+    let guarded = |name: &str, host: &str, more: Value| {
+        let mut ing = shop_ingress(name, host, "/");
+        ing["spec"]["tls"] = json!([{"hosts": [host], "secretName": "shop-tls"}]);
+        let mut annotations = json!({
+            format!("{P}/auth-tls-secret"): "shop/partner-ca",
+            format!("{P}/auth-tls-verify-client"): "on",
+        });
+        for (k, v) in more.as_object().unwrap() {
+            annotations[format!("{P}/{k}")] = v.clone();
+        }
+        ing["metadata"]["annotations"] = annotations;
+        ing
+    };
+    api.apply(guarded(
+        "deep1",
+        "deep1.lab",
+        json!({"auth-tls-verify-depth": "1"}),
+    ));
+    api.apply(guarded(
+        "deep2",
+        "deep2.lab",
+        json!({"auth-tls-verify-depth": "2"}),
+    ));
+    let page = "https://help.lab/certificates";
+    api.apply(guarded(
+        "help",
+        "help.lab",
+        json!({"auth-tls-error-page": page}),
+    ));
+    let _pod = redirects_and_backend_names(&api, dir.path()).await;
+    let tls = free_addr();
+    let gw = controller(
+        &tls_base(&servers, tls),
+        &api.kubeconfig(dir.path()),
+        "fairgate-0",
+    )
+    .await;
+    let ca = servers.ca();
+    let dev = Some((dev.as_path(), dev_key.as_path(), dev_chain.as_path()));
+    let served = eventually(Duration::from_secs(30), || async {
+        s_client_status(tls, "deep2.lab", &ca, dev).0 == 200
+    })
+    .await;
+    assert!(served, "{:#?}", api.list("v1/events", "shop"));
+    let (status, answer) = s_client_status(tls, "deep1.lab", &ca, dev);
+    assert_eq!(status, 0, "{answer}");
+    let (status, answer) = s_client_status(tls, "help.lab", &ca, None);
+    assert_eq!(status, 302, "{answer}");
+    assert!(
+        answer.contains(&format!("\r\nlocation: {page}\r\n")),
+        "{answer}"
+    );
+
+    assert_redirects_and_backend_names(&gw).await;
+}
+
+/// The Ingresses of `tls_annotations_are_served_to_openssl_s_client`'s
+/// second half: `secure.lab` (a TLS section), `open.lab` (one with
+/// `ssl-redirect: "false"`), `forced.lab` (none, `force-ssl-redirect`),
+/// and two Ingresses of an HTTPS backend whose certificate is for
+/// `api.internal`, one naming it with `proxy-ssl-name`: that backend.
+async fn redirects_and_backend_names(api: &common::kube_api::KubeApi, dir: &Path) -> SServer {
+    let tls = json!([{"hosts": ["secure.lab", "open.lab"], "secretName": "shop-tls"}]);
+    let mut secure = shop_ingress("secure", "secure.lab", "/");
+    secure["spec"]["tls"] = tls.clone();
+    api.apply(secure);
+    let mut open = shop_ingress("open", "open.lab", "/");
+    open["spec"]["tls"] = tls;
+    open["metadata"]["annotations"] = json!({format!("{P}/ssl-redirect"): "false"});
+    api.apply(open);
+    let mut forced = shop_ingress("forced", "forced.lab", "/");
+    forced["metadata"]["annotations"] = json!({format!("{P}/force-ssl-redirect"): "true"});
+    api.apply(forced);
+
+    let pods = Pki::new(dir, "pods");
+    let (cert, key) = pods.leaf("api", "api", &["api.internal"], "5C01");
+    let pod = SServer::start(&cert, &key).await;
+    backend(api, "shop", "tlsapp", &pod.addr);
+    api.apply(ca_secret("shop", "pods-ca", &pods.ca()));
+    for (name, sni) in [("named", Some("api.internal")), ("unnamed", None)] {
+        let host = format!("{name}.lab");
+        let mut ing = ingress("shop", name, Some("fairgate"), &host, "/", "tlsapp");
+        ing["metadata"]["annotations"] = json!({
+            format!("{P}/backend-protocol"): "HTTPS",
+            format!("{P}/proxy-ssl-verify"): "on",
+            format!("{P}/proxy-ssl-secret"): "shop/pods-ca",
+        });
+        if let Some(sni) = sni {
+            ing["metadata"]["annotations"][format!("{P}/proxy-ssl-name")] = json!(sni);
+        }
+        api.apply(ing);
+    }
+    pod
+}
+
+async fn assert_redirects_and_backend_names(gw: &Gateway) {
+    let plain = |host: &str| {
+        let request =
+            format!("GET /cart?id=7 HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let addr = gw.listen;
+        async move { raw_http(addr, &request).await }
+    };
+    for host in ["secure.lab", "forced.lab"] {
+        let answer = plain(host).await;
+        assert_eq!(status_of(&answer), 308, "{answer}");
+        let location = format!("\r\nlocation: https://{host}/cart?id=7\r\n");
+        assert!(answer.to_ascii_lowercase().contains(&location), "{answer}");
+    }
+    assert_eq!(status_of(&plain("open.lab").await), 200);
+    assert_eq!(host_status(gw, "named.lab", "/").await, 200);
+    assert_eq!(host_status(gw, "unnamed.lab", "/").await, 502);
+}

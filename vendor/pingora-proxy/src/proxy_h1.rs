@@ -342,6 +342,15 @@ where
                             }
                         },
                         Err(e) => {
+                           // fairgate patch: a write that timed out means the upstream stopped
+                           // reading the request; waiting for its response would hold the client
+                           // until the read timeout, so the exchange fails now (nginx's
+                           // proxy_send_timeout answers 504 at once). Other send errors still
+                           // drain, as an upstream may have answered early (413) and closed.
+                           if e.etype() == &WriteTimedout {
+                               let _ = tx.send(HttpTask::Failed(e.into_up())).await;
+                               return Ok(false);
+                           }
                            warn!("send error, draining read buf: {e}");
                            request_done = true;
 
