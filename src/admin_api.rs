@@ -190,7 +190,8 @@ async fn reset(shared: &Shared, tenant: &str, limit: &str) -> Response<Vec<u8>> 
 /// from, and that text with any password in a URL replaced by `***`.
 fn policy(shared: &Shared) -> Response<Vec<u8>> {
     let policy = shared.policy.load();
-    let digest = ring::digest::digest(&ring::digest::SHA256, policy.source.text().as_bytes());
+    let digest =
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, policy.source.text().as_bytes());
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     json_response(
         200,
@@ -271,8 +272,8 @@ fn names_a_secret(key: &str) -> bool {
 /// where they differ nor how long the token is.
 fn same(a: &[u8], b: &[u8]) -> bool {
     let (a, b) = (
-        ring::digest::digest(&ring::digest::SHA256, a),
-        ring::digest::digest(&ring::digest::SHA256, b),
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, a),
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b),
     );
     a.as_ref()
         .iter()

@@ -189,7 +189,7 @@ impl ApiKeys {
         if key.is_empty() || key.len() > MAX_KEY_BYTES {
             return Err(ApiKeyError::Unknown);
         }
-        let computed = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+        let computed = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
         let computed: &[u8] = computed.as_ref();
         let Ok(digest) = <[u8; 32]>::try_from(computed) else {
             return Err(ApiKeyError::Unknown);

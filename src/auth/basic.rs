@@ -12,9 +12,9 @@ use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use aws_lc_rs::digest;
 use base64::Engine;
 use md5::{Digest, Md5};
-use ring::digest;
 
 /// Longest `Authorization` value read, in bytes.
 const MAX_HEADER_BYTES: usize = 4096;

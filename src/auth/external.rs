@@ -320,7 +320,7 @@ impl ExternalAuth {
         if session.is_empty() {
             return None;
         }
-        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut context = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
         // Each part with its length: no two requests' parts run together.
         let mut part = |bytes: &[u8]| {
             context.update(&(bytes.len() as u64).to_be_bytes());
@@ -604,7 +604,7 @@ fn client(private: &[CertificateDer<'static>]) -> Option<Arc<reqwest::Client>> {
     use std::collections::HashMap;
     type Clients = Mutex<HashMap<[u8; 32], Weak<reqwest::Client>>>;
     static CLIENTS: OnceLock<Clients> = OnceLock::new();
-    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut digest = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
     for der in private {
         digest.update(&(der.len() as u64).to_be_bytes());
         digest.update(der);

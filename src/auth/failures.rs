@@ -37,7 +37,7 @@ pub struct UserKey([u8; 32]);
 
 impl UserKey {
     pub fn new(method: &str, user: &str) -> Self {
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
         ctx.update(method.as_bytes());
         ctx.update(b"\0");
         ctx.update(user.as_bytes());

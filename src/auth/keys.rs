@@ -134,7 +134,7 @@ pub fn public_key(kid: Option<&str>, alg: &str, pem: Pem) -> Result<VerifyKey, K
 /// Whether `pem`'s first block (the one jsonwebtoken reads) is a public
 /// key `alg` verifies with: a `PUBLIC KEY` (SubjectPublicKeyInfo) of
 /// rsaEncryption for RS*/PS*, of the ECDSA curve of `alg` with an
-/// uncompressed point (P-256 for ES256, P-384 for ES384; ring verifies with
+/// uncompressed point (P-256 for ES256, P-384 for ES384; aws-lc-rs verifies with
 /// no other), or Ed25519; or a PKCS#1 `RSA PUBLIC KEY` for RS*/PS*.
 fn public_key_of(alg: Algorithm, pem: &[u8]) -> Result<(), &'static str> {
     use x509_parser::oid_registry::{

@@ -407,7 +407,7 @@ impl Pins {
 /// a value is only ever looked up among one pool's targets.
 fn pin(cookie: &str, addr: std::net::SocketAddr) -> String {
     let message = format!("{cookie}\0{addr}");
-    let tag = ring::hmac::sign(affinity_key(), message.as_bytes());
+    let tag = aws_lc_rs::hmac::sign(affinity_key(), message.as_bytes());
     let mut out = String::with_capacity(32);
     for b in &tag.as_ref()[..16] {
         out.push_str(&format!("{b:02x}"));
@@ -418,19 +418,19 @@ fn pin(cookie: &str, addr: std::net::SocketAddr) -> String {
 /// The key affinity cookies are signed with: `FAIRGATE_AFFINITY_KEY` (the
 /// same on every replica, so a cookie one gave is honoured by all), else
 /// one drawn at start (a cookie then holds on this process only).
-fn affinity_key() -> &'static ring::hmac::Key {
-    static KEY: std::sync::OnceLock<ring::hmac::Key> = std::sync::OnceLock::new();
+fn affinity_key() -> &'static aws_lc_rs::hmac::Key {
+    static KEY: std::sync::OnceLock<aws_lc_rs::hmac::Key> = std::sync::OnceLock::new();
     KEY.get_or_init(|| {
         let secret = match shared_key() {
             Some(k) => k.into_bytes(),
             None => {
                 let mut k = [0u8; 32];
-                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut k)
+                aws_lc_rs::rand::SecureRandom::fill(&aws_lc_rs::rand::SystemRandom::new(), &mut k)
                     .expect("the system's random source");
                 k.to_vec()
             }
         };
-        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &secret)
+        aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &secret)
     })
 }
 

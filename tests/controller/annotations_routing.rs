@@ -211,7 +211,10 @@ fn every_mapped_annotation_is_served_by_a_controller_test() {
         .map(|f| std::fs::read_to_string(format!("{root}/tests/controller/{f}")).unwrap())
         .collect();
     for text in &sources {
-        assert!(text.contains("controller("), "a file that starts no controller");
+        assert!(
+            text.contains("controller("),
+            "a file that starts no controller"
+        );
     }
     let mut missing = Vec::new();
     let mut mapped = 0;

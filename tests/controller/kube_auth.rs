@@ -151,7 +151,7 @@ async fn an_ingress_names_a_base_method_and_its_keys_name_the_tenant() {
     // The base's API keys (in a cluster: a Secret mounted as the keys
     // file); `printf %s key-acme-0001 | sha256sum`.
     let digest = {
-        let d = ring::digest::digest(&ring::digest::SHA256, b"key-acme-0001");
+        let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b"key-acme-0001");
         d.as_ref()
             .iter()
             .map(|b| format!("{b:02x}"))

@@ -292,7 +292,7 @@ async fn a_header_keyed_cache_holds_only_for_what_the_service_decided_by() {
 
 /// SHA-256 hex of `text`, as a keys file holds it.
 fn sha256_hex(text: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -439,7 +439,10 @@ async fn http2_requests_cannot_forge_answers_nor_redirect_elsewhere() {
 /// An htpasswd SHA-1 entry (`htpasswd -s`).
 fn sha1_entry(user: &str, password: &str) -> String {
     use base64::Engine as _;
-    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, password.as_bytes());
+    let digest = aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY,
+        password.as_bytes(),
+    );
     let encoded = base64::engine::general_purpose::STANDARD.encode(digest.as_ref());
     format!("{user}:{{SHA}}{encoded}")
 }

@@ -327,15 +327,17 @@ async fn a_user_htpasswd_removes_is_refused_after_the_reload() {
 }
 
 fn sha256_hex(key: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// 40 random hex digits: a key no other text could contain by chance.
 fn random_key() -> String {
-    use ring::rand::SecureRandom;
+    use aws_lc_rs::rand::SecureRandom;
     let mut bytes = [0u8; 20];
-    ring::rand::SystemRandom::new().fill(&mut bytes).unwrap();
+    aws_lc_rs::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .unwrap();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
