@@ -103,6 +103,31 @@ pub struct Metrics {
     pub external_auth_open: IntGaugeVec,
     /// Spans handed to the OTLP exporter, by `exported` or `failed`.
     pub trace_spans: IntCounterVec,
+    /// Requests by `HTTP_LABELS`, `method` (`METHODS`) and `status` (the
+    /// code): ingress-nginx's `nginx_ingress_controller_requests`.
+    pub http_requests: IntCounterVec,
+    /// Whole-request time, request and response body sizes, by `HTTP_LABELS`.
+    pub http_duration: HistogramVec,
+    pub http_request_size: HistogramVec,
+    pub http_response_size: HistogramVec,
+}
+
+/// The labels of the ingress-style request series: where the route came
+/// from (`namespace`, `ingress` and `service` in controller mode, empty for
+/// a file's routes), its name, and its host as the policy writes it (never
+/// the client's `Host`).
+pub const HTTP_LABELS: [&str; 5] = ["namespace", "ingress", "service", "route", "host"];
+
+/// The `method` label's values; any other method is `other`.
+pub const METHODS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "other",
+];
+
+fn method_index(method: &http::Method) -> usize {
+    METHODS[..9]
+        .iter()
+        .position(|m| *m == method.as_str())
+        .unwrap_or(9)
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -144,6 +169,17 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
         .expect("unique metric");
     g
 }
+
+/// Body sizes in bytes: 100 B to 100 MiB.
+const SIZES: &[f64] = &[
+    100.0,
+    1024.0,
+    10240.0,
+    102400.0,
+    1048576.0,
+    10485760.0,
+    104857600.0,
+];
 
 const LATENCY: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -398,6 +434,33 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Spans sent to the OTLP endpoint, by result (exported, failed).",
             &["result"],
         ),
+        http_requests: counter(
+            &r,
+            "fairgate_http_requests_total",
+            "Requests answered, by namespace, ingress, service, route, host, method and status.",
+            &[&HTTP_LABELS[..], &["method", "status"]].concat(),
+        ),
+        http_duration: histogram(
+            &r,
+            "fairgate_http_request_duration_seconds",
+            "Time from request header to the end of the response, by namespace, ingress, service, route and host.",
+            &HTTP_LABELS,
+            LATENCY.to_vec(),
+        ),
+        http_request_size: histogram(
+            &r,
+            "fairgate_http_request_size_bytes",
+            "Request body bytes received, by namespace, ingress, service, route and host.",
+            &HTTP_LABELS,
+            SIZES.to_vec(),
+        ),
+        http_response_size: histogram(
+            &r,
+            "fairgate_http_response_size_bytes",
+            "Response body bytes sent, by namespace, ingress, service, route and host.",
+            &HTTP_LABELS,
+            SIZES.to_vec(),
+        ),
         registry: r,
     }
 });
@@ -521,12 +584,36 @@ pub struct RouteMetrics {
     pub upstream: Histogram,
     /// For each limit the route spends, in order, one counter per `OUTCOMES`.
     pub decisions: Vec<[IntCounter; 3]>,
+    /// The ingress-style series (`HTTP_LABELS`).
+    http: HttpSeries,
+}
+
+/// A route's `fairgate_http_*` series: the histograms, and the request
+/// counters of each method and status seen so far (made at first use: a
+/// route answers a handful of statuses, never all 500).
+struct HttpSeries {
+    labels: [String; 5],
+    duration: Histogram,
+    request_size: Histogram,
+    response_size: Histogram,
+    requests: std::sync::RwLock<Vec<(usize, u16, IntCounter)>>,
+}
+
+/// What one finished request adds to its route's ingress-style series.
+pub struct Exchange<'a> {
+    pub method: &'a http::Method,
+    pub status: u16,
+    pub seconds: f64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
 }
 
 impl RouteMetrics {
-    /// `route` is the route's name; `limits` the names of the limits it spends.
-    pub fn new(route: &str, limits: &[&str]) -> Self {
+    /// `route` is the route's name; `limits` the names of the limits it
+    /// spends; `labels` its `HTTP_LABELS` values.
+    pub fn new(route: &str, limits: &[&str], labels: [String; 5]) -> Self {
         let m = &*METRICS;
+        let refs = labels.each_ref().map(String::as_str);
         RouteMetrics {
             requests: STATUS_CLASSES.map(|class| m.requests.with_label_values(&[route, class])),
             duration: m.request_duration.with_label_values(&[route]),
@@ -535,10 +622,50 @@ impl RouteMetrics {
                 .iter()
                 .map(|limit| OUTCOMES.map(|o| m.decisions.with_label_values(&[route, limit, o])))
                 .collect(),
+            http: HttpSeries {
+                duration: m.http_duration.with_label_values(&refs),
+                request_size: m.http_request_size.with_label_values(&refs),
+                response_size: m.http_response_size.with_label_values(&refs),
+                requests: Default::default(),
+                labels,
+            },
         }
     }
 
     pub fn requests(&self, status: u16) -> &IntCounter {
         &self.requests[status_index(status)]
+    }
+
+    /// Counts a finished request in the ingress-style series.
+    pub fn exchange(&self, e: &Exchange<'_>) {
+        let h = &self.http;
+        h.duration.observe(e.seconds);
+        h.request_size.observe(e.request_bytes as f64);
+        h.response_size.observe(e.response_bytes as f64);
+        let method = method_index(e.method);
+        let status = if (100..=599).contains(&e.status) {
+            e.status
+        } else {
+            0
+        };
+        let find = |list: &[(usize, u16, IntCounter)]| {
+            list.iter()
+                .find(|(m, s, _)| *m == method && *s == status)
+                .map(|(_, _, c)| c.inc())
+                .is_some()
+        };
+        if find(&h.requests.read().unwrap_or_else(|p| p.into_inner())) {
+            return;
+        }
+        let mut list = h.requests.write().unwrap_or_else(|p| p.into_inner());
+        if find(&list) {
+            return;
+        }
+        let code = status.to_string();
+        let labels = h.labels.each_ref().map(String::as_str);
+        let values = [&labels[..], &[METHODS[method], &code]].concat();
+        let counter = METRICS.http_requests.with_label_values(&values);
+        counter.inc();
+        list.push((method, status, counter));
     }
 }

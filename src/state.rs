@@ -103,7 +103,10 @@ impl Policy {
 impl Policy {
     /// The metric series of a route (`None`: no route matched).
     pub fn route_metrics(&self, route: Option<usize>) -> &RouteMetrics {
-        static NONE: LazyLock<RouteMetrics> = LazyLock::new(|| RouteMetrics::new("none", &[]));
+        static NONE: LazyLock<RouteMetrics> = LazyLock::new(|| {
+            let labels = ["", "", "", "none", ""].map(String::from);
+            RouteMetrics::new("none", &[], labels)
+        });
         let Some((series, route)) =
             route.and_then(|i| Some((self.metrics.get(i)?, &self.config.routes[i])))
         else {
@@ -112,9 +115,27 @@ impl Policy {
         series.get_or_init(|| {
             let limits = self.config.route_limits(route);
             let limits: Vec<&str> = limits.iter().map(|l| l.name.as_str()).collect();
-            RouteMetrics::new(&route.name, &limits)
+            RouteMetrics::new(&route.name, &limits, http_labels(route))
         })
     }
+}
+
+/// A route's `HTTP_LABELS` values: its origin's namespace, object and
+/// Service (empty for a file's routes), its name, and its host as written.
+fn http_labels(route: &crate::config::Route) -> [String; 5] {
+    let host = match &route.host {
+        Some(crate::config::HostMatch::Exact(h)) => h.clone(),
+        Some(crate::config::HostMatch::Suffix(s)) => format!("*{s}"),
+        None => String::new(),
+    };
+    let origin = route.origin.as_deref().cloned().unwrap_or_default();
+    [
+        origin.namespace,
+        origin.object,
+        origin.service,
+        route.name.clone(),
+        host,
+    ]
 }
 
 /// State shared by the proxy, the admin listener and background tasks.

@@ -25,6 +25,29 @@ use crate::config::{Config, Kubernetes, Problems};
 use crate::import::{self, Object, Verdict};
 use crate::k8s::Kind;
 
+/// Each route made from a served object gets that object as its origin
+/// (the request metrics' `namespace`, `ingress` and `service` labels); the
+/// Service is the one whose endpoints make the route's pool.
+fn label_routes(config: &mut Config, served: &[Object], bindings: &[import::Binding]) {
+    let served: Vec<&Object> = served.iter().collect();
+    let owner = super::origins::Owner::new(&served);
+    let services: HashMap<&str, &str> = bindings
+        .iter()
+        .filter_map(|b| Some((b.pool.as_deref()?, b.service.as_str())))
+        .collect();
+    for route in &mut config.routes {
+        let Some(o) = owner.of(&route.name) else {
+            continue;
+        };
+        let service = services.get(route.upstream.as_str()).copied();
+        route.origin = Some(Arc::new(crate::config::RouteOrigin {
+            namespace: o.namespace.clone(),
+            object: o.name.clone(),
+            service: service.unwrap_or_default().to_string(),
+        }));
+    }
+}
+
 /// What a build says about one Ingress, for its Events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
@@ -137,7 +160,7 @@ impl Composer {
         mut notes: Vec<Note>,
     ) -> Composed {
         let search::Found {
-            checked,
+            mut checked,
             report,
             mut statuses,
             withheld,
@@ -161,6 +184,7 @@ impl Composer {
             .iter()
             .map(|o| (*o).clone())
             .partition(|o| unserved.contains(o.id().as_str()));
+        label_routes(&mut checked.config, &served, &bindings);
         if checked.config.server.tls.is_none() {
             notes.extend(
                 served

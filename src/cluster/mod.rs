@@ -56,6 +56,10 @@ pub struct Controller {
 /// the builder, the Lease and the status writer.
 pub async fn start(shared: Arc<Shared>, base: PathBuf, settings: Kubernetes) -> Arc<Controller> {
     shared.synced.store(false, Ordering::Release);
+    // Both results exist from the start, so `increase()` sees the first.
+    for result in ["ok", "error"] {
+        METRICS.kube_builds.with_label_values(&[result]);
+    }
     let controller = Arc::new(Controller {
         base_changed: Notify::new(),
     });

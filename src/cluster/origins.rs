@@ -236,12 +236,12 @@ impl<'a> Origins<'a> {
 
 /// Which served object a route is of: its name is the object's route
 /// prefix, a dash and a number.
-struct Owner<'o> {
+pub(crate) struct Owner<'o> {
     by_prefix: HashMap<String, &'o Object>,
 }
 
 impl<'o> Owner<'o> {
-    fn new(served: &[&'o Object]) -> Self {
+    pub(crate) fn new(served: &[&'o Object]) -> Self {
         let by_prefix = served
             .iter()
             .map(|o| {
@@ -255,7 +255,7 @@ impl<'o> Owner<'o> {
         Owner { by_prefix }
     }
 
-    fn of(&self, route: &str) -> Option<&'o Object> {
+    pub(crate) fn of(&self, route: &str) -> Option<&'o Object> {
         let (prefix, n) = route.rsplit_once('-')?;
         let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
         numbered

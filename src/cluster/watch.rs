@@ -286,14 +286,15 @@ impl Watch {
             config = config.fields(selector);
         }
         let mut events = watcher(api, config).backoff(Retry::default()).boxed();
+        // At 0 from the start, so `increase()` sees the first error.
+        let errors = METRICS
+            .kube_watch_errors
+            .with_label_values(&[self.kind.name()]);
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => cache.apply(&self.name, event, self.kind),
                 Err(e) => {
-                    METRICS
-                        .kube_watch_errors
-                        .with_label_values(&[self.kind.name()])
-                        .inc();
+                    errors.inc();
                     tracing::warn!(kind = self.kind.name(), error = %e, "kubernetes.watch_error");
                 }
             }

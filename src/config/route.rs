@@ -96,6 +96,20 @@ pub struct Route {
     pub actions: Actions,
     /// Where the route is written (`routes[i]`).
     pub place: Place,
+    /// Controller mode: the object the route was made from, filled in
+    /// after reading (a file's routes have none). The request metrics'
+    /// `namespace`, `ingress` and `service` labels.
+    pub origin: Option<std::sync::Arc<RouteOrigin>>,
+}
+
+/// The Kubernetes object a route was made from, for its metric labels.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RouteOrigin {
+    pub namespace: String,
+    /// The Ingress's name (or the Gateway API route's).
+    pub object: String,
+    /// The Service of the route's pool, when its pool is one's endpoints.
+    pub service: String,
 }
 
 /// What a route does besides matching, limiting and forwarding.

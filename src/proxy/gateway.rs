@@ -352,6 +352,13 @@ impl ProxyHttp for Gateway {
         let series = ctx.policy.route_metrics(ctx.route);
         series.requests(status).inc();
         series.duration.observe(elapsed.as_secs_f64());
+        series.exchange(&crate::metrics::Exchange {
+            method: &session.req_header().method,
+            status,
+            seconds: elapsed.as_secs_f64(),
+            request_bytes: ctx.request_body_bytes,
+            response_bytes: session.as_ref().body_bytes_sent() as u64,
+        });
         if let Some(t) = ctx.upstream.started {
             series.upstream.observe(t.elapsed().as_secs_f64());
         }

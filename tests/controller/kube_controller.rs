@@ -379,3 +379,35 @@ async fn item_7_a_withheld_ingress_keeps_its_warning_while_the_cause_stands() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(withheld(), counts, "refreshed after its cause was gone");
 }
+
+/// The ingress-style request series name where a request went as an
+/// ingress-nginx dashboard reads it: the Ingress's namespace and name, its
+/// Service, the host its rule names; a request no Ingress routes has
+/// empty ones and the route `none`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_series_carry_the_ingresss_namespace_name_and_service() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    api.apply(shop_ingress("storefront", "shop.lab", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    for _ in 0..2 {
+        assert_eq!(host_status(&gw, "shop.lab", "/").await, 200);
+    }
+    assert_eq!(host_status(&gw, "nowhere.lab", "/").await, 404);
+    let series = |m: &str| -> Vec<String> {
+        m.lines()
+            .filter(|l| l.starts_with("fairgate_http_requests_total{"))
+            .map(String::from)
+            .collect()
+    };
+    let wanted = "fairgate_http_requests_total{host=\"shop.lab\",ingress=\"storefront\",method=\"GET\",namespace=\"shop\",route=\"shop_storefront-0\",service=\"web\",status=\"200\"} 2";
+    let seen = eventually(Duration::from_secs(5), || async {
+        series(&gw.metrics().await).iter().any(|l| l == wanted)
+    })
+    .await;
+    let lines = series(&gw.metrics().await);
+    assert!(seen, "{lines:#?}");
+    let none = "fairgate_http_requests_total{host=\"\",ingress=\"\",method=\"GET\",namespace=\"\",route=\"none\",service=\"\",status=\"404\"} 1";
+    assert!(lines.iter().any(|l| l == none), "{lines:#?}");
+}

@@ -1,6 +1,8 @@
 //! The operations kit against the real gateway: every metric the Grafana
 //! dashboard and the Prometheus alerts name exists in `/metrics` after
-//! traffic (with a JWKS endpoint and an OTLP collector to feed theirs).
+//! traffic (with a JWKS endpoint and an OTLP collector to feed theirs, and
+//! a controller for its own), and a real Prometheus scraping them answers
+//! every panel's queries; the ingress-style request series' labels.
 
 use crate::common;
 
@@ -106,8 +108,28 @@ async fn exercise(gw: &Gateway) {
     assert!(reloaded);
 }
 
+/// A controller-mode gateway serving one Ingress, with traffic: the
+/// controller's series (builds, withheld Ingresses, watch errors, the
+/// Lease) and the ingress-style ones with a namespace and an Ingress.
+async fn controller_with_traffic(
+    echo: &EchoProcess,
+    dir: &std::path::Path,
+) -> (common::kube_api::KubeApi, Gateway) {
+    use common::cluster::*;
+    let api = shop_api(&echo.addr);
+    api.apply(shop_ingress("storefront", "shop.lab", "/"));
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir), "fairgate-0").await;
+    for _ in 0..3 {
+        assert_eq!(host_status(&gw, "shop.lab", "/").await, 200);
+    }
+    (api, gw)
+}
+
+/// Every metric the dashboard and the alerts name is exported by a gateway
+/// or a controller after traffic; and a real Prometheus scraping both
+/// answers every dashboard panel's queries with series.
 #[tokio::test(flavor = "multi_thread")]
-async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
+async fn every_metric_in_the_dashboard_and_alerts_is_exported_and_scraped() {
     let redis = Redis::start().await;
     let up = Upstream::start().await;
     let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
@@ -119,8 +141,10 @@ async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
         .start()
         .await;
     exercise(&gw).await;
+    let (echo, dir) = (EchoProcess::start(), tempfile::tempdir().unwrap());
+    let (_api, ctl) = controller_with_traffic(&echo, dir.path()).await;
 
-    let exported = gw.metrics().await;
+    let exported = gw.metrics().await + &ctl.metrics().await;
     let mut wanted = metric_names("deploy/grafana/fairgate.json");
     wanted.extend(metric_names("deploy/prometheus/alerts.yaml"));
     assert!(wanted.len() >= 10, "{wanted:?}");
@@ -139,4 +163,90 @@ async fn every_metric_in_the_dashboard_and_alerts_is_exported() {
         missing.is_empty(),
         "named but not exported: {missing:?}\n{exported}"
     );
+    let prometheus = Prometheus::start(&[gw.admin, ctl.admin]).await;
+    every_panel_has_series(&prometheus).await;
+}
+
+/// Each panel of the dashboard: at least one of its queries (`$job`,
+/// `$instance` and `$__rate_interval` as Grafana fills them) returns
+/// series, once Prometheus has scraped both targets a few times.
+async fn every_panel_has_series(prometheus: &Prometheus) {
+    let scraped = eventually(std::time::Duration::from_secs(30), || async {
+        let samples = prometheus.query("count_over_time(up[1m]) >= 4").await;
+        samples.len() == 2
+    })
+    .await;
+    assert!(scraped, "{:?}", prometheus.up().await);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/fairgate.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut empty = Vec::new();
+    let mut panels = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        let Some(targets) = panel["targets"].as_array() else {
+            continue;
+        };
+        panels += 1;
+        let mut answered = false;
+        for target in targets {
+            let expr = target["expr"].as_str().unwrap();
+            let expr = expr
+                .replace("$job", "fairgate")
+                .replace("$instance", ".*")
+                .replace("$__rate_interval", "1m");
+            answered |= !prometheus.query(&expr).await.is_empty();
+        }
+        if !answered {
+            empty.push(panel["title"].as_str().unwrap_or("").to_string());
+        }
+    }
+    assert!(panels >= 20, "{panels} panels read");
+    assert_eq!(empty, Vec::<String>::new(), "panels without series");
+}
+
+/// The ingress-style series of a file's routes: `route` and the host as
+/// the policy writes it (never the client's `Host`), empty `namespace`,
+/// `ingress` and `service`; a method outside the fixed set is `other`;
+/// each status its own code; the body sizes observed. (Prometheus's text
+/// format writes the labels in name order.)
+#[tokio::test(flavor = "multi_thread")]
+async fn the_http_series_label_route_host_method_and_status() {
+    let up = Upstream::start().await;
+    let policy = Policy::new()
+        .sections(&format!(
+            "upstreams:\n  app: {{targets: [\"{}\"]}}\nroutes:\n  - {{name: shop, match: {{host: \"*.shop.lab\", path_prefix: /}}, upstream: app, auth: none, exempt: true}}\n",
+            up.addr
+        ))
+        .yaml();
+    let gw = Gateway::start(&policy).await;
+    let addr = gw.listen;
+    let ask = |request: String| async move { status_of(&raw_http(addr, &request).await) };
+    let head = |method: &str, host: &str| {
+        format!("{method} /cart HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n")
+    };
+    assert_eq!(ask(head("GET", "a.shop.lab") + "\r\n").await, 200);
+    assert_eq!(ask(head("GET", "b.shop.lab") + "\r\n").await, 200);
+    let post = head("POST", "a.shop.lab") + "Content-Length: 5\r\n\r\nhello";
+    assert_eq!(ask(post).await, 200);
+    assert_eq!(ask(head("PROPFIND", "a.shop.lab") + "\r\n").await, 200);
+    assert_eq!(ask(head("GET", "other.lab") + "\r\n").await, 404);
+    let labels = |m: &str, s: &str| {
+        format!("fairgate_http_requests_total{{host=\"*.shop.lab\",ingress=\"\",method=\"{m}\",namespace=\"\",route=\"shop\",service=\"\",status=\"{s}\"}}")
+    };
+    let counted = eventually(std::time::Duration::from_secs(2), || async {
+        metric(&gw.metrics().await, &labels("other", "200")) == Some(1.0)
+    })
+    .await;
+    let m = gw.metrics().await;
+    assert!(counted, "{m}");
+    assert_eq!(metric(&m, &labels("GET", "200")), Some(2.0), "{m}");
+    assert_eq!(metric(&m, &labels("POST", "200")), Some(1.0), "{m}");
+    let none = "fairgate_http_requests_total{host=\"\",ingress=\"\",method=\"GET\",namespace=\"\",route=\"none\",service=\"\",status=\"404\"}";
+    assert_eq!(metric(&m, none), Some(1.0), "{m}");
+    let shop = "{host=\"*.shop.lab\",ingress=\"\",namespace=\"\",route=\"shop\",service=\"\"";
+    let sizes = format!("fairgate_http_request_size_bytes_sum{shop}}}");
+    assert_eq!(metric(&m, &sizes), Some(5.0), "{m}");
+    let durations = format!("fairgate_http_request_duration_seconds_count{shop}}}");
+    assert_eq!(metric(&m, &durations), Some(4.0), "{m}");
+    assert!(!m.contains("a.shop.lab") && !m.contains("other.lab"), "{m}");
 }

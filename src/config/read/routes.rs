@@ -107,6 +107,7 @@ pub(super) fn route(
         when,
         actions,
         place: at.place(),
+        origin: None,
     })
 }
 
