@@ -17,6 +17,7 @@ pub mod reading;
 pub mod reload;
 pub mod route;
 pub mod schema;
+pub mod schema_types;
 pub mod tcp;
 pub mod tls_hosts;
 pub mod yaml;

@@ -357,11 +357,13 @@ pub fn paths() -> Vec<String> {
 
 /// The config's shape as a JSON Schema (draft 2020-12), built from the same
 /// key lists the reader checks against: every mapping lists its keys and
-/// refuses others, `<name>` mappings take any name, `[]` are lists. Values
-/// are not typed here (`check` says what each must be); editors and CI get
-/// key completion and catch an unknown or misplaced key before `check`.
-/// Published as docs/fairgate.schema.json (a test keeps it current).
-pub fn json_schema() -> serde_json::Value {
+/// refuses others, `<name>` mappings take any name, `[]` are lists. Each
+/// key's type, default and description come from `reference` (the text of
+/// docs/configuration.md, which a test holds to these keys): editors and
+/// CI catch an unknown or misplaced key, and a value of the wrong type or
+/// outside its range, before `check`. Published as docs/fairgate.schema.json
+/// (a test keeps it current).
+pub fn json_schema(reference: &str) -> serde_json::Value {
     let mut root = Shape::default();
     for path in paths() {
         let mut node = &mut root;
@@ -382,7 +384,8 @@ pub fn json_schema() -> serde_json::Value {
             };
         }
     }
-    let mut schema = root.json("");
+    let rows = super::schema_types::rows(reference);
+    let mut schema = root.json("", &rows);
     let map = schema.as_object_mut().expect("an object");
     map.insert(
         "$schema".into(),
@@ -391,6 +394,8 @@ pub fn json_schema() -> serde_json::Value {
     map.insert("title".into(), "fairgate policy".into());
     schema
 }
+
+type Rows = std::collections::HashMap<String, super::schema_types::Documented>;
 
 /// A node of the key tree: named keys, any-name children, list items.
 #[derive(Default)]
@@ -412,10 +417,40 @@ impl Shape {
         &mut self.keys[at].1
     }
 
-    fn json(&self, path: &str) -> serde_json::Value {
+    /// The schema of the key at `path`, annotated from its reference row.
+    fn json(&self, path: &str, rows: &Rows) -> serde_json::Value {
+        use serde_json::Value;
+        let leaf = self.keys.is_empty() && self.named.is_none() && self.items.is_none();
+        let mut schema = self.structure(path, rows);
+        let Value::Object(map) = &mut schema else {
+            return schema;
+        };
+        match rows.get(path) {
+            Some(doc) => super::schema_types::annotate(map, doc, leaf),
+            // A key the reference names only as part of its parent's type
+            // (a plan's bucket, `capacity` and `rate`): typed as the same
+            // key where it has a row of its own.
+            None if leaf => {
+                let last = path.rsplit('.').next().unwrap_or(path);
+                let suffix = format!(".{last}");
+                let mut same: Vec<&String> = rows.keys().filter(|k| k.ends_with(&suffix)).collect();
+                same.sort();
+                if let Some(Value::Object(keywords)) = same
+                    .first()
+                    .map(|k| super::schema_types::typed(&rows[*k].kind))
+                {
+                    map.extend(keywords);
+                }
+            }
+            None => {}
+        }
+        schema
+    }
+
+    fn structure(&self, path: &str, rows: &Rows) -> serde_json::Value {
         use serde_json::{json, Map, Value};
         if let Some(items) = &self.items {
-            return json!({"type": "array", "items": items.json(path)});
+            return json!({"type": "array", "items": items.json(&format!("{path}[]"), rows)});
         }
         if self.keys.is_empty() && self.named.is_none() {
             return json!({});
@@ -429,11 +464,11 @@ impl Shape {
                 } else {
                     format!("{path}.{k}")
                 };
-                (k.clone(), s.json(&child))
+                (k.clone(), s.json(&child, rows))
             })
             .collect();
         let rest = match &self.named {
-            Some(named) => named.json(&format!("{path}.<name>")),
+            Some(named) => named.json(&format!("{path}.<name>"), rows),
             None => Value::Bool(false),
         };
         let object =
