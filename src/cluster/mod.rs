@@ -10,6 +10,7 @@
 //! supported or withheld; `status` (one replica, the Lease holder) writes
 //! `status.loadBalancer`.
 
+mod admission;
 pub mod compose;
 mod endpoints;
 mod events;
@@ -159,6 +160,10 @@ async fn run(
         !settings.namespaces.is_empty(),
     );
     let (publisher, recorder) = writers(&client, pod, &settings);
+    let latest = admission::Latest::default();
+    if let Some(a) = settings.admission.clone() {
+        admission::serve(a, settings.clone(), base.clone(), latest.clone());
+    }
     let mut composer = Some(Composer::new(settings, base.clone()));
     let mut in_place = endpoints::Endpoints::default();
     loop {
@@ -176,6 +181,7 @@ async fn run(
         let begun = Instant::now();
         let (objects, others) = read_named(composer.as_ref(), &mut named, &cache).await;
         let objects = Arc::new(objects);
+        latest.store(Some(objects.clone()));
         let mut timing = Timing::new(begun);
         let Some(c) = composer.take() else {
             return;

@@ -42,6 +42,17 @@ pub struct Kubernetes {
     /// Endpoints and ExternalName targets may be loopback, link-local or
     /// unspecified addresses (never the gateway's own listeners).
     pub allow_local_endpoints: bool,
+    /// The validating admission webhook, when served.
+    pub admission: Option<Admission>,
+}
+
+/// `kubernetes.admission`: where the validating webhook listens (HTTPS)
+/// and the certificate it shows the API server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admission {
+    pub listen: std::net::SocketAddr,
+    pub cert_file: std::path::PathBuf,
+    pub key_file: std::path::PathBuf,
 }
 
 /// The controller name fairgate answers to unless told otherwise.

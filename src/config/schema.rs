@@ -37,7 +37,9 @@ pub const KUBERNETES: &[&str] = &[
     "gateway",
     "gateway_controller",
     "allow_local_endpoints",
+    "admission",
 ];
+pub const KUBERNETES_ADMISSION: &[&str] = &["listen", "cert_file", "key_file"];
 pub const TELEMETRY: &[&str] = &["otlp", "sampling", "service_name", "tenant_attribute"];
 pub const TELEMETRY_OTLP: &[&str] = &["endpoint", "timeout", "ca_file"];
 pub const TELEMETRY_SAMPLING: &[&str] = &["ratio"];
@@ -303,6 +305,7 @@ pub fn paths() -> Vec<String> {
     under("log.access", LOG_ACCESS);
     under("telemetry", TELEMETRY);
     under("kubernetes", KUBERNETES);
+    under("kubernetes.admission", KUBERNETES_ADMISSION);
     under("telemetry.otlp", TELEMETRY_OTLP);
     under("telemetry.sampling", TELEMETRY_SAMPLING);
     under("store", STORE);

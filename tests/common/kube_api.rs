@@ -48,8 +48,9 @@
 //! protobuf bodies, deletecollection, finalizers and graceful deletion
 //! (a namespace goes at once, its objects stay), namespace existence
 //! checks on writes, list snapshots at an older resourceVersion (a list
-//! or a continued page shows the current objects), admission, field
-//! validation, authentication.
+//! or a continued page shows the current objects), admission other than
+//! validating webhooks called by URL (`admission.rs`), field validation
+//! beyond a few checks (`store.rs`), authentication.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -60,6 +61,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::task::{AbortHandle, JoinHandle};
 
+mod admission;
 mod http;
 mod kubectl;
 mod patch;

@@ -34,6 +34,7 @@ fn shipped_base() -> String {
 /// listener with `pki`'s default certificate, `redis` for its store.
 fn kit_base(pki: &Pki, tls: SocketAddr, redis: &str) -> String {
     let (cert, key) = pki.leaf("default", "default", &["default.example"], "01");
+    let (hook_cert, hook_key) = pki.leaf("webhook", "webhook", &["localhost"], "02");
     let base = shipped_base();
     for (shipped, _) in [
         ("\"0.0.0.0:8080\"", ()),
@@ -41,6 +42,9 @@ fn kit_base(pki: &Pki, tls: SocketAddr, redis: &str) -> String {
         ("\"0.0.0.0:8443\"", ()),
         ("/etc/fairgate/tls/tls.crt", ()),
         ("/etc/fairgate/tls/tls.key", ()),
+        ("\"0.0.0.0:8444\"", ()),
+        ("/etc/fairgate/webhook/tls.crt", ()),
+        ("/etc/fairgate/webhook/tls.key", ()),
         ("redis://redis:6379/0", ()),
     ] {
         assert!(
@@ -53,6 +57,15 @@ fn kit_base(pki: &Pki, tls: SocketAddr, redis: &str) -> String {
         .replace("\"0.0.0.0:8443\"", &format!("\"{tls}\""))
         .replace("/etc/fairgate/tls/tls.crt", &cert.display().to_string())
         .replace("/etc/fairgate/tls/tls.key", &key.display().to_string())
+        .replace("\"0.0.0.0:8444\"", &format!("\"{}\"", free_addr()))
+        .replace(
+            "/etc/fairgate/webhook/tls.crt",
+            &hook_cert.display().to_string(),
+        )
+        .replace(
+            "/etc/fairgate/webhook/tls.key",
+            &hook_key.display().to_string(),
+        )
         .replace("redis://redis:6379/0", redis)
         // The test's Services run on loopback, which a cluster's never do.
         .replace(

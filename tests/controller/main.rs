@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission;
 mod annotations_routing;
 mod annotations_served;
 mod fourth_attack;

@@ -2,8 +2,13 @@
 
 use super::*;
 
-pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> {
+pub(super) fn kubernetes(
+    r: &mut Reader<'_>,
+    at: &At<'_>,
+    base: &std::path::Path,
+) -> Option<Kubernetes> {
     let f = r.mapping(at, schema::KUBERNETES)?;
+    let admission = f.get("admission").and_then(|at| admission(r, &at, base));
     let text = |r: &mut Reader<'_>, key: &str| f.get(key).and_then(|at| r.string(&at));
     let controller_name = |r: &mut Reader<'_>, key: &str, default: &str| {
         let name = text(r, key).unwrap_or_else(|| default.into());
@@ -19,20 +24,9 @@ pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> 
     let controller = controller_name(r, "controller", CONTROLLER_NAME);
     let gateway_controller = controller_name(r, "gateway_controller", GATEWAY_CONTROLLER_NAME);
     let namespaces = namespaces(r, &f);
-    let reference = |r: &mut Reader<'_>, key: &str| {
-        let at = f.get(key)?;
-        let text = r.string(&at)?;
-        match text.split_once('/') {
-            Some((ns, name)) if label_ok(ns) && subdomain_ok(name) => Some(text),
-            _ => {
-                r.error_value(&at, "kubernetes.invalid", "expected NAMESPACE/NAME");
-                None
-            }
-        }
-    };
-    let publish_service = reference(r, "publish_service");
-    let configmap = reference(r, "configmap");
-    let gateway = reference(r, "gateway");
+    let publish_service = reference(r, &f, "publish_service");
+    let configmap = reference(r, &f, "configmap");
+    let gateway = reference(r, &f, "gateway");
     let publish_address = f
         .get("publish_address")
         .map(|a| r.strings(&a))
@@ -78,6 +72,52 @@ pub(super) fn kubernetes(r: &mut Reader<'_>, at: &At<'_>) -> Option<Kubernetes> 
             .get("allow_local_endpoints")
             .and_then(|at| r.bool(&at))
             .unwrap_or(false),
+        admission,
+    })
+}
+
+/// A `NAMESPACE/NAME` reference.
+fn reference(r: &mut Reader<'_>, f: &yaml::Fields<'_>, key: &str) -> Option<String> {
+    let at = f.get(key)?;
+    let text = r.string(&at)?;
+    match text.split_once('/') {
+        Some((ns, name)) if label_ok(ns) && subdomain_ok(name) => Some(text),
+        _ => {
+            r.error_value(&at, "kubernetes.invalid", "expected NAMESPACE/NAME");
+            None
+        }
+    }
+}
+
+/// `admission`: the validating webhook's HTTPS listener and its
+/// certificate (the API server only calls webhooks over TLS).
+fn admission(r: &mut Reader<'_>, at: &At<'_>, base: &std::path::Path) -> Option<Admission> {
+    let f = r.mapping(at, schema::KUBERNETES_ADMISSION)?;
+    let listen = match f.get("listen") {
+        Some(l) => super::common::socket_addr(r, &l, "kubernetes.invalid"),
+        None => {
+            super::common::missing(r, at, "listen");
+            None
+        }
+    };
+    let file = |r: &mut Reader<'_>, key: &str| {
+        let Some(at) = f.get(key) else {
+            super::common::missing(r, at, key);
+            return None;
+        };
+        let path = base.join(r.string(&at)?);
+        if !path.is_file() {
+            let message = format!("no such file {}", path.display());
+            r.error_value(&at, "kubernetes.invalid", message);
+            return None;
+        }
+        Some(path)
+    };
+    let (cert_file, key_file) = (file(r, "cert_file"), file(r, "key_file"));
+    Some(Admission {
+        listen: listen?,
+        cert_file: cert_file?,
+        key_file: key_file?,
     })
 }
 

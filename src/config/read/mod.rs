@@ -100,7 +100,9 @@ pub(crate) fn build(root: &Node, base: &Path, r: &mut Reader<'_>) -> Option<Conf
     let acknowledge = acknowledge(r, top.get("acknowledge"));
     let access_log = access_log(r, top.get("log"));
     let telemetry = telemetry(r, top.get("telemetry"), base);
-    let kubernetes = top.get("kubernetes").and_then(|at| kubernetes(r, &at));
+    let kubernetes = top
+        .get("kubernetes")
+        .and_then(|at| kubernetes(r, &at, base));
     let mut config = Config {
         server,
         admin,

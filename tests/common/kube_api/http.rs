@@ -263,9 +263,17 @@ pub fn partial(object: &Value) -> Value {
 }
 
 fn create(shared: &Shared, req: &ApiRequest, t: &Target) -> Result<Reply, ApiError> {
-    let body = req.object_body()?;
+    let mut body = req.object_body()?;
+    if t.resource.namespaced && body["metadata"]["namespace"].is_null() {
+        body["metadata"]["namespace"] = t.ns.clone().into();
+    }
+    let hooks = super::admission::hooks(&shared.store());
+    let warnings = super::admission::admit(&hooks, t.resource, "CREATE", &body, None)?;
     let created = shared.write(|s| s.create(t.resource, &t.ns, body, Part::Main))?;
-    Ok(json_reply(201, &created))
+    Ok(super::admission::with_warnings(
+        json_reply(201, &created),
+        &warnings,
+    ))
 }
 
 fn update(
@@ -281,8 +289,20 @@ fn update(
         let message = "the name of the object does not match the name on the URL";
         return Err(ApiError::new(400, "BadRequest", message));
     }
+    let (hooks, old) = {
+        let store = shared.store();
+        let old = store.get(t.resource, &t.ns, name).cloned();
+        (super::admission::hooks(&store), old)
+    };
+    let warnings = match part {
+        Part::Main => super::admission::admit(&hooks, t.resource, "UPDATE", &body, old.as_ref())?,
+        _ => Vec::new(),
+    };
     let updated = shared.write(|s| s.update(t.resource, &t.ns, name, body, part))?;
-    Ok(json_reply(200, &updated))
+    Ok(super::admission::with_warnings(
+        json_reply(200, &updated),
+        &warnings,
+    ))
 }
 
 fn patch(

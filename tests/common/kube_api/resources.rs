@@ -82,6 +82,15 @@ pub static RESOURCES: &[Resource] = &[
     r(CORE, "pods", "pod", "Pod", true, true, &["po"]),
     r(NET, "ingresses", "ingress", "Ingress", true, true, &["ing"]),
     r(
+        ("admissionregistration.k8s.io", "v1"),
+        "validatingwebhookconfigurations",
+        "validatingwebhookconfiguration",
+        "ValidatingWebhookConfiguration",
+        false,
+        false,
+        &[],
+    ),
+    r(
         NET,
         "ingressclasses",
         "ingressclass",
