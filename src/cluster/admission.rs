@@ -8,7 +8,10 @@
 //! comes back as warnings, which `kubectl` prints. An Ingress of another
 //! class, a deletion, or a request before the first sync is allowed: the
 //! kit's `failurePolicy: Ignore` makes an unreachable webhook allow too,
-//! so the webhook can never stop a cluster's writes.
+//! so the webhook can never stop a cluster's writes. Any pod that reaches
+//! the port may call it (restrict it with a NetworkPolicy), so what a
+//! caller can cost is bounded: connections, review size and time, and two
+//! compositions at once (a review that waits longer is allowed unchecked).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -32,6 +35,16 @@ pub type Latest = Arc<ArcSwapOption<Vec<Object>>>;
 
 /// An AdmissionReview is at most this big (an object of 1.5 MiB, twice).
 const MAX_REVIEW: usize = 4 << 20;
+/// Connections held at once: any pod that reaches the port may connect, so
+/// what it can hold is bounded (the API server needs a handful).
+const MAX_CONNECTIONS: usize = 64;
+/// Compositions at once, and how long a review waits for its turn before
+/// it is allowed unchecked (as `failurePolicy: Ignore` would): a flood of
+/// reviews costs the controller at most this much CPU.
+const MAX_JUDGING: usize = 2;
+const JUDGING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a connection may take to send its review.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Serves the webhook until the process ends; a listener that cannot be
 /// bound is logged and leaves the controller serving.
@@ -49,12 +62,22 @@ pub fn serve(admission: Admission, settings: Kubernetes, base: PathBuf, latest: 
             settings,
             base,
             latest,
+            turns: tokio::sync::Semaphore::new(MAX_JUDGING),
         });
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
             let Ok((stream, peer)) = listener.accept().await else {
                 continue;
             };
-            tokio::spawn(connection(stream, peer, admission.clone(), judge.clone()));
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                continue; // dropped: the cap is reached
+            };
+            let (admission, judge) = (admission.clone(), judge.clone());
+            tokio::spawn(async move {
+                let held = connection(stream, peer, admission, judge);
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(60), held).await;
+                drop(slot);
+            });
         }
     });
 }
@@ -118,17 +141,32 @@ async fn answer(req: Request<hyper::body::Incoming>, judge: Arc<Judge>) -> Respo
     if req.method() != hyper::Method::POST {
         return reply(405, json!({"error": "POST an AdmissionReview"}));
     }
-    let body = match Limited::new(req.into_body(), MAX_REVIEW).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return reply(413, json!({"error": "the review is too large"})),
+    let read = tokio::time::timeout(
+        READ_TIMEOUT,
+        Limited::new(req.into_body(), MAX_REVIEW).collect(),
+    );
+    let body = match read.await {
+        Ok(Ok(b)) => b.to_bytes(),
+        _ => return reply(413, json!({"error": "the review is too large or too slow"})),
     };
     let Ok(review) = serde_json::from_slice::<Value>(&body) else {
         return reply(400, json!({"error": "not an AdmissionReview"}));
     };
     let request = review["request"].clone();
-    let verdict = tokio::task::spawn_blocking(move || judge.judge(&request))
-        .await
-        .unwrap_or_else(|_| Verdict::allow(vec!["fairgate: the check failed; allowed".into()]));
+    let turn = tokio::time::timeout(JUDGING_WAIT, judge.turns.acquire()).await;
+    let verdict = match turn {
+        Ok(Ok(_turn)) => {
+            let judge = judge.clone();
+            tokio::task::spawn_blocking(move || judge.judge(&request))
+                .await
+                .unwrap_or_else(|_| {
+                    Verdict::allow(vec!["fairgate: the check failed; not checked".into()])
+                })
+        }
+        _ => Verdict::allow(vec![
+            "fairgate: too many reviews at once; not checked".into()
+        ]),
+    };
     let mut response =
         json!({"uid": review["request"]["uid"], "allowed": verdict.refusal.is_none()});
     if let Some(message) = verdict.refusal {
@@ -161,6 +199,7 @@ struct Judge {
     settings: Kubernetes,
     base: PathBuf,
     latest: Latest,
+    turns: tokio::sync::Semaphore,
 }
 
 impl Judge {
