@@ -103,10 +103,8 @@ impl Policy {
 impl Policy {
     /// The metric series of a route (`None`: no route matched).
     pub fn route_metrics(&self, route: Option<usize>) -> &RouteMetrics {
-        static NONE: LazyLock<RouteMetrics> = LazyLock::new(|| {
-            let labels = ["", "", "", "none", ""].map(String::from);
-            RouteMetrics::new("none", &[], labels)
-        });
+        static NONE: LazyLock<RouteMetrics> =
+            LazyLock::new(|| RouteMetrics::new("none", &[], NO_ROUTE.map(String::from)));
         let Some((series, route)) =
             route.and_then(|i| Some((self.metrics.get(i)?, &self.config.routes[i])))
         else {
@@ -119,6 +117,9 @@ impl Policy {
         })
     }
 }
+
+/// The `HTTP_LABELS` values of requests no route matched.
+const NO_ROUTE: [&str; 5] = ["", "", "", "none", ""];
 
 /// A route's `HTTP_LABELS` values: its origin's namespace, object and
 /// Service (empty for a file's routes), its name, and its host as written.
@@ -252,7 +253,11 @@ pub async fn put_in_force(shared: &Shared, loaded: Checked, path: &Path) -> Resu
     }
     init_series(&policy.config);
     log_new_certificates(current.certs.as_deref(), policy.certs.as_deref());
+    let mut live: std::collections::HashSet<[String; 5]> =
+        policy.config.routes.iter().map(http_labels).collect();
+    live.insert(NO_ROUTE.map(String::from));
     shared.policy.store(Arc::new(policy));
+    crate::metrics::prune_http(&live);
     // The old policy is freed off the runtime (at 10,000 Ingresses, tens
     // of milliseconds of its pools and routes), unless requests in flight
     // still hold it: then the last of them frees it.

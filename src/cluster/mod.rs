@@ -160,10 +160,7 @@ async fn run(
         !settings.namespaces.is_empty(),
     );
     let (publisher, recorder) = writers(&client, pod, &settings);
-    let latest = admission::Latest::default();
-    if let Some(a) = settings.admission.clone() {
-        admission::serve(a, settings.clone(), base.clone(), latest.clone());
-    }
+    let latest = admission::start(&settings, &base, &client);
     let mut composer = Some(Composer::new(settings, base.clone()));
     let mut in_place = endpoints::Endpoints::default();
     loop {
@@ -181,7 +178,7 @@ async fn run(
         let begun = Instant::now();
         let (objects, others) = read_named(composer.as_ref(), &mut named, &cache).await;
         let objects = Arc::new(objects);
-        latest.store(Some(objects.clone()));
+        latest.objects.store(Some(objects.clone()));
         let mut timing = Timing::new(begun);
         let Some(c) = composer.take() else {
             return;
@@ -206,6 +203,7 @@ async fn run(
                 let applied = crate::state::put_in_force(&shared, composed.checked, &base).await;
                 built(&shared, applied, timing, served.len());
                 recorder.record(&objects, notes);
+                latest.unserved(&composed.unserved);
                 publisher.publish(served, composed.unserved, composed.statuses);
             }
             Err(problems) => {

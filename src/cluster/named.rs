@@ -345,7 +345,7 @@ fn namespace_of(id: &str) -> &str {
 }
 
 /// One named object, None when it does not exist.
-async fn read(
+pub(super) async fn read(
     client: &kube::Client,
     kind: Kind,
     id: &str,

@@ -208,7 +208,7 @@ fn key(o: &Object) -> (String, String) {
 }
 
 /// A watched object as the importer reads it: JSON with its kind.
-fn object(o: DynamicObject, kind: Kind) -> Option<Object> {
+pub(super) fn object(o: DynamicObject, kind: Kind) -> Option<Object> {
     let name = o.metadata.name.clone()?;
     let namespace = o.metadata.namespace.clone().unwrap_or_default();
     let mut value = serde_json::to_value(&o).ok()?;

@@ -288,3 +288,57 @@ async fn refused_by(url: &str, ca: &Path, api: &KubeApi) -> BTreeSet<String> {
     }
     refused
 }
+
+/// A tenant's everyday flows pass: the Secret created just before its
+/// Ingress is read (the controller holds no copy yet), and an Ingress the
+/// controller does not serve can still be changed (to fix it, or to
+/// delete it); a host another namespace owns is refused without naming
+/// that namespace's Ingress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_reads_new_secrets_lets_unserved_ingresses_change_and_names_no_other_tenant() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    backend(&api, "evil", "app", &echo.addr);
+    api.apply(shop_ingress("storefront", "shop.lab", "/"));
+    let waf = json!({format!("{P}/enable-modsecurity"): "true"});
+    api.apply(tenant_ingress("old-waf", "old.lab", waf));
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, listen, admission) = webhook_listener(dir.path());
+    let _gw = controller(
+        &base_policy(&admission),
+        &api.kubeconfig(dir.path()),
+        "fairgate-0",
+    )
+    .await;
+    let url = format!("https://localhost:{}/validate", listen.port());
+    api.apply(webhook("fairgate", &url, &pki.ca(), "Ignore"));
+    let mut staff = users("staff", &[ALICE]);
+    staff["metadata"]["namespace"] = json!("evil");
+    let ran = create(&api, dir.path(), &staff);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let basic = json!({format!("{P}/auth-type"): "basic", format!("{P}/auth-secret"): "staff"});
+    let ran = create(
+        &api,
+        dir.path(),
+        &tenant_ingress("office", "office.lab", basic),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+
+    let annotate = ["-n", "evil", "annotate", "ingress", "old-waf", "team=blue"];
+    let ran = api.kubectl(dir.path()).run(&annotate, "");
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stderr.contains("is not served now"), "{}", ran.stderr);
+
+    let ran = create(
+        &api,
+        dir.path(),
+        &tenant_ingress("grab", "shop.lab", json!({})),
+    );
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stderr.contains("an Ingress of another namespace"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("shop/"), "{}", ran.stderr);
+}

@@ -250,3 +250,53 @@ async fn the_http_series_label_route_host_method_and_status() {
     assert_eq!(metric(&m, &durations), Some(4.0), "{m}");
     assert!(!m.contains("a.shop.lab") && !m.contains("other.lab"), "{m}");
 }
+
+/// A route answering more method and status pairs than 32 counts the rest
+/// as status `other`; a reload that renames the route (as a renamed
+/// Ingress would) removes the old name's series, so none is left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_http_series_are_bounded_per_route_and_pruned_on_reload() {
+    let up = Upstream::start().await;
+    let policy = |name: &str| {
+        Policy::new()
+            .sections(&format!(
+                "upstreams:\n  app: {{targets: [\"{}\"]}}\nroutes:\n  - {{name: {name}, match: {{path_prefix: /}}, upstream: app, auth: none, exempt: true}}\n",
+                up.addr
+            ))
+            .yaml()
+    };
+    let gw = Gateway::start(&policy("shop")).await;
+    let addr = gw.listen;
+    for status in 400..440 {
+        let request =
+            format!("GET /?status={status} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        assert_eq!(status_of(&raw_http(addr, &request).await), status);
+    }
+    let shop = "fairgate_http_requests_total{host=\"\",ingress=\"\",method=\"GET\",namespace=\"\",route=\"shop\",service=\"\",status=";
+    let lines = |m: &str, prefix: &str| m.lines().filter(|l| l.starts_with(prefix)).count();
+    let other = format!("{shop}\"other\"}}");
+    let counted = eventually(std::time::Duration::from_secs(2), || async {
+        metric(&gw.metrics().await, &other) == Some(8.0)
+    })
+    .await;
+    let m = gw.metrics().await;
+    assert!(counted, "{m}");
+    assert_eq!(lines(&m, shop), 33, "{m}");
+
+    // The file's change is seen and reloaded.
+    gw.write_config(&policy("storefront"), Write::RenameOver);
+    let reloaded = eventually(std::time::Duration::from_secs(5), || async {
+        metric(&gw.metrics().await, "fairgate_config_generation") >= Some(2.0)
+    })
+    .await;
+    assert!(reloaded, "{}", gw.logs());
+    let request = "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    assert_eq!(status_of(&raw_http(addr, request).await), 200);
+    let m = gw.metrics().await;
+    let left = m
+        .lines()
+        .filter(|l| l.starts_with("fairgate_http_") && l.contains("route=\"shop\""));
+    assert_eq!(left.count(), 0, "{m}");
+    let storefront = "fairgate_http_requests_total{host=\"\",ingress=\"\",method=\"GET\",namespace=\"\",route=\"storefront\",service=\"\",status=\"200\"} 1";
+    assert!(m.lines().any(|l| l == storefront), "{m}");
+}

@@ -9,7 +9,9 @@
 //! denied the request: MESSAGE", the webhook's code, else 400); a webhook
 //! that cannot be called, or answers nonsense, fails the write only under
 //! `failurePolicy: Fail` (the API server's default). `warnings` are
-//! returned for the `Warning` headers kubectl prints. Not implemented:
+//! returned for the `Warning` headers kubectl prints; an answer must carry
+//! the review's `uid`. A PATCH (`kubectl apply`, server-side apply) is
+//! admitted as the update or create it makes. Not implemented:
 //! `clientConfig.service` (the stand-in reaches no Service), namespace and
 //! object selectors, match conditions, mutating webhooks.
 
@@ -102,6 +104,12 @@ fn matches(hook: &Value, r: &Resource, operation: &str) -> bool {
 
 fn review(r: &Resource, operation: &str, object: &Value, old: Option<&Value>) -> Value {
     let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    // As the API server sends it: a new object has its creation time set
+    // before admission.
+    let mut object = object.clone();
+    if object["metadata"]["creationTimestamp"].is_null() {
+        object["metadata"]["creationTimestamp"] = json!(super::store::now_rfc3339());
+    }
     let meta = &object["metadata"];
     json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -112,7 +120,7 @@ fn review(r: &Resource, operation: &str, object: &Value, old: Option<&Value>) ->
             "name": meta["name"], "namespace": meta["namespace"],
             "operation": operation,
             "userInfo": {"username": "kubectl"},
-            "object": object, "oldObject": old.cloned().unwrap_or(Value::Null),
+            "object": &object, "oldObject": old.cloned().unwrap_or(Value::Null),
             "dryRun": false,
         }
     })
@@ -140,6 +148,7 @@ fn call(hook: &Value, review: &Value) -> Result<Value, String> {
         .map_err(|e| format!("caBundle: {e}"))?;
     let timeout = hook["timeoutSeconds"].as_u64().unwrap_or(10);
     let body = review.to_string();
+    let sent_uid = review["request"]["uid"].clone();
     std::thread::spawn(move || {
         let mut client = reqwest::blocking::Client::builder()
             .no_proxy()
@@ -157,7 +166,8 @@ fn call(hook: &Value, review: &Value) -> Result<Value, String> {
             .map_err(|e| e.to_string())?;
         let status = answer.status();
         let answer: Value = answer.json().map_err(|e| e.to_string())?;
-        if !status.is_success() || answer["response"]["allowed"].as_bool().is_none() {
+        let uid_kept = answer["response"]["uid"] == sent_uid;
+        if !status.is_success() || answer["response"]["allowed"].as_bool().is_none() || !uid_kept {
             return Err(format!("the webhook answered {status}: {answer}"));
         }
         Ok(answer)

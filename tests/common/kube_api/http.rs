@@ -319,6 +319,22 @@ fn patch(
     })?;
     let body = req.json_body()?;
     let (r, ns) = (t.resource, t.ns.as_str());
+    let (hooks, current) = {
+        let store = shared.store();
+        let current = store.get(r, ns, name).cloned();
+        (super::admission::hooks(&store), current)
+    };
+    let warnings = match (&current, part) {
+        (None, Part::Main) if kind == PatchType::Apply => {
+            super::admission::admit(&hooks, r, "CREATE", &body, None)?
+        }
+        (Some(old), Part::Main) => {
+            let new =
+                patch::apply(kind, old, &body).map_err(|m| ApiError::new(422, "Invalid", m))?;
+            super::admission::admit(&hooks, r, "UPDATE", &new, Some(old))?
+        }
+        _ => Vec::new(),
+    };
     let (code, patched) = shared.write(|s| {
         let Some(current) = s.get(r, ns, name) else {
             // Server-side apply creates what is missing.
@@ -331,7 +347,10 @@ fn patch(
         let new = new.map_err(|m| ApiError::new(422, "Invalid", m))?;
         s.update(r, ns, name, new, part).map(|o| (200, o))
     })?;
-    Ok(json_reply(code, &patched))
+    Ok(super::admission::with_warnings(
+        json_reply(code, &patched),
+        &warnings,
+    ))
 }
 
 fn delete(shared: &Shared, t: &Target, name: &str) -> Result<Reply, ApiError> {

@@ -4,6 +4,10 @@
 
 use std::sync::LazyLock;
 
+mod http;
+use http::HttpSeries;
+pub use http::{prune_http, Exchange, HTTP_LABELS, METHODS};
+
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -110,24 +114,6 @@ pub struct Metrics {
     pub http_duration: HistogramVec,
     pub http_request_size: HistogramVec,
     pub http_response_size: HistogramVec,
-}
-
-/// The labels of the ingress-style request series: where the route came
-/// from (`namespace`, `ingress` and `service` in controller mode, empty for
-/// a file's routes), its name, and its host as the policy writes it (never
-/// the client's `Host`).
-pub const HTTP_LABELS: [&str; 5] = ["namespace", "ingress", "service", "route", "host"];
-
-/// The `method` label's values; any other method is `other`.
-pub const METHODS: [&str; 10] = [
-    "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE", "other",
-];
-
-fn method_index(method: &http::Method) -> usize {
-    METHODS[..9]
-        .iter()
-        .position(|m| *m == method.as_str())
-        .unwrap_or(9)
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -588,32 +574,11 @@ pub struct RouteMetrics {
     http: HttpSeries,
 }
 
-/// A route's `fairgate_http_*` series: the histograms, and the request
-/// counters of each method and status seen so far (made at first use: a
-/// route answers a handful of statuses, never all 500).
-struct HttpSeries {
-    labels: [String; 5],
-    duration: Histogram,
-    request_size: Histogram,
-    response_size: Histogram,
-    requests: std::sync::RwLock<Vec<(usize, u16, IntCounter)>>,
-}
-
-/// What one finished request adds to its route's ingress-style series.
-pub struct Exchange<'a> {
-    pub method: &'a http::Method,
-    pub status: u16,
-    pub seconds: f64,
-    pub request_bytes: u64,
-    pub response_bytes: u64,
-}
-
 impl RouteMetrics {
     /// `route` is the route's name; `limits` the names of the limits it
     /// spends; `labels` its `HTTP_LABELS` values.
     pub fn new(route: &str, limits: &[&str], labels: [String; 5]) -> Self {
         let m = &*METRICS;
-        let refs = labels.each_ref().map(String::as_str);
         RouteMetrics {
             requests: STATUS_CLASSES.map(|class| m.requests.with_label_values(&[route, class])),
             duration: m.request_duration.with_label_values(&[route]),
@@ -622,13 +587,7 @@ impl RouteMetrics {
                 .iter()
                 .map(|limit| OUTCOMES.map(|o| m.decisions.with_label_values(&[route, limit, o])))
                 .collect(),
-            http: HttpSeries {
-                duration: m.http_duration.with_label_values(&refs),
-                request_size: m.http_request_size.with_label_values(&refs),
-                response_size: m.http_response_size.with_label_values(&refs),
-                requests: Default::default(),
-                labels,
-            },
+            http: HttpSeries::new(labels),
         }
     }
 
@@ -638,34 +597,6 @@ impl RouteMetrics {
 
     /// Counts a finished request in the ingress-style series.
     pub fn exchange(&self, e: &Exchange<'_>) {
-        let h = &self.http;
-        h.duration.observe(e.seconds);
-        h.request_size.observe(e.request_bytes as f64);
-        h.response_size.observe(e.response_bytes as f64);
-        let method = method_index(e.method);
-        let status = if (100..=599).contains(&e.status) {
-            e.status
-        } else {
-            0
-        };
-        let find = |list: &[(usize, u16, IntCounter)]| {
-            list.iter()
-                .find(|(m, s, _)| *m == method && *s == status)
-                .map(|(_, _, c)| c.inc())
-                .is_some()
-        };
-        if find(&h.requests.read().unwrap_or_else(|p| p.into_inner())) {
-            return;
-        }
-        let mut list = h.requests.write().unwrap_or_else(|p| p.into_inner());
-        if find(&list) {
-            return;
-        }
-        let code = status.to_string();
-        let labels = h.labels.each_ref().map(String::as_str);
-        let values = [&labels[..], &[METHODS[method], &code]].concat();
-        let counter = METRICS.http_requests.with_label_values(&values);
-        counter.inc();
-        list.push((method, status, counter));
+        self.http.exchange(e);
     }
 }
