@@ -54,6 +54,8 @@ impl Drop for Held {
 static PERMITS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| Arc::new(Semaphore::new(IN_FLIGHT)));
 
 static CLIENT: LazyLock<Option<reqwest::Client>> = LazyLock::new(|| {
+    // reqwest has no provider of its own: the process default.
+    crate::tls::install_provider();
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())

@@ -24,6 +24,9 @@ pub struct ClientRoots {
 /// refuse to build a client holding it, and one odd certificate in the
 /// system's store must not cost every other root.
 pub fn client_roots(private: &[CertificateDer<'static>]) -> ClientRoots {
+    // Every HTTP client is built after this: reqwest has no provider of its
+    // own (only the process default), whoever calls the library.
+    super::install_provider();
     let system = rustls_native_certs::load_native_certs().unwrap_or_default();
     let certs = system
         .iter()
