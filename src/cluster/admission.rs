@@ -269,13 +269,15 @@ impl Judge {
                 format!("fairgate: Ingress {id} is not served now; this change is not checked");
             return Some(Verdict::allow(vec![why]));
         }
-        let mut set = neighbours(&objects, &candidate);
-        let unread = self.read_named(&mut set, &candidate).await;
-        set.push(candidate);
+        // The turn first: the copies of the cluster's objects and the reads
+        // of what the Ingress names are as bounded as the composition.
         let turn = tokio::time::timeout(WAIT, self.judging.clone().acquire_owned());
         let Ok(Ok(turn)) = turn.await else {
             return None;
         };
+        let mut set = neighbours(&objects, &candidate);
+        let unread = self.read_named(&mut set, &candidate).await;
+        set.push(candidate);
         let judge = self.clone();
         let verdict = tokio::task::spawn_blocking(move || {
             let verdict = judge.compose(&set, &id, unread);
