@@ -136,7 +136,9 @@ fn shared_state(checked: Checked) -> Result<Arc<Shared>, StartError> {
         policy: ArcSwap::from_pointee(policy),
         ready: Default::default(),
         synced: AtomicBool::new(true),
+        fair: Default::default(),
     });
+    shared.fair.apply(&shared.policy.load().config);
     crate::state::init_series(&shared.policy.load().config);
     if shared.telemetry.is_some() {
         for result in ["exported", "failed"] {

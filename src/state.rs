@@ -156,6 +156,8 @@ pub struct Shared {
     pub synced: AtomicBool,
     /// Traces, when `telemetry.otlp` is set (a restart applies a change).
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// The `fair_share` pools' permits and queues; outlive reloads.
+    pub fair: upstream::fair::FairShares,
 }
 
 /// Creates every series the config implies at zero, so dashboards and
@@ -256,6 +258,7 @@ pub async fn put_in_force(shared: &Shared, loaded: Checked, path: &Path) -> Resu
     let mut live: std::collections::HashSet<[String; 5]> =
         policy.config.routes.iter().map(http_labels).collect();
     live.insert(NO_ROUTE.map(String::from));
+    shared.fair.apply(&policy.config);
     shared.policy.store(Arc::new(policy));
     crate::metrics::prune_http(&live);
     // The old policy is freed off the runtime (at 10,000 Ingresses, tens

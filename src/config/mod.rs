@@ -8,6 +8,7 @@
 
 pub mod compression;
 pub mod error;
+pub mod fair_share;
 pub mod kubernetes;
 pub mod methods;
 pub mod model;
@@ -24,6 +25,7 @@ pub mod yaml;
 
 pub use compression::*;
 pub use error::Problems;
+pub use fair_share::*;
 pub use kubernetes::*;
 pub use methods::*;
 pub use model::*;

@@ -405,6 +405,8 @@ pub struct Upstream {
     /// for a Kubernetes Service's endpoints, whose readiness the cluster
     /// checks).
     pub health_check: bool,
+    /// Its in-flight permits shared fairly among waiting tenants.
+    pub fair_share: Option<super::FairShare>,
     /// Where the pool is written (`upstreams.NAME`).
     pub place: Place,
 }

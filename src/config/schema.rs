@@ -182,7 +182,11 @@ pub const UPSTREAM: &[&str] = &[
     "read_timeout",
     "health_check_interval",
     "health_check",
+    "fair_share",
 ];
+pub const FAIR_SHARE: &[&str] = &["max_in_flight", "adaptive", "by", "queue", "weights"];
+pub const FAIR_SHARE_ADAPTIVE: &[&str] = &["min", "max"];
+pub const FAIR_SHARE_QUEUE: &[&str] = &["per_tenant", "timeout"];
 pub const BUCKET: &[&str] = &["capacity", "rate"];
 pub const LIMIT: &[&str] = &[
     "scope",
@@ -348,6 +352,9 @@ pub fn paths() -> Vec<String> {
     under("routes[].retries", RETRIES);
     under("upstreams.<name>.passive_health", PASSIVE_HEALTH);
     under("upstreams.<name>.affinity", AFFINITY);
+    under("upstreams.<name>.fair_share", FAIR_SHARE);
+    under("upstreams.<name>.fair_share.adaptive", FAIR_SHARE_ADAPTIVE);
+    under("upstreams.<name>.fair_share.queue", FAIR_SHARE_QUEUE);
     under("server.compression", COMPRESSION);
     under("routes[].cookie_rewrite", COOKIE_REWRITE);
     under("routes[].error_pages", ERROR_PAGES);

@@ -133,6 +133,12 @@ fn special(kind: &str) -> Option<Value> {
             {"type": "object", "properties": {"path": {"type": "string"},
                 "header": {"type": "string"}, "values": {"type": "array"}},
              "minProperties": 1, "additionalProperties": false}]}),
+        "integer 1–1000000 or `adaptive`" => json!({"anyOf": [
+            {"type": "integer", "minimum": 1, "maximum": 1_000_000}, {"const": "adaptive"}]}),
+        "`tenant`, `tenant_user`, `client_ip` or `{header: NAME}`" => json!({"anyOf": [
+            {"enum": ["tenant", "tenant_user", "client_ip"]},
+            {"type": "object", "properties": {"header": {"type": "string"}},
+             "required": ["header"], "additionalProperties": false}]}),
         "as `retry_on`" => typed("list of `connect_failure`, `reset`, `502`, `503`, `504`"),
         _ if kind.starts_with("duration") => duration,
         _ if kind.starts_with("size") => {

@@ -114,6 +114,14 @@ pub struct Metrics {
     pub http_duration: HistogramVec,
     pub http_request_size: HistogramVec,
     pub http_response_size: HistogramVec,
+    /// `fair_share` pools (SPEC §12), by upstream pool: permits out, the
+    /// limit in force, requests waiting, how long they waited, and
+    /// requests refused by `reason` (`queue_full`, `queue_timeout`).
+    pub fair_share_in_flight: IntGaugeVec,
+    pub fair_share_limit: IntGaugeVec,
+    pub fair_share_queued: IntGaugeVec,
+    pub fair_share_wait: HistogramVec,
+    pub fair_share_refused: IntCounterVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -446,6 +454,38 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             "Response body bytes sent, by namespace, ingress, service, route and host.",
             &HTTP_LABELS,
             SIZES.to_vec(),
+        ),
+        fair_share_in_flight: gauges(
+            &r,
+            "fairgate_fair_share_in_flight",
+            "Requests holding an in-flight permit of a fair_share pool, by upstream pool.",
+            &["upstream"],
+        ),
+        fair_share_limit: gauges(
+            &r,
+            "fairgate_fair_share_limit",
+            "The in-flight limit in force (fixed or adaptive), by upstream pool.",
+            &["upstream"],
+        ),
+        fair_share_queued: gauges(
+            &r,
+            "fairgate_fair_share_queued",
+            "Requests waiting for an in-flight permit, by upstream pool.",
+            &["upstream"],
+        ),
+        fair_share_wait: histogram(
+            &r,
+            "fairgate_fair_share_wait_seconds",
+            "Time queued requests waited for their permit (or their refusal), by upstream pool.",
+            &["upstream"],
+            LATENCY.to_vec(),
+        ),
+        fair_share_refused: counter(
+            &r,
+            "fairgate_fair_share_refused_total",
+            "Requests refused by a fair_share pool, by upstream pool and reason \
+             (queue_full, queue_timeout).",
+            &["upstream", "reason"],
         ),
         registry: r,
     }

@@ -93,6 +93,7 @@ pub async fn admit(shared: &Shared, session: &mut Session, ctx: &mut Ctx) -> Res
             spend(shared, session, ctx).await?;
         }
         take_slot(shared, session, ctx).await?;
+        super::queue::take_permit(shared, session, ctx).await?;
     }
     Ok(())
 }

@@ -24,7 +24,10 @@ pub fn peer(session: &Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         .ok_or_else(|| Error::new(ErrorType::InternalError))?;
     let name = match (ctx.upstream.error_page, &route.actions.error_pages) {
         (Some(_), Some(pages)) => pages.upstream.clone(),
-        _ => actions::pool(session, ctx, route).to_string(),
+        _ => match &ctx.upstream.picked {
+            Some(picked) => picked.clone(),
+            None => actions::pool(session, ctx, route).to_string(),
+        },
     };
     let pool = ctx
         .policy

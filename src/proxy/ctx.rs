@@ -173,4 +173,9 @@ pub struct Attempts {
     /// The upstream answered this status, and the error pool is asked for
     /// the page (`error_pages`).
     pub error_page: Option<u16>,
+    /// The pool chosen at admission, whose `fair_share` permit this
+    /// request holds: every attempt goes there.
+    pub picked: Option<String>,
+    /// The in-flight permit of that pool, returned when the exchange ends.
+    pub permit: Option<crate::upstream::fair::Permit>,
 }

@@ -28,6 +28,7 @@ use crate::metrics::{ConnectionCap, EdgeReason, METRICS};
 use crate::proxy::bounds::{Answers, Bounds};
 use crate::proxy::h2::opens_with_preface;
 use crate::proxy::heads::{Guarded, Heads};
+use crate::proxy::respond::{Deny, Refusal};
 
 /// The TLS listener: Pingora sees it as plain TCP, and the edge runs the
 /// handshake itself, after admitting the connection and within
@@ -451,6 +452,35 @@ where
 
     async fn cleanup(&self) {
         self.http.http_cleanup().await;
+    }
+}
+
+/// The edge's answers, written before a request exists: each closes.
+pub(super) fn refusal(deny: Deny) -> Refusal {
+    match deny {
+        Deny::TooManyConnections => Refusal::new(
+            503,
+            "too-many-connections",
+            "Too many connections",
+            "retry shortly",
+        )
+        .header(http::header::RETRY_AFTER, "1")
+        .close(),
+        Deny::HeadTooLarge { max } => Refusal::new(
+            431,
+            "header-too-large",
+            "Request header fields too large",
+            format!("the request head is over {max} bytes"),
+        )
+        .close(),
+        Deny::HeadTimeout => Refusal::new(
+            408,
+            "header-timeout",
+            "Request timeout",
+            "the request head did not arrive in time",
+        )
+        .close(),
+        other => other.refusal(),
     }
 }
 

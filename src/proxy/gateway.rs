@@ -343,6 +343,11 @@ impl ProxyHttp for Gateway {
             .refused
             .or_else(|| session.response_written().map(|r| r.status.as_u16()))
             .unwrap_or(0);
+        if let Some(mut permit) = ctx.upstream.permit.take() {
+            // Only an answered exchange says how loaded the pool is.
+            permit.sampled &= ctx.upstream.status.is_some();
+            drop(permit);
+        }
         if let Some(lease) = ctx.lease.take() {
             let client_gone = error.map(|e| e.esource() == &ErrorSource::Downstream);
             let reason = lease.end_reason(client_gone, status);

@@ -4,7 +4,8 @@
 //!   and h2c/rapid-reset reading (`h2`);
 //! - `gateway`: the Pingora phases, each short and delegating;
 //! - `admit`: whether a request may go upstream (hygiene, target, route,
-//!   body size, auth, buckets, slot), with `authn` (authentication by a
+//!   body size, auth, buckets, slot, a `fair_share` pool's permit in
+//!   `queue`), with `authn` (authentication by a
 //!   method of `auth.methods`), `headers` (which headers are
 //!   believed, removed, written), `target` (the request target read once and
 //!   the URI the upstream gets), `cors` and `actions` (a route's address
@@ -35,6 +36,7 @@ pub mod hello;
 pub mod mirror;
 pub mod passthrough;
 pub mod proxy_protocol;
+mod queue;
 pub mod quota;
 pub mod respond;
 pub mod target;

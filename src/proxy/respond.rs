@@ -9,6 +9,7 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::{Error, ErrorSource, ErrorType, Result};
 use serde_json::{json, Map, Value};
+use std::time::Duration;
 
 use crate::auth::AuthError;
 use crate::limit::Unkeyable;
@@ -76,6 +77,16 @@ pub enum Deny {
     StoreUnavailable,
     /// An upload lost its lease mid-way and was stopped.
     SlotLost,
+    /// A `fair_share` pool's answers (`queue.rs`): the flow's queue is
+    /// full; the request waited `queue.timeout`; the client hung up.
+    QueueFull {
+        pool: String,
+    },
+    QueueTimeout {
+        pool: String,
+        timeout: Duration,
+    },
+    ClientGone,
     /// The request body stopped arriving for `body_idle_timeout`.
     BodyTimeout,
     /// The client address is outside the route's or server's address rules.
@@ -153,6 +164,9 @@ impl Deny {
                 "the rate-limit store is unavailable",
             )
             .header(http::header::RETRY_AFTER, "1"),
+            queued @ (Deny::QueueFull { .. } | Deny::QueueTimeout { .. } | Deny::ClientGone) => {
+                super::queue::refusal(queued)
+            }
             Deny::SlotLost => Refusal::new(
                 503,
                 "slot-lost",
@@ -179,7 +193,7 @@ impl Deny {
             Deny::Internal(detail) => Refusal::new(500, "internal", "Internal error", detail),
             Deny::ClientCert(why) => why.refusal(),
             edge @ (Deny::TooManyConnections | Deny::HeadTooLarge { .. } | Deny::HeadTimeout) => {
-                Refusal::edge(edge)
+                super::edge::refusal(edge)
             }
         }
     }
@@ -196,35 +210,6 @@ impl Refusal {
         let detail =
             "this route answers with this status (its backend is not configured to be reached)";
         Refusal::new(status, "direct-response", "Answered by the gateway", detail)
-    }
-
-    /// The edge's answers, written before a request exists: each closes.
-    fn edge(deny: Deny) -> Self {
-        match deny {
-            Deny::TooManyConnections => Refusal::new(
-                503,
-                "too-many-connections",
-                "Too many connections",
-                "retry shortly",
-            )
-            .header(http::header::RETRY_AFTER, "1")
-            .close(),
-            Deny::HeadTooLarge { max } => Refusal::new(
-                431,
-                "header-too-large",
-                "Request header fields too large",
-                format!("the request head is over {max} bytes"),
-            )
-            .close(),
-            Deny::HeadTimeout => Refusal::new(
-                408,
-                "header-timeout",
-                "Request timeout",
-                "the request head did not arrive in time",
-            )
-            .close(),
-            other => other.refusal(),
-        }
     }
 
     /// The answers of `auth.methods` (basic, API key, external).

@@ -111,7 +111,26 @@ fn every_deny() -> Vec<(Deny, (u16, &'static str, bool))> {
     ]
     .into_iter()
     .chain(answer_denies())
+    .chain(queue_denies())
     .collect()
+}
+
+/// A `fair_share` pool's answers.
+fn queue_denies() -> Vec<(Deny, (u16, &'static str, bool))> {
+    vec![
+        (
+            Deny::QueueFull { pool: "api".into() },
+            (429, "queue-full", false),
+        ),
+        (
+            Deny::QueueTimeout {
+                pool: "api".into(),
+                timeout: std::time::Duration::from_secs(2),
+            },
+            (503, "queue-timeout", false),
+        ),
+        (Deny::ClientGone, (499, "client-gone", true)),
+    ]
 }
 
 /// The `Deny`s that answer for the route or the edge, not the request's content.
@@ -208,6 +227,9 @@ fn variant(deny: &Deny) -> usize {
         Deny::AuthUnavailable => 24,
         Deny::Direct { .. } => 25,
         Deny::ClientCert(_) => 26,
+        Deny::QueueFull { .. } => 27,
+        Deny::QueueTimeout { .. } => 28,
+        Deny::ClientGone => 29,
     }
 }
 
@@ -215,7 +237,7 @@ fn variant(deny: &Deny) -> usize {
 fn every_deny_has_its_status() {
     let table = every_deny();
     let seen: std::collections::BTreeSet<usize> = table.iter().map(|(d, _)| variant(d)).collect();
-    assert_eq!(seen, (0..=26).collect(), "a Deny without a row");
+    assert_eq!(seen, (0..=29).collect(), "a Deny without a row");
     for (deny, want) in table {
         assert_eq!(status(deny.clone()), want, "{deny:?}");
     }

@@ -4,6 +4,8 @@
 //! again as their answers expire (`names`). A pool's `ca_file` roots come
 //! decoded from the policy builder; nothing here opens a file.
 
+pub mod fair;
+mod gradient;
 mod names;
 
 use std::collections::HashMap;

@@ -180,6 +180,17 @@ bad_configs! {
     upstreams_passive_health_invalid: "config/bad/upstreams.passive_health_invalid.yaml" => [
         r#"config/bad/upstreams.passive_health_invalid.yaml:7:65: upstreams.passive_health_invalid: upstreams.api.passive_health.failures "0": must be at least 1"#,
     ],
+    upstreams_fair_share_invalid: "config/bad/upstreams.fair_share_invalid.yaml" => [
+        r#"config/bad/upstreams.fair_share_invalid.yaml:7:67: upstreams.fair_share_invalid: upstreams.zero.fair_share.max_in_flight "0": must be adaptive or a whole number from 1 to 1000000"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:8:67: upstreams.fair_share_invalid: upstreams.word.fair_share.max_in_flight "lots": must be adaptive or a whole number from 1 to 1000000"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:9:79: upstreams.fair_share_invalid: upstreams.bounds.fair_share.adaptive: max (4) is below min (8)"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:10:72: upstreams.fair_share_invalid: upstreams.fixed.fair_share.adaptive: adaptive needs max_in_flight: adaptive"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:11:73: upstreams.fair_share_invalid: upstreams.by.fair_share.by "path": must be tenant, tenant_user, client_ip or {header: NAME}"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:12:92: upstreams.fair_share_invalid: upstreams.queue.fair_share.queue.per_tenant "-1": must be a whole number from 0 to 100000"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:12:105: config.duration_invalid: upstreams.queue.fair_share.queue.timeout "0s": must be more than 0"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:13:90: upstreams.fair_share_invalid: upstreams.weights.fair_share.weights.gold "0": must be a whole number from 1 to 1000"#,
+        r#"config/bad/upstreams.fair_share_invalid.yaml:14:42: config.missing_field: upstreams.missing.fair_share.max_in_flight: required"#,
+    ],
     upstreams_resolver_invalid: "config/bad/upstreams.resolver_invalid.yaml" => [
         r#"config/bad/upstreams.resolver_invalid.yaml:7:51: upstreams.resolver_invalid: upstreams.api.resolver "dns.internal:53": expected IP:PORT, e.g. 0.0.0.0:8080"#,
     ],

@@ -21,6 +21,7 @@ mod client_certs;
 mod compression;
 mod demo;
 mod error_pages;
+mod fair_share;
 mod grpc;
 mod hardening;
 mod hardening_resources;

@@ -26,6 +26,7 @@ use super::yaml::{self, At, Reader};
 mod actions;
 mod auth;
 mod common;
+mod fair_share;
 mod forwarding;
 mod kubernetes;
 mod limits;

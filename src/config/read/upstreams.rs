@@ -69,6 +69,9 @@ pub(super) fn upstreams(
                 read_timeout: dur(r, "read_timeout", 60_000),
                 health_interval: dur(r, "health_check_interval", 5_000),
                 health_check: flag(r, "health_check", true),
+                fair_share: f
+                    .get("fair_share")
+                    .and_then(|a| super::fair_share::fair_share(r, &a)),
                 place: at.place(),
             },
         );
