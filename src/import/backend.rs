@@ -123,6 +123,7 @@ pub fn upstream(
                         verify: plan.verify.clone(),
                         balance: plan.balance.clone(),
                         affinity: plan.affinity.clone(),
+                        fair_share: plan.fair_share.clone(),
                         ..Plan::default()
                     };
                     return upstream(draft, ing, &value, &plan);
@@ -146,6 +147,7 @@ pub fn upstream(
         health_check: checked,
         balance: plan.balance.clone(),
         affinity: plan.affinity.clone(),
+        fair_share: plan.fair_share.clone(),
     };
     let name = pool(draft, name, node);
     if draft.options.cluster {

@@ -1,11 +1,13 @@
 //! fairgate's own annotations (`fairgate.dev/…`): an Ingress names the
 //! base policy's limits, concurrency policy and auth mode (`none`,
-//! `required` or a method of the base's `auth.methods`) for its routes.
+//! `required` or a method of the base's `auth.methods`) for its routes,
+//! and gives its pools a `fair_share` (SPEC §12).
 //! The names are checked where the policy is read, as the file's keys are
 //! (a name the base policy lacks withholds the Ingress, not the others);
 //! an annotation of ours we do not know withholds it here.
 
 use super::annotations;
+use super::emit::Node;
 use super::manifests::Object;
 use super::out::Auth;
 use super::plan::Plan;
@@ -15,7 +17,7 @@ use super::Verdict;
 pub const PREFIX: &str = "fairgate.dev";
 
 /// Every annotation of ours (without the prefix).
-pub const KEYS: &[&str] = &["auth", "concurrency", "limits"];
+pub const KEYS: &[&str] = &["auth", "concurrency", "fair-share", "limits"];
 
 /// Reads fairgate's annotations into `plan`; one report line each.
 pub fn read(ing: &Object, plan: &mut Plan, options: &super::Options) -> Vec<(String, Verdict)> {
@@ -80,6 +82,13 @@ pub fn read(ing: &Object, plan: &mut Plan, options: &super::Options) -> Vec<(Str
                     format!("auth {other:?}: must be none, required or a name of the base policy's auth.methods"),
                 ),
             },
+            "fair-share" => match fair_share(&value) {
+                Ok(node) => {
+                    plan.fair_share = Some(node);
+                    Verdict::Mapped("fair_share of its pools, as written".into())
+                }
+                Err(why) => refuse(plan, format!("fair-share: {why}")),
+            },
             other => refuse(
                 plan,
                 format!("unknown annotation {PREFIX}/{other}: expected one of {KEYS:?}"),
@@ -88,6 +97,45 @@ pub fn read(ing: &Object, plan: &mut Plan, options: &super::Options) -> Vec<(Str
         lines.push((format!("{PREFIX}/{key}"), verdict));
     }
     lines
+}
+
+/// `fairgate.dev/fair-share`: a `fair_share` mapping as the policy writes
+/// it (`{max_in_flight: 16, queue: {per_tenant: 8}}`), or a bare limit
+/// (`16`, `adaptive`). Taken as a tree (never pasted as text), at most
+/// three levels and 32 entries deep; the policy reader checks its keys
+/// and values as a file's.
+fn fair_share(value: &str) -> Result<Node, String> {
+    let value = value.trim();
+    if !value.starts_with('{') {
+        return Ok(Node::map([("max_in_flight", scalar(value))]));
+    }
+    let tree = crate::config::yaml::load(value, |k| format!("{k} is given twice"))
+        .map_err(|(_, why)| why)?;
+    let mut entries = 0;
+    tree_node(&tree, 0, &mut entries)
+}
+
+fn scalar(text: &str) -> Node {
+    match text.parse::<u64>() {
+        Ok(n) => Node::Int(n),
+        Err(_) => Node::str(text),
+    }
+}
+
+fn tree_node(node: &marked_yaml::Node, depth: usize, entries: &mut usize) -> Result<Node, String> {
+    *entries += 1;
+    if depth > 3 || *entries > 32 {
+        return Err("more than three levels or 32 entries".into());
+    }
+    match node {
+        marked_yaml::Node::Scalar(s) => Ok(scalar(s.as_str())),
+        marked_yaml::Node::Mapping(m) => m
+            .iter()
+            .map(|(k, v)| Ok((k.as_str().to_string(), tree_node(v, depth + 1, entries)?)))
+            .collect::<Result<Vec<_>, String>>()
+            .map(Node::Map),
+        marked_yaml::Node::Sequence(_) => Err("a list where a mapping or a value belongs".into()),
+    }
 }
 
 /// Whether the base's names are known (controller mode) and lack `name`.

@@ -151,6 +151,7 @@ pub fn apply(draft: &mut Draft<'_>, ing: &Object, plan: &mut Plan) {
                 health_check: true,
                 balance: None,
                 affinity: None,
+                fair_share: None,
             };
             // Never another pool's name (an Ingress's `NAMESPACE_SERVICE-PORT`).
             let mut name = name;

@@ -80,6 +80,7 @@ keys! {
         HealthCheck = "health_check",
         Balance = "balance",
         Affinity = "affinity",
+        FairShare = "fair_share",
     }
 }
 
@@ -412,6 +413,8 @@ pub struct Pool {
     pub balance: Option<Balance>,
     /// Cookie affinity (`affinity: cookie`).
     pub affinity: Option<Affinity>,
+    /// `fairgate.dev/fair-share`, as given (the reader checks it).
+    pub fair_share: Option<Node>,
 }
 
 /// A pool's `balance` other than round robin.
@@ -484,6 +487,7 @@ impl Pool {
             PoolKey::Affinity,
             self.affinity.as_ref().map(Affinity::node),
         );
+        f.maybe(PoolKey::FairShare, self.fair_share.clone());
         f.node()
     }
 }

@@ -18,6 +18,8 @@ pub struct Plan {
     pub balance: Option<super::out::Balance>,
     /// Cookie affinity for its pools (`affinity: cookie`).
     pub affinity: Option<super::out::Affinity>,
+    /// Its pools' `fair_share` (`fairgate.dev/fair-share`), as given.
+    pub fair_share: Option<super::emit::Node>,
     /// `ssl-redirect` when the annotation says it.
     pub ssl_redirect: Option<bool>,
     pub force_ssl_redirect: bool,

@@ -79,6 +79,7 @@ fn one(draft: &mut Draft<'_>, port: &str, value: &str) -> Result<(TcpService, Ve
         health_check: true,
         balance: None,
         affinity: None,
+        fair_share: None,
     };
     draft.upstreams.insert(pool.clone(), node);
     let mut why = format!(

@@ -72,6 +72,69 @@ pub struct RoutePolicySpec {
     /// CORS: preflights answered by the gateway, headers on answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
+    /// A fair share of the rule's backends when they are saturated (SPEC
+    /// §12): their pools get `fair_share`, shared by the rules naming this
+    /// policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fair_share: Option<FairShare>,
+}
+
+/// `upstreams.<name>.fair_share` of the rule's pools.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FairShare {
+    /// Requests in flight at once from each gateway process: a number
+    /// (1 to 1000000) or `adaptive`.
+    #[schemars(schema_with = "int_or_string")]
+    pub max_in_flight: IntOrString,
+    /// The bounds of an `adaptive` limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive: Option<AdaptiveBounds>,
+    /// What one queue is: `tenant` (the default), `tenant_user` or
+    /// `client_ip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// A request header whose value is the queue, instead of `by`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_header: Option<String>,
+    /// Requests one queue may hold waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_tenant: Option<u64>,
+    /// The longest a request waits (`2s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Weights by plan (default 1).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub weights: BTreeMap<String, u64>,
+}
+
+/// A number or a word (`16`, `adaptive`), as Kubernetes' own int-or-string
+/// fields are.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum IntOrString {
+    Int(u64),
+    String(String),
+}
+
+impl Default for IntOrString {
+    fn default() -> Self {
+        IntOrString::Int(1)
+    }
+}
+
+fn int_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"x-kubernetes-int-or-string": true})
+}
+
+/// `min` and `max` of an adaptive limit.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveBounds {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
 }
 
 /// Header edits: names to set, add or remove.

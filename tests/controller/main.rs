@@ -10,6 +10,7 @@ mod common;
 mod admission;
 mod annotations_routing;
 mod annotations_served;
+mod fair_share;
 mod fourth_attack;
 mod fourth_attack_bounds;
 mod gateway_api_attack;

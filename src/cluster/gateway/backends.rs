@@ -15,6 +15,7 @@ pub(super) fn backends(
     route: &Object,
     refs: &[BackendRef],
     grpc: bool,
+    fair: &Option<(String, Node)>,
     cx: &Context<'_>,
     out: &mut Translated,
 ) -> Vec<(String, Node)> {
@@ -26,6 +27,7 @@ pub(super) fn backends(
         let weight = u64::from(b.weight.unwrap_or(1).min(1_000_000));
         match pool(route, b, grpc, cx, out) {
             Backend::Pool(name, node) => {
+                let (name, node) = with_fair_share(name, node, fair);
                 out.pools.insert(name.clone(), node);
                 split.push((name, weight));
             }
@@ -63,6 +65,20 @@ pub(super) fn backends(
         fields.push(direct(500, Some(invalid)));
     }
     fields
+}
+
+/// A pool with a RoutePolicy's `fair_share`: a pool of its own, named by
+/// the policy, so rules without it (or with another policy's) never share
+/// its queue.
+fn with_fair_share(name: String, node: Node, fair: &Option<(String, Node)>) -> (String, Node) {
+    let (Some((policy, fair)), Node::Map(mut fields)) = (fair, node.clone()) else {
+        return (name, node);
+    };
+    fields.push(("fair_share".into(), fair.clone()));
+    (
+        policy_name(&format!("{name}_fs_{policy}")),
+        Node::Map(fields),
+    )
 }
 
 /// What one backendRef gives.

@@ -184,6 +184,9 @@ pub(super) struct Action {
     pub(super) rewrite: Option<super::spec::Rewrite>,
     pub(super) scheme: &'static str,
     pub(super) port: u32,
+    /// The `fair_share` of the rule's pools (a RoutePolicy's `fairShare`),
+    /// with that policy's name, which names the pools apart.
+    pub(super) fair_share: Option<(String, Node)>,
 }
 
 pub(super) fn direct(status: u16, weight: Option<u64>) -> (String, Node) {

@@ -135,9 +135,16 @@ fn extension(f: &Filter, cx: &Context<'_>, act: &mut Action, out: &mut Translate
                     &format!("{} {}: {why}", Kind::RoutePolicy.name(), r.name),
                 );
             }
+            let (fair, keys): (Vec<_>, Vec<_>) = fields
+                .iter()
+                .cloned()
+                .partition(|(k, _)| k == super::policy::FAIR_SHARE);
             act.fields
-                .retain(|(k, _)| !fields.iter().any(|(f, _)| f == k));
-            act.fields.extend(fields.iter().cloned());
+                .retain(|(k, _)| !keys.iter().any(|(f, _)| f == k));
+            act.fields.extend(keys);
+            if let Some((_, node)) = fair.into_iter().next() {
+                act.fair_share = Some((r.name.clone(), node));
+            }
             true
         }
         _ => {

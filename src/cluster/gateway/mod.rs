@@ -422,10 +422,11 @@ fn policies(objects: &[Object]) -> BTreeMap<(String, String), Node> {
         .filter(|o| o.is(Kind::RoutePolicy))
         .filter_map(|o| {
             let spec: crate::k8s::route_policy::RoutePolicySpec = parse(o)?;
-            Some((
-                (o.namespace.clone(), o.name.clone()),
-                Node::Map(spec.keys()),
-            ))
+            let mut keys = spec.keys();
+            if let Some(fair) = spec.fair_share() {
+                keys.push((policy::FAIR_SHARE.into(), fair));
+            }
+            Some(((o.namespace.clone(), o.name.clone()), Node::Map(keys)))
         })
         .collect()
 }

@@ -6,7 +6,55 @@ use serde_json::Value;
 use crate::import::{json_node as node, Node};
 use crate::k8s::route_policy::RoutePolicySpec;
 
+/// The reserved key under which a policy's `fair_share` travels with its
+/// route keys, taken off before they reach a route (`filters.rs`).
+pub(super) const FAIR_SHARE: &str = "fair_share";
+
 impl RoutePolicySpec {
+    /// Its `fairShare` as the pools' `fair_share`; the reader checks the
+    /// values as a file's.
+    pub fn fair_share(&self) -> Option<Node> {
+        use crate::k8s::route_policy::IntOrString;
+        let f = self.fair_share.as_ref()?;
+        let mut fields = vec![(
+            "max_in_flight".to_string(),
+            match &f.max_in_flight {
+                IntOrString::Int(n) => Node::Int(*n),
+                IntOrString::String(s) => Node::str(s.clone()),
+            },
+        )];
+        if let Some(a) = &f.adaptive {
+            let bounds = [("min", a.min), ("max", a.max)];
+            let bounds = bounds
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, Node::Int(v?))));
+            fields.push(("adaptive".into(), Node::map(bounds)));
+        }
+        match (&f.by_header, &f.by) {
+            (Some(h), _) => {
+                fields.push(("by".into(), Node::map([("header", Node::str(h.clone()))])))
+            }
+            (None, Some(by)) => fields.push(("by".into(), Node::str(by.clone()))),
+            (None, None) => {}
+        }
+        let queue = [
+            ("per_tenant", f.per_tenant.map(Node::Int)),
+            ("timeout", f.timeout.clone().map(Node::str)),
+        ];
+        let queue: Vec<_> = queue
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect();
+        if !queue.is_empty() {
+            fields.push(("queue".into(), Node::map(queue)));
+        }
+        if !f.weights.is_empty() {
+            let weights = f.weights.iter().map(|(k, v)| (k.clone(), Node::Int(*v)));
+            fields.push(("weights".into(), Node::map(weights)));
+        }
+        Some(Node::Map(fields))
+    }
+
     /// The route keys it sets; the names are checked where the policy is
     /// read, as the file's are.
     pub fn keys(&self) -> Vec<(String, Node)> {

@@ -402,6 +402,7 @@ fn action(
         rewrite: None,
         scheme: cx.scheme,
         port: cx.port,
+        fair_share: None,
     };
     let mut broken = false;
     for f in &rule.filters {
@@ -433,8 +434,14 @@ fn action(
         return act;
     }
     if act.redirect.is_none() {
-        act.fields
-            .extend(backends::backends(route, &rule.backend_refs, grpc, cx, out));
+        act.fields.extend(backends::backends(
+            route,
+            &rule.backend_refs,
+            grpc,
+            &act.fair_share,
+            cx,
+            out,
+        ));
     }
     act
 }

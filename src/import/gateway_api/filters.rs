@@ -63,6 +63,46 @@ pub(super) fn carry(
     Ok(())
 }
 
+/// What a route's one pool says that a RoutePolicy carries: its connect
+/// timeout (unless the route gives one) and its `fair_share`.
+pub(super) fn pool_keys(pool: &Value, policy: &mut Map<String, Value>) {
+    if let Some(c) = pool["connect_timeout"].as_str() {
+        let timeouts = policy.entry("timeouts").or_insert_with(|| json!({}));
+        if timeouts.get("connect").is_none() {
+            timeouts["connect"] = json!(c);
+        }
+    }
+    let fair = &pool["fair_share"];
+    if fair.is_null() {
+        return;
+    }
+    let mut out = Map::new();
+    for (key, v) in fair.as_object().into_iter().flatten() {
+        match (key.as_str(), &v["header"]) {
+            ("by", Value::String(h)) => out.insert("byHeader".into(), json!(h)),
+            ("queue", _) => {
+                for (k, v) in v.as_object().into_iter().flatten() {
+                    out.insert(camel(k), v.clone());
+                }
+                None
+            }
+            _ => out.insert(camel(key), v.clone()),
+        };
+    }
+    policy.insert("fairShare".into(), Value::Object(out));
+}
+
+/// A pool the RoutePolicy of the route cannot give a queue (`what`, a
+/// canary's): refused when it has one, rather than served without it.
+pub(super) fn one_queue(pool: &Value, what: &str) -> Result<(), Inexpressible> {
+    match pool["fair_share"].is_null() {
+        true => Ok(()),
+        false => Err(Inexpressible(format!(
+            "{what}'s pool has a fair_share, which a RoutePolicy gives every backend of its rules alike"
+        ))),
+    }
+}
+
 /// A route key in the RoutePolicy's spelling: `max_body` → `maxBody`.
 fn camel(key: &str) -> String {
     let mut out = String::new();

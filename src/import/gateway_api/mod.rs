@@ -479,13 +479,8 @@ fn one_route(
     carry(route, &mut policy, &mut filters, &mut notes)?;
     let (backends, grpc) = match route["upstream"].as_str() {
         Some(pool) => {
-            let (backend, grpc, connect) = backend(pool, ns, cx)?;
-            if let Some(c) = connect {
-                let timeouts = policy.entry("timeouts").or_insert_with(|| json!({}));
-                if timeouts.get("connect").is_none() {
-                    timeouts["connect"] = json!(c);
-                }
-            }
+            let (backend, grpc, pool) = backend(pool, ns, cx)?;
+            filters::pool_keys(pool, &mut policy);
             (vec![backend], grpc)
         }
         None => (Vec::new(), false),
@@ -599,7 +594,8 @@ fn rules(
     let pool = canary["upstream"]
         .as_str()
         .ok_or_else(|| Inexpressible("a canary without its pool".into()))?;
-    let (canary_ref, _, _) = backend(pool, ns, cx)?;
+    let (canary_ref, _, canary_pool) = backend(pool, ns, cx)?;
+    filters::one_queue(canary_pool, "a canary")?;
     let main = backends;
     let with_header = |name: &str, kind: &str, value: String| {
         let mut m = matched.clone();
@@ -652,12 +648,12 @@ fn rules(
 
 /// A pool as a backendRef: its one target must be a Service of the
 /// cluster by name (`NAME.NS.svc.DOMAIN:PORT`) reached over plain HTTP or
-/// h2c; with whether it is h2c and its connect timeout.
-fn backend(
+/// h2c; with whether it is h2c and the pool.
+fn backend<'c>(
     pool: &str,
     route_ns: &str,
-    cx: &Cx<'_>,
-) -> Result<(Value, bool, Option<String>), Inexpressible> {
+    cx: &Cx<'c>,
+) -> Result<(Value, bool, &'c Value), Inexpressible> {
     let p = cx
         .pools
         .get(pool)
@@ -688,12 +684,7 @@ fn backend(
             "pool {pool} reaches {targets:?}, not one Service of namespace {route_ns} by name (Gateway API routes do not follow ExternalName Services)"
         )));
     };
-    let backend = json!({"name": name, "port": port});
-    Ok((
-        backend,
-        grpc,
-        p["connect_timeout"].as_str().map(String::from),
-    ))
+    Ok((json!({"name": name, "port": port}), grpc, p))
 }
 
 #[cfg(test)]
