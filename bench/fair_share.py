@@ -313,6 +313,7 @@ def adaptive(bench, up, seconds):
     r = json.loads(load_proc.stdout.read())
     bench.stop(p)
     r["limits"] = [(round(t, 1), l) for t, l in limits if l is not None]
+    r["seconds"] = seconds
     return r
 
 
@@ -365,13 +366,20 @@ def section(runs, weights, adapt, tenants, seconds, rounds, note):
     lines.append(f"\nWeights by plan 4:1 (`weights: {{gold: 4}}`, tokens naming the plan), two "
                  f"noisy tenants of {NOISY // 2} connections each: gold {gold:,.0f} req/s, free "
                  f"{free:,.0f} req/s: **{gold / max(free, 1e-9):.1f}×** apart.")
-    settled = next((t for t, l in adapt["limits"]
-                    if all(8 <= x <= 48 for _, x in adapt["limits"] if _ >= t)), None)
-    final = [l for _, l in adapt["limits"][-4:]]
-    lines.append(f"\n`max_in_flight: adaptive` (min 8, max 64), same load: the limit stays within "
-                 f"[8, 48] from {settled if settled is not None else 'never'} s on, ending at "
-                 f"{final}; quiet p99 {adapt['quiet_p99']:.1f} ms "
-                 f"(**{adapt['quiet_p99'] / base:.2f}×** unloaded), "
+    limits = adapt["limits"]
+    tail = sorted(l for _, l in limits[-max(1, len(limits) // 3):]) or [0]
+    middle = tail[len(tail) // 2]
+    near = lambda x: 0.75 * middle <= x <= 1.25 * middle
+    settled = next((t for i, (t, _) in enumerate(limits) if all(near(x) for _, x in limits[i:])),
+                   None)
+    inside = next((t for i, (t, _) in enumerate(limits)
+                   if all(8 <= x <= 48 for _, x in limits[i:])), None)
+    lines.append(f"\n`max_in_flight: adaptive` (min 8, max 64), same load for {adapt['seconds']} s: "
+                 f"the limit is within [8, 48] from **{inside if inside is not None else 'never'} s** "
+                 f"on, and within 25% of its final median ({middle}) from "
+                 f"{settled if settled is not None else 'never'} s on "
+                 f"(sampled every 0.5 s: {[x for _, x in limits]}); quiet p99 "
+                 f"{adapt['quiet_p99']:.1f} ms (**{adapt['quiet_p99'] / base:.2f}×** unloaded), "
                  f"{adapt['quiet_failed']} of {adapt['quiet_sent']} failed.")
     few, many = tenants[10], tenants[10_000]
     lines.append(f"\n10,000 tenants against 10 through the saturated pool: "

@@ -38,7 +38,8 @@ pub async fn take_permit(
     };
     let identity = ctx.identity.as_ref();
     let headers = &session.req_header().headers;
-    let flow = flow_key(&settings.by, identity, ctx.client_ip, headers);
+    let address = (ctx.client_ip, policy.config.server.ipv6_prefix);
+    let flow = flow_key(&settings.by, identity, address, headers);
     let weight = settings.weight(identity.map(|i| i.plan.as_str()));
     let pool = pool.to_string();
     let answer = tokio::select! {

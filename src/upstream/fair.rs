@@ -41,6 +41,8 @@ impl FairShares {
                 Some(q) => q.clone(),
                 None => Arc::new(Queue::new(name)),
             };
+            // Every series at zero, so dashboards and rate() see them.
+            METRICS.fair_share_wait.with_label_values(&[name]);
             for why in Refused::ALL {
                 let labels = [name.as_str(), why.as_str()];
                 METRICS.fair_share_refused.with_label_values(&labels);
@@ -426,20 +428,17 @@ impl Drop for Permit {
 }
 
 /// The flow a request waits in: its tenant (and user), its client
-/// address, or a header's value; the client address when the request
-/// lacks what `by` names.
+/// address (an IPv6 one by its `ipv6_prefix`, as limits count it), or a
+/// header's value; the client address when the request lacks what `by`
+/// names.
 pub fn flow_key(
     by: &FlowBy,
     identity: Option<&crate::auth::Identity>,
-    client_ip: Option<std::net::IpAddr>,
+    (client_ip, ipv6_prefix): (Option<std::net::IpAddr>, u8),
     headers: &http::HeaderMap,
 ) -> String {
-    let ip = || {
-        format!(
-            "ip:{}",
-            client_ip.map(|a| a.to_string()).unwrap_or_default()
-        )
-    };
+    let address = client_ip.map(|a| crate::limit::plan::address_key(a, ipv6_prefix));
+    let ip = || format!("ip:{}", address.map(|a| a.to_string()).unwrap_or_default());
     match by {
         FlowBy::Tenant => identity.map_or_else(ip, |i| format!("t:{}", i.tenant.as_str())),
         FlowBy::TenantUser => identity.map_or_else(ip, |i| {

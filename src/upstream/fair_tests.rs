@@ -203,7 +203,7 @@ fn flows_are_keyed_by_what_by_names() {
     let ip = Some("127.0.0.7".parse().unwrap());
     let mut headers = http::HeaderMap::new();
     headers.insert("x-team", "blue".parse().unwrap());
-    let key = |by: &FlowBy, id| flow_key(by, id, ip, &headers);
+    let key = |by: &FlowBy, id| flow_key(by, id, (ip, 64), &headers);
     assert_eq!(key(&FlowBy::Tenant, Some(&id)), "t:acme");
     assert_eq!(key(&FlowBy::Tenant, None), "ip:127.0.0.7");
     assert_eq!(key(&FlowBy::TenantUser, Some(&id)), "u:acme\u{0}ann");
@@ -212,4 +212,8 @@ fn flows_are_keyed_by_what_by_names() {
     assert_eq!(key(&header, None), "h:blue");
     let other = FlowBy::Header("x-other".parse().unwrap());
     assert_eq!(key(&other, None), "ip:127.0.0.7");
+    // An IPv6 client is its /64 (`server.ipv6_prefix`), as limits count it.
+    let v6 = Some("2001:db8:1:2:3:4:5:6".parse().unwrap());
+    let key = flow_key(&FlowBy::ClientIp, None, (v6, 64), &headers);
+    assert_eq!(key, "ip:2001:db8:1:2::");
 }

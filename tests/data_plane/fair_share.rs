@@ -122,25 +122,48 @@ async fn a_full_queue_is_429_at_once_a_long_wait_503_and_probes_never_wait() {
     assert_eq!(metric(&m, &refused("queue_timeout")), Some(3.0));
 }
 
+/// Ten HTTP/1 clients close their connections and ten HTTP/2 streams are
+/// reset (their connection kept) while queued: all twenty leave the queue
+/// at once, none reaches the upstream, and the HTTP/2 connection still
+/// serves.
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_clients_hanging_up_while_queued_leave_the_queue() {
     let up = Upstream::start().await;
     let fair = "{max_in_flight: 1, queue: {per_tenant: 64, timeout: 60s}}";
-    let gw = policy(&up, fair, ("", "")).start().await;
+    let gw = policy(&up, fair, ("", ""))
+        .server("http2: {h2c: true}")
+        .start()
+        .await;
     let holder = send(&gw, "acme", "?sleep_ms=4000");
     until_gauge(&gw, "in_flight", "api", 1.0).await;
-    let head = format!(
-        "GET /v1/x HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {}\r\n\r\n",
-        token("acme")
-    );
+    let bearer = format!("Bearer {}", token("acme"));
+    let head = format!("GET /v1/x HTTP/1.1\r\nHost: t\r\nAuthorization: {bearer}\r\n\r\n");
     let mut clients = Vec::new();
-    for _ in 0..20 {
+    for _ in 0..10 {
         let mut s = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
         s.write_all(head.as_bytes()).await.unwrap();
         clients.push(s);
     }
+    let tcp = tokio::net::TcpStream::connect(gw.listen).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let request = || {
+        http::Request::get(gw.url("/v1/x"))
+            .header("authorization", bearer.as_str())
+            .body(())
+            .unwrap()
+    };
+    let mut streams = Vec::new();
+    for _ in 0..10 {
+        let mut ready = h2.clone().ready().await.unwrap();
+        streams.push(ready.send_request(request(), true).unwrap());
+    }
     until_gauge(&gw, "queued", "api", 20.0).await;
     drop(clients);
+    for (response, mut stream) in streams {
+        stream.send_reset(h2::Reason::CANCEL);
+        drop(response);
+    }
     // Gone long before the holder ends or any timeout.
     until_gauge(&gw, "queued", "api", 0.0).await;
     assert_eq!(gauge(&gw, "in_flight", "api").await, 1.0);
@@ -151,6 +174,13 @@ async fn twenty_clients_hanging_up_while_queued_leave_the_queue() {
         1,
         "a client that hung up reached the upstream"
     );
+    let (response, _) = h2
+        .ready()
+        .await
+        .unwrap()
+        .send_request(request(), true)
+        .unwrap();
+    assert_eq!(response.await.unwrap().status(), 200);
 }
 
 /// A target that reads a request and closes the connection unanswered.

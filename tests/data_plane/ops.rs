@@ -63,7 +63,7 @@ auth:
   keys: [{{kid: t, alg: HS256, secret_env: FAIRGATE_TEST_JWT}}, {{jwks_url: "http://{}/jwks.json"}}]
   methods: {{sso: {{external: {{url: "http://127.0.0.1:9/oauth2/auth"}}}}}}
 upstreams:
-  api: {{targets: ["{}"]}}
+  api: {{targets: ["{}"], fair_share: {{max_in_flight: 64}}}}
 limits:
   api: {{scope: tenant, default: {{capacity: 2, rate: 1/h}}}}
 concurrency:
