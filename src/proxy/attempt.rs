@@ -196,6 +196,7 @@ pub fn failed(ctx: &Ctx, peer: &HttpPeer) {
 /// retries this status and nothing of the request body has gone.
 pub fn answered(session: &mut Session, ctx: &mut Ctx, status: u16) -> Result<()> {
     ctx.upstream.status = Some(status);
+    ctx.upstream.answered_after = ctx.upstream.started.map(|t| t.elapsed());
     if status == 101 {
         let idle = ctx.policy.config.server.upgrade_idle_timeout;
         session.set_read_timeout(Some(idle));

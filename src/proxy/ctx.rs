@@ -162,6 +162,8 @@ pub struct Attempts {
     pub status_retry: bool,
     /// The status the upstream answered (the latest attempt's).
     pub status: Option<u16>,
+    /// How long after the first attempt began that answer's head came.
+    pub answered_after: Option<std::time::Duration>,
     /// This request counted in flight at its target (`least_requests`).
     pub busy: Option<crate::upstream::Busy>,
     /// The affinity cookie the answer sets (`Set-Cookie`), when the

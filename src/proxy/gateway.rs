@@ -344,8 +344,12 @@ impl ProxyHttp for Gateway {
             .or_else(|| session.response_written().map(|r| r.status.as_u16()))
             .unwrap_or(0);
         if let Some(mut permit) = ctx.upstream.permit.take() {
-            // Only an answered exchange says how loaded the pool is.
-            permit.sampled &= ctx.upstream.status.is_some();
+            // The upstream's time to answer, when it answered under 500
+            // (not a WebSocket's 101): what an adaptive limit learns from.
+            permit.sample = match ctx.upstream.status {
+                Some(s) if s < 500 && s != 101 => ctx.upstream.answered_after,
+                _ => None,
+            };
             drop(permit);
         }
         if let Some(lease) = ctx.lease.take() {

@@ -48,8 +48,7 @@ pub async fn take_permit(
         () = client_gone(session) => return Err(Deny::ClientGone),
     };
     match answer {
-        Ok(mut permit) => {
-            permit.sampled = !session.is_upgrade_req();
+        Ok(permit) => {
             ctx.upstream.permit = Some(permit);
             ctx.upstream.picked = Some(pool);
             Ok(())

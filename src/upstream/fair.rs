@@ -2,14 +2,18 @@
 //! lets at most its limit of requests be in flight from this process; the
 //! others wait in their flow's queue (FIFO within a flow), and a freed
 //! permit goes to the next flow in deficit round robin, weighted by plan.
-//! Every step is O(1) in the number of flows; a client that hangs up
-//! leaves its queue at once (its waiter is dropped).
+//! Every step is O(1) in the number of flows (amortised: what hang-ups
+//! leave behind is swept when it outnumbers what lives); a client that
+//! hangs up leaves its queue's count at once (its waiter is dropped).
 //!
 //! The queues outlive reloads (`FairShares` lives in `Shared`): a new
 //! policy changes a pool's settings, and requests already waiting keep
 //! their place under the new limit.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -29,18 +33,21 @@ pub struct FairShares {
 impl FairShares {
     /// Puts `config`'s settings in force: a pool keeps its queue (and its
     /// waiting requests) across a change; a pool that loses `fair_share`
-    /// lets its waiting requests through.
+    /// lets its waiting requests through; a pool gone from the policy (or
+    /// renamed) drains at its last limit, its series removed.
     pub fn apply(&self, config: &Config) {
         let old = self.pools.load();
         let mut pools = HashMap::new();
         for (name, up) in &config.upstreams {
+            let queue = old.get(name).cloned();
             let Some(settings) = &up.fair_share else {
+                if let Some(q) = queue {
+                    q.configure(None);
+                    q.retire();
+                }
                 continue;
             };
-            let queue = match old.get(name) {
-                Some(q) => q.clone(),
-                None => Arc::new(Queue::new(name)),
-            };
+            let queue = queue.unwrap_or_else(|| Arc::new(Queue::new(name)));
             // Every series at zero, so dashboards and rate() see them.
             METRICS.fair_share_wait.with_label_values(&[name]);
             for why in Refused::ALL {
@@ -52,15 +59,7 @@ impl FairShares {
         }
         for (name, queue) in old.iter() {
             if !pools.contains_key(name) {
-                queue.configure(None);
-                let m = &*METRICS;
-                for gauge in [
-                    &m.fair_share_in_flight,
-                    &m.fair_share_limit,
-                    &m.fair_share_queued,
-                ] {
-                    let _ = gauge.remove_label_values(&[name]);
-                }
+                queue.retire();
             }
         }
         self.pools.store(Arc::new(pools));
@@ -94,6 +93,11 @@ impl Refused {
 /// One pool's permits and waiting flows.
 pub struct Queue {
     pool: String,
+    /// Flows are keyed by a keyed hash of their name: a fixed size however
+    /// long a header value is, and not to be collided from outside.
+    hasher: RandomState,
+    /// Gone from the policy: drains, and has no series any more.
+    retired: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -102,29 +106,42 @@ struct State {
     /// The permits handed out now (`in_flight` ≤ `limit` but after a cut).
     in_flight: usize,
     limit: usize,
-    /// Requests waiting, over every flow.
+    /// Requests waiting, over every flow (hang-ups not counted).
     queued: usize,
-    flows: HashMap<Arc<str>, Flow>,
-    /// Flows with waiting requests, in service order; a flow is here at
-    /// most once (`Flow::ringed`), and one emptied by hang-ups leaves when
-    /// it comes round.
-    ring: VecDeque<Arc<str>>,
-    next_id: u64,
+    flows: HashMap<u64, Flow>,
+    /// Flows with waiting requests, in service order, as (flow, its
+    /// generation): a flow is here once with its own generation; entries
+    /// of flows gone (emptied by hang-ups) are skipped when they come
+    /// round, or swept when they outnumber the live ones.
+    ring: VecDeque<(u64, u64)>,
+    next_generation: u64,
     gradient: Option<Gradient>,
 }
 
 struct Flow {
-    waiting: VecDeque<(u64, oneshot::Sender<()>)>,
+    /// Its requests in order; those whose client hung up (their receiver
+    /// closed) stay until they come round or the queue is compacted.
+    waiting: VecDeque<oneshot::Sender<()>>,
+    /// How many of `waiting` hung up.
+    gone: usize,
     /// Requests it may still be served before the ring moves on.
     deficit: u32,
     weight: u32,
-    ringed: bool,
+    generation: u64,
+}
+
+impl Flow {
+    fn live(&self) -> usize {
+        self.waiting.len() - self.gone
+    }
 }
 
 impl Queue {
     fn new(pool: &str) -> Self {
         Queue {
             pool: pool.to_string(),
+            hasher: RandomState::new(),
+            retired: AtomicBool::new(false),
             state: Mutex::new(State {
                 settings: None,
                 in_flight: 0,
@@ -132,7 +149,7 @@ impl Queue {
                 queued: 0,
                 flows: HashMap::new(),
                 ring: VecDeque::new(),
-                next_id: 0,
+                next_generation: 0,
                 gradient: None,
             }),
         }
@@ -163,20 +180,36 @@ impl Queue {
             };
         }
         s.settings = settings;
-        self.admit_waiting(&mut s);
+        admit_waiting(&mut s);
         self.publish(&s);
     }
 
-    /// The settings in force, for the caller to key and weigh its request.
-    pub fn settings(&self) -> Option<FairShare> {
-        self.lock().settings.clone()
+    /// Out of the policy: the requests it holds and queues keep its last
+    /// limit until they end; its series go now.
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        let (m, pool) = (&*METRICS, [self.pool.as_str()]);
+        for gauge in [
+            &m.fair_share_in_flight,
+            &m.fair_share_limit,
+            &m.fair_share_queued,
+        ] {
+            let _ = gauge.remove_label_values(&pool);
+        }
+        let _ = m.fair_share_wait.remove_label_values(&pool);
+        for why in Refused::ALL {
+            let _ = m
+                .fair_share_refused
+                .remove_label_values(&[&self.pool, why.as_str()]);
+        }
     }
 
     /// A permit for a request of `flow` (weighed `weight`), at once while
     /// the pool is under its limit and no one waits, else after its turn.
     /// Dropping the future (the client hung up) leaves the queue.
     pub async fn acquire(self: &Arc<Self>, flow: &str, weight: u32) -> Result<Permit, Refused> {
-        let (id, rx, flow, timeout) = {
+        let flow = self.hasher.hash_one(flow);
+        let (rx, timeout) = {
             let mut s = self.lock();
             let Some(settings) = &s.settings else {
                 return Ok(Permit::untracked());
@@ -185,53 +218,56 @@ impl Queue {
             if s.queued == 0 && s.in_flight < s.limit {
                 s.in_flight += 1;
                 self.publish(&s);
-                return Ok(Permit::new(self.clone(), Duration::ZERO));
+                return Ok(Permit::new(self.clone()));
             }
-            let flow: Arc<str> = Arc::from(flow);
-            let waiting = s.flows.get(&flow).map_or(0, |f| f.waiting.len());
-            if waiting >= per_flow {
+            if s.flows.get(&flow).map_or(0, Flow::live) >= per_flow {
                 drop(s);
                 self.refused(Refused::Full);
                 return Err(Refused::Full);
             }
-            let (id, rx) = s.enqueue(flow.clone(), weight);
+            let rx = s.enqueue(flow, weight);
             self.publish(&s);
-            (id, rx, flow, timeout)
+            (rx, timeout)
         };
         let since = Instant::now();
         let mut waiter = Waiter {
             queue: self,
             flow,
-            id,
+            rx,
             done: false,
         };
-        let granted = match tokio::time::timeout(timeout, rx).await {
+        let granted = match tokio::time::timeout(timeout, &mut waiter.rx).await {
             Ok(Ok(())) => true,
             // Timed out, or granted at the deadline: then the permit is ours.
             _ => !waiter.leave(),
         };
         waiter.done = true;
-        let waited = since.elapsed();
-        METRICS
-            .fair_share_wait
-            .with_label_values(&[self.pool.as_str()])
-            .observe(waited.as_secs_f64());
+        if !self.retired.load(Ordering::Relaxed) {
+            let waited = since.elapsed().as_secs_f64();
+            METRICS
+                .fair_share_wait
+                .with_label_values(&[&self.pool])
+                .observe(waited);
+        }
         if granted {
-            return Ok(Permit::new(self.clone(), waited));
+            return Ok(Permit::new(self.clone()));
         }
         self.refused(Refused::Timeout);
         Err(Refused::Timeout)
     }
 
     fn refused(&self, why: Refused) {
+        if self.retired.load(Ordering::Relaxed) {
+            return;
+        }
         METRICS
             .fair_share_refused
             .with_label_values(&[self.pool.as_str(), why.as_str()])
             .inc();
     }
 
-    /// A permit comes back: it goes to the next waiting request while the
-    /// pool is at or under its limit; else it is returned.
+    /// A permit comes back (with the time its upstream took to answer,
+    /// when that says how loaded the pool is).
     fn release(&self, sample: Option<(Instant, Duration)>) {
         let mut s = self.lock();
         let in_flight = s.in_flight;
@@ -240,34 +276,13 @@ impl Queue {
                 s.limit = limit;
             }
         }
-        if s.in_flight <= s.limit {
-            if let Some(tx) = s.next() {
-                // A waiter gone meanwhile finds itself out of the queue
-                // and hands the permit on (`Waiter::drop`).
-                let _ = tx.send(());
-                self.admit_waiting(&mut s);
-                self.publish(&s);
-                return;
-            }
-        }
-        s.in_flight = s.in_flight.saturating_sub(1);
-        self.admit_waiting(&mut s);
+        hand_on(&mut s);
         self.publish(&s);
     }
 
-    /// Hands out permits while the pool is under its limit and someone
-    /// waits (after a raised limit, or a permit returned over a cut one).
-    fn admit_waiting(&self, s: &mut State) {
-        while s.in_flight < s.limit {
-            let Some(tx) = s.next() else { break };
-            s.in_flight += 1;
-            let _ = tx.send(());
-        }
-    }
-
     fn publish(&self, s: &State) {
-        // A pool without `fair_share` any more has no series.
-        if s.settings.is_none() {
+        // A pool without `fair_share` (or out of the policy) has no series.
+        if s.settings.is_none() || self.retired.load(Ordering::Relaxed) {
             return;
         }
         let pool = [self.pool.as_str()];
@@ -291,25 +306,57 @@ impl Queue {
     }
 }
 
-impl State {
-    fn enqueue(&mut self, flow: Arc<str>, weight: u32) -> (u64, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        let id = self.next_id;
-        self.next_id += 1;
-        let entry = self.flows.entry(flow.clone()).or_insert_with(|| Flow {
-            waiting: VecDeque::new(),
-            deficit: 0,
-            weight,
-            ringed: false,
-        });
-        entry.weight = weight.max(1);
-        entry.waiting.push_back((id, tx));
-        if !entry.ringed {
-            entry.ringed = true;
-            self.ring.push_back(flow);
+/// A permit is back: it goes to the next waiting request while the pool is
+/// at or under its limit; else it is returned.
+fn hand_on(s: &mut State) {
+    if s.in_flight <= s.limit {
+        if let Some(tx) = s.next() {
+            let _ = tx.send(());
+            admit_waiting(s);
+            return;
         }
+    }
+    s.in_flight = s.in_flight.saturating_sub(1);
+    admit_waiting(s);
+}
+
+/// Hands out permits while the pool is under its limit and someone waits
+/// (after a raised limit, or a permit returned over a cut one).
+fn admit_waiting(s: &mut State) {
+    while s.in_flight < s.limit {
+        let Some(tx) = s.next() else { break };
+        s.in_flight += 1;
+        let _ = tx.send(());
+    }
+}
+
+impl State {
+    fn enqueue(&mut self, key: u64, weight: u32) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        if !self.flows.contains_key(&key) {
+            let generation = self.next_generation;
+            self.next_generation += 1;
+            self.ring.push_back((key, generation));
+            let flow = Flow {
+                waiting: VecDeque::new(),
+                gone: 0,
+                deficit: 0,
+                weight: 1,
+                generation,
+            };
+            self.flows.insert(key, flow);
+            // Entries of flows gone outnumber the live ones: sweep them.
+            if self.ring.len() > 2 * self.flows.len() + 64 {
+                let flows = &self.flows;
+                self.ring
+                    .retain(|(k, g)| flows.get(k).is_some_and(|f| f.generation == *g));
+            }
+        }
+        let flow = self.flows.get_mut(&key).expect("inserted above");
+        flow.weight = weight.max(1);
+        flow.waiting.push_back(tx);
         self.queued += 1;
-        (id, rx)
+        rx
     }
 
     /// The next waiting request in weighted round-robin order: the flow
@@ -317,12 +364,23 @@ impl State {
     /// back; a flow without waiting requests leaves the ring.
     fn next(&mut self) -> Option<oneshot::Sender<()>> {
         loop {
-            let key = self.ring.front()?.clone();
-            let Some(flow) = self.flows.get_mut(&key) else {
-                self.ring.pop_front();
-                continue;
+            let (key, generation) = *self.ring.front()?;
+            let flow = match self.flows.get_mut(&key) {
+                Some(f) if f.generation == generation => f,
+                _ => {
+                    self.ring.pop_front();
+                    continue;
+                }
             };
-            let Some((_, tx)) = flow.waiting.pop_front() else {
+            let mut tx = None;
+            while let Some(t) = flow.waiting.pop_front() {
+                if !t.is_closed() {
+                    tx = Some(t);
+                    break;
+                }
+                flow.gone -= 1;
+            }
+            let Some(tx) = tx else {
                 self.ring.pop_front();
                 self.flows.remove(&key);
                 continue;
@@ -332,48 +390,57 @@ impl State {
                 flow.deficit = flow.weight;
             }
             flow.deficit -= 1;
-            if flow.waiting.is_empty() {
+            if flow.live() == 0 {
                 self.ring.pop_front();
                 self.flows.remove(&key);
             } else if flow.deficit == 0 {
                 self.ring.pop_front();
-                self.ring.push_back(key);
+                self.ring.push_back((key, generation));
             }
             return Some(tx);
         }
     }
 
-    /// Takes a waiting request out of its flow's queue; false when it is
-    /// not there (it was given a permit).
-    fn remove(&mut self, flow: &str, id: u64) -> bool {
-        let Some(f) = self.flows.get_mut(flow) else {
-            return false;
-        };
-        let Some(at) = f.waiting.iter().position(|(i, _)| *i == id) else {
-            return false;
-        };
-        f.waiting.remove(at);
+    /// A waiting request of `key` whose client hung up: out of the count
+    /// at once; a flow left without live requests goes (its ring entry
+    /// with it, when it comes round), and a queue mostly of hang-ups is
+    /// compacted.
+    fn gone(&mut self, key: u64) {
         self.queued -= 1;
-        true
+        let Some(flow) = self.flows.get_mut(&key) else {
+            return;
+        };
+        flow.gone += 1;
+        if flow.live() == 0 {
+            self.flows.remove(&key);
+        } else if flow.gone > flow.live() + 16 {
+            flow.waiting.retain(|t| !t.is_closed());
+            flow.gone = 0;
+        }
     }
 }
 
 /// A request waiting in its flow's queue; leaves it when dropped.
 struct Waiter<'q> {
     queue: &'q Arc<Queue>,
-    flow: Arc<str>,
-    id: u64,
+    flow: u64,
+    rx: oneshot::Receiver<()>,
     /// Its permit was taken (or its refusal counted).
     done: bool,
 }
 
 impl Waiter<'_> {
     /// Leaves the queue; false when a permit was handed to it first.
-    fn leave(&self) -> bool {
+    fn leave(&mut self) -> bool {
         let mut s = self.queue.lock();
-        let left = s.remove(&self.flow, self.id);
+        // Under the lock no permit can be handed to it meanwhile.
+        if self.rx.try_recv().is_ok() {
+            return false;
+        }
+        self.rx.close();
+        s.gone(self.flow);
         self.queue.publish(&s);
-        left
+        true
     }
 }
 
@@ -391,20 +458,18 @@ impl Drop for Waiter<'_> {
 pub struct Permit {
     queue: Option<Arc<Queue>>,
     granted: Instant,
-    /// How long the request waited for it.
-    pub waited: Duration,
-    /// Whether its exchange's time says how loaded the pool is (not a
-    /// WebSocket's or a stream's lifetime).
-    pub sampled: bool,
+    /// How long the upstream took to answer, when that says how loaded
+    /// the pool is (an answer under 500; not a WebSocket's life): the
+    /// adaptive limit's sample.
+    pub sample: Option<Duration>,
 }
 
 impl Permit {
-    fn new(queue: Arc<Queue>, waited: Duration) -> Self {
+    fn new(queue: Arc<Queue>) -> Self {
         Permit {
             queue: Some(queue),
             granted: Instant::now(),
-            waited,
-            sampled: true,
+            sample: None,
         }
     }
 
@@ -412,8 +477,7 @@ impl Permit {
         Permit {
             queue: None,
             granted: Instant::now(),
-            waited: Duration::ZERO,
-            sampled: false,
+            sample: None,
         }
     }
 }
@@ -421,8 +485,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some(q) = self.queue.take() {
-            let sample = self.sampled.then(|| (self.granted, self.granted.elapsed()));
-            q.release(sample);
+            q.release(self.sample.map(|rtt| (self.granted, rtt)));
         }
     }
 }

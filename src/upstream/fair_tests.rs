@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::config::{FairLimit, FairShare, FlowBy};
+use crate::config::{Config, FairLimit, FairShare, FlowBy};
 
 fn settings(limit: usize, per_tenant: usize) -> FairShare {
     FairShare {
@@ -216,4 +216,88 @@ fn flows_are_keyed_by_what_by_names() {
     let v6 = Some("2001:db8:1:2:3:4:5:6".parse().unwrap());
     let key = flow_key(&FlowBy::ClientIp, None, (v6, 64), &headers);
     assert_eq!(key, "ip:2001:db8:1:2::");
+}
+
+fn config(pools: &str) -> Config {
+    let text = format!(
+        "server: {{listen: [\"127.0.0.1:1\"]}}\nstore: {{kind: memory}}\n\
+         acknowledge: [store.process_local]\nupstreams:\n{pools}\nroutes: []\n"
+    );
+    Config::from_text("t.yaml", &text, std::path::Path::new("."))
+        .unwrap_or_else(|p| panic!("{:?}", p.render_errors()))
+        .config
+}
+
+/// Finding 3 of the review: a pool renamed (or dropped) let every waiting
+/// request through at once; now it drains at its last limit.
+#[tokio::test]
+async fn a_pool_gone_from_the_policy_drains_at_its_last_limit() {
+    let shares = FairShares::default();
+    let fair = "fair_share: {max_in_flight: 1, queue: {per_tenant: 64, timeout: 60s}}";
+    shares.apply(&config(&format!(
+        "  api: {{targets: [\"127.0.0.1:2\"], {fair}}}"
+    )));
+    let q = shares.get("api").unwrap();
+    let held = q.acquire("a", 1).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let _waiting = waiters(&q, "b", 1, 6, &order);
+    settle().await;
+    shares.apply(&config(&format!(
+        "  api2: {{targets: [\"127.0.0.1:2\"], {fair}}}"
+    )));
+    settle().await;
+    assert!(shares.get("api").is_none());
+    assert_eq!(counts(&q), (1, 6), "let through at once");
+    drop(held);
+    settle().await;
+    assert_eq!(counts(&q), (1, 5));
+}
+
+/// Finding 4 of the review: flows emptied by hang-ups while no permit
+/// came back stayed in memory (each keyed by an 8 KB header value).
+#[tokio::test]
+async fn hang_ups_of_many_flows_leave_nothing_behind() {
+    let q = queue(1, 64);
+    let held = q.acquire("a", 1).await.unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for round in 0..20 {
+        let names: Vec<&'static str> = (0..100)
+            .map(|i| &*Box::leak(format!("{round}-{i}-{}", "x".repeat(8000)).into_boxed_str()))
+            .collect();
+        let gone: Vec<_> = names
+            .iter()
+            .flat_map(|n| waiters(&q, n, 1, 1, &order))
+            .collect();
+        settle().await;
+        for h in gone {
+            h.abort();
+        }
+        settle().await;
+    }
+    {
+        let s = q.lock();
+        assert_eq!((s.queued, s.flows.len()), (0, 0));
+        assert!(s.ring.len() <= 2 * 100 + 64 + 1, "ring of {}", s.ring.len());
+    }
+    // One flow's many hang-ups: its queue is compacted, its live request kept.
+    let _live = waiters(&q, "c", 1, 1, &order);
+    for _ in 0..10 {
+        let gone = waiters(&q, "c", 1, 5, &order);
+        settle().await;
+        gone.iter().for_each(|h| h.abort());
+        settle().await;
+    }
+    {
+        let s = q.lock();
+        let flow = s.flows.values().next().unwrap();
+        assert_eq!(flow.live(), 1);
+        assert!(
+            flow.waiting.len() <= 1 + 16 + 5,
+            "{} kept",
+            flow.waiting.len()
+        );
+    }
+    drop(held);
+    settle().await;
+    assert_eq!(order.lock().unwrap().last(), Some(&"c"));
 }

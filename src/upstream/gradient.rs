@@ -5,7 +5,8 @@
 //! - the pool's unloaded latency (`min_rtt`) is measured at the lowest
 //!   limit (`min`): at the start and every `PROBE_EVERY`, the limit drops
 //!   to `min` until `PROBE_SAMPLES` requests granted since have ended, and
-//!   their median is the new `min_rtt`;
+//!   their p90 is the new `min_rtt` (the percentile the windows are read
+//!   at: a pool of fast and slow requests compares like with like);
 //! - between probes, every `WINDOW` the p90 latency of the requests that
 //!   ended (`sample_rtt`) gives the gradient `(1 + BUFFER) · min_rtt /
 //!   sample_rtt`, within [0.5, 2]; the limit becomes `limit · gradient +
@@ -13,7 +14,9 @@
 //!   latency rising with load (requests queued inside the upstream)
 //!   brings it back.
 //!
-//! A pool used far below its limit does not raise it.
+//! A pool used far below its limit does not raise it. A sample is the
+//! upstream's time to answer (from the first attempt to the answer's
+//! head, under 500), never a client's upload or download time.
 
 use std::time::{Duration, Instant};
 
@@ -74,8 +77,7 @@ impl Gradient {
             if self.samples.len() < PROBE_SAMPLES {
                 return None;
             }
-            self.samples.sort_unstable();
-            self.min_rtt = Some(self.samples[self.samples.len() / 2]);
+            self.min_rtt = Some(p90(&mut self.samples));
             self.samples.clear();
             self.probe = None;
             self.limit = back_to;
@@ -105,9 +107,7 @@ impl Gradient {
         let (Some(min_rtt), false) = (self.min_rtt, self.samples.is_empty()) else {
             return;
         };
-        self.samples.sort_unstable();
-        let at = (self.samples.len() * 9 / 10).min(self.samples.len() - 1);
-        let sample_rtt = self.samples[at].as_secs_f64().max(1e-6);
+        let sample_rtt = p90(&mut self.samples).as_secs_f64().max(1e-6);
         let gradient = ((1.0 + BUFFER) * min_rtt.as_secs_f64() / sample_rtt).clamp(0.5, 2.0);
         // A pool used far below its limit says nothing about more.
         if gradient >= 1.0 && (in_flight as f64) * 2.0 < self.limit {
@@ -125,6 +125,12 @@ impl Gradient {
             None => self.limit.round() as usize,
         }
     }
+}
+
+/// The 90th percentile of non-empty `samples` (sorted in place).
+fn p90(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    samples[(samples.len() * 9 / 10).min(samples.len() - 1)]
 }
 
 #[cfg(test)]
@@ -155,6 +161,22 @@ mod tests {
         }
         assert!((16..=32).contains(&limit), "settled at {limit}");
         assert_eq!(g.min_rtt, Some(Duration::from_millis(20)));
+    }
+
+    /// Finding 2 of the review: fast and slow requests mixed (70% 2 ms,
+    /// 30% 50 ms, whatever the load) once pinned the limit at `min`,
+    /// the probe's median against the windows' p90.
+    #[test]
+    fn a_pool_of_fast_and_slow_requests_is_not_pinned_at_min() {
+        let mut g = Gradient::new(2, 50);
+        let mut now = Instant::now();
+        for i in 0..5_000u32 {
+            now += Duration::from_millis(1);
+            let rtt = Duration::from_millis(if i % 10 < 7 { 2 } else { 50 });
+            let l = g.current();
+            g.sample(now, rtt, l, now);
+        }
+        assert_eq!(g.current(), 50);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(super) fn backends(
         let weight = u64::from(b.weight.unwrap_or(1).min(1_000_000));
         match pool(route, b, grpc, cx, out) {
             Backend::Pool(name, node) => {
-                let (name, node) = with_fair_share(name, node, fair);
+                let (name, node) = with_fair_share(&route.namespace, name, node, fair);
                 out.pools.insert(name.clone(), node);
                 split.push((name, weight));
             }
@@ -68,17 +68,22 @@ pub(super) fn backends(
 }
 
 /// A pool with a RoutePolicy's `fair_share`: a pool of its own, named by
-/// the policy, so rules without it (or with another policy's) never share
-/// its queue.
-fn with_fair_share(name: String, node: Node, fair: &Option<(String, Node)>) -> (String, Node) {
+/// the route's namespace and the policy (first, so that a name cut short
+/// and hashed still starts with them), so rules without it, with another
+/// policy's, or of another namespace reaching the same Service never share
+/// its queue or its settings.
+fn with_fair_share(
+    route_ns: &str,
+    name: String,
+    node: Node,
+    fair: &Option<(String, Node)>,
+) -> (String, Node) {
     let (Some((policy, fair)), Node::Map(mut fields)) = (fair, node.clone()) else {
         return (name, node);
     };
     fields.push(("fair_share".into(), fair.clone()));
-    (
-        policy_name(&format!("{name}_fs_{policy}")),
-        Node::Map(fields),
-    )
+    let named = policy_name(&format!("{route_ns}_{policy}_fs_{name}"));
+    (named, Node::Map(fields))
 }
 
 /// What one backendRef gives.
