@@ -102,8 +102,8 @@ pub fn read(ing: &Object, plan: &mut Plan, options: &super::Options) -> Vec<(Str
 /// `fairgate.dev/fair-share`: a `fair_share` mapping as the policy writes
 /// it (`{max_in_flight: 16, queue: {per_tenant: 8}}`), or a bare limit
 /// (`16`, `adaptive`). Taken as a tree (never pasted as text), at most
-/// three levels and 32 entries deep; the policy reader checks its keys
-/// and values as a file's.
+/// three levels (`{queue: {per_tenant: 8}}` is two) and 32 keys; the
+/// policy reader checks its keys and values as a file's.
 fn fair_share(value: &str) -> Result<Node, String> {
     let value = value.trim();
     if !value.starts_with('{') {
@@ -111,8 +111,8 @@ fn fair_share(value: &str) -> Result<Node, String> {
     }
     let tree = crate::config::yaml::load(value, |k| format!("{k} is given twice"))
         .map_err(|(_, why)| why)?;
-    let mut entries = 0;
-    tree_node(&tree, 0, &mut entries)
+    let mut keys = 0;
+    tree_node(&tree, 0, &mut keys)
 }
 
 fn scalar(text: &str) -> Node {
@@ -122,16 +122,21 @@ fn scalar(text: &str) -> Node {
     }
 }
 
-fn tree_node(node: &marked_yaml::Node, depth: usize, entries: &mut usize) -> Result<Node, String> {
-    *entries += 1;
-    if depth > 3 || *entries > 32 {
-        return Err("more than three levels or 32 entries".into());
-    }
+/// `node` at `depth` mappings down (the top one is 1); `keys` counts the
+/// keys so far.
+fn tree_node(node: &marked_yaml::Node, depth: usize, keys: &mut usize) -> Result<Node, String> {
     match node {
         marked_yaml::Node::Scalar(s) => Ok(scalar(s.as_str())),
+        marked_yaml::Node::Mapping(_) if depth >= 3 => Err("more than three levels".into()),
         marked_yaml::Node::Mapping(m) => m
             .iter()
-            .map(|(k, v)| Ok((k.as_str().to_string(), tree_node(v, depth + 1, entries)?)))
+            .map(|(k, v)| {
+                *keys += 1;
+                if *keys > 32 {
+                    return Err("more than 32 keys".to_string());
+                }
+                Ok((k.as_str().to_string(), tree_node(v, depth + 1, keys)?))
+            })
             .collect::<Result<Vec<_>, String>>()
             .map(Node::Map),
         marked_yaml::Node::Sequence(_) => Err("a list where a mapping or a value belongs".into()),
@@ -150,4 +155,32 @@ fn method_name_ok(name: &str) -> bool {
 fn refuse(plan: &mut Plan, why: String) -> Verdict {
     plan.withheld.get_or_insert_with(|| why.clone());
     Verdict::Unsupported(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fair_share_values_are_trees_of_bounded_size() {
+        let limit = |n: Node| Node::map([("max_in_flight", n)]);
+        assert_eq!(fair_share(" 64 "), Ok(limit(Node::Int(64))));
+        assert_eq!(fair_share("adaptive"), Ok(limit(Node::str("adaptive"))));
+        let queue = Node::map([("per_tenant", Node::Int(8))]);
+        let want = Node::map([("max_in_flight", Node::Int(16)), ("queue", queue)]);
+        assert_eq!(
+            fair_share("{max_in_flight: 16, queue: {per_tenant: 8}}"),
+            Ok(want)
+        );
+        // Three levels of mappings are taken; a fourth is not.
+        assert!(fair_share("{a: {b: {c: 1}}}").is_ok());
+        let deep = fair_share("{a: {b: {c: {d: 1}}}}");
+        assert_eq!(deep, Err("more than three levels".into()));
+        let keys: Vec<String> = (0..33).map(|i| format!("k{i}: 1")).collect();
+        assert!(fair_share(&format!("{{{}}}", keys[..32].join(", "))).is_ok());
+        let many = fair_share(&format!("{{{}}}", keys.join(", ")));
+        assert_eq!(many, Err("more than 32 keys".into()));
+        assert!(fair_share("{a: [1, 2]}").is_err());
+        assert!(fair_share("{a: &x 1, b: *x}").is_err());
+    }
 }

@@ -25,13 +25,19 @@ pub async fn take_permit(
 ) -> Result<(), Deny> {
     let policy = ctx.policy.clone();
     let route = ctx.route().ok_or(Deny::NoRoute)?;
-    let pool = actions::pool(session, ctx, route);
+    let pool = actions::pool(session, ctx, route).to_string();
+    // A split or canary with a `fair_share` pool among its sides: the pool
+    // drawn now is the request's, so no attempt reaches that pool without
+    // its permit.
+    if fair_side(&policy.config, route) {
+        ctx.upstream.picked = Some(pool.clone());
+    }
     let (Some(queue), Some(settings)) = (
-        shared.fair.get(pool),
+        shared.fair.get(&pool),
         policy
             .config
             .upstreams
-            .get(pool)
+            .get(&pool)
             .and_then(|u| u.fair_share.as_ref()),
     ) else {
         return Ok(());
@@ -41,7 +47,6 @@ pub async fn take_permit(
     let address = (ctx.client_ip, policy.config.server.ipv6_prefix);
     let flow = flow_key(&settings.by, identity, address, headers);
     let weight = settings.weight(identity.map(|i| i.plan.as_str()));
-    let pool = pool.to_string();
     let answer = tokio::select! {
         biased;
         answer = queue.acquire(&flow, weight) => answer,
@@ -53,12 +58,34 @@ pub async fn take_permit(
             ctx.upstream.picked = Some(pool);
             Ok(())
         }
-        Err(Refused::Full) => Err(Deny::QueueFull { pool }),
-        Err(Refused::Timeout) => Err(Deny::QueueTimeout {
-            pool,
-            timeout: settings.timeout,
-        }),
+        refused => {
+            // The access line names the pool that refused.
+            ctx.upstream.pool = Some(pool.clone());
+            match refused {
+                Err(Refused::Full) => Err(Deny::QueueFull { pool }),
+                _ => Err(Deny::QueueTimeout {
+                    pool,
+                    timeout: settings.timeout,
+                }),
+            }
+        }
     }
+}
+
+/// Whether a pool the route may draw (its `upstream`, a split's or its
+/// canary's) has a `fair_share`.
+fn fair_side(config: &crate::config::Config, route: &crate::config::Route) -> bool {
+    let actions = &route.actions;
+    let sides = std::iter::once(&route.upstream)
+        .chain(actions.split.iter().map(|(name, _)| name))
+        .chain(actions.canary.iter().map(|c| &c.upstream));
+    let fair = |name: &String| {
+        config
+            .upstreams
+            .get(name)
+            .is_some_and(|u| u.fair_share.is_some())
+    };
+    (!actions.split.is_empty() || actions.canary.is_some()) && sides.into_iter().any(fair)
 }
 
 /// The answers of a `fair_share` pool: its flow's queue full, the wait

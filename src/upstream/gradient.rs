@@ -10,7 +10,8 @@
 //! - between probes, every `WINDOW` the p90 latency of the requests that
 //!   ended (`sample_rtt`) gives the gradient `(1 + BUFFER) · min_rtt /
 //!   sample_rtt`, within [0.5, 2]; the limit becomes `limit · gradient +
-//!   √limit`, within `[min, max]`. Latency near `min_rtt` lets it grow;
+//!   √(limit · gradient)`, within `[min, max]`. A window ends with the
+//!   first answer after its 100 ms (no timer). Latency near `min_rtt` lets it grow;
 //!   latency rising with load (requests queued inside the upstream)
 //!   brings it back.
 //!
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 const WINDOW: Duration = Duration::from_millis(100);
 /// Latency within this share over `min_rtt` counts as unloaded.
 const BUFFER: f64 = 0.25;
-/// Requests whose median latency at the lowest limit is `min_rtt`.
+/// Requests whose p90 latency at the lowest limit is `min_rtt`.
 const PROBE_SAMPLES: usize = 25;
 /// How often `min_rtt` is measured again.
 const PROBE_EVERY: Duration = Duration::from_secs(30);

@@ -120,6 +120,45 @@ async fn a_full_queue_is_429_at_once_a_long_wait_503_and_probes_never_wait() {
         |why| format!("fairgate_fair_share_refused_total{{reason=\"{why}\",upstream=\"api\"}}");
     assert_eq!(metric(&m, &refused("queue_full")), Some(1.0));
     assert_eq!(metric(&m, &refused("queue_timeout")), Some(3.0));
+    // The access lines of the refused name the pool that refused.
+    let refused_lines: Vec<_> = gw
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["status"] == 429 || l["status"] == 503)
+        .collect();
+    assert_eq!(refused_lines.len(), 4, "{refused_lines:#?}");
+    assert!(
+        refused_lines.iter().all(|l| l["upstream"] == "api"),
+        "{refused_lines:#?}"
+    );
+}
+
+/// Finding 1 of the docs review: a split drew its pool again for the
+/// attempt, so a request could reach the `fair_share` side without its
+/// permit. Twenty requests through a split: the `fair_share` side never
+/// holds more than its limit, and every request is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_split_never_reaches_its_fair_share_side_without_a_permit() {
+    let (up, other) = (Upstream::start().await, Upstream::start().await);
+    let fair = "{max_in_flight: 1, queue: {per_tenant: 64, timeout: 60s}}";
+    let pools = format!("  other: {{targets: [\"{}\"]}}", other.addr);
+    let routes =
+        "  - {name: split, match: {path_prefix: /split}, upstreams: [{name: api}, {name: other}]}";
+    let gw = policy(&up, fair, (&pools, routes)).start().await;
+    let requests = (0..20).map(|_| {
+        let url = gw.url("/split?sleep_ms=150");
+        let bearer = token("acme");
+        tokio::spawn(async move {
+            let r = client().get(url).bearer_auth(bearer).send().await.unwrap();
+            r.status().as_u16()
+        })
+    });
+    for status in join_all(requests).await {
+        assert_eq!(status.unwrap(), 200);
+    }
+    assert_eq!(up.requests() + other.requests(), 20);
+    assert!(up.requests() > 0 && other.requests() > 0);
+    assert_eq!(up.stats.max_in_flight.load(Ordering::SeqCst), 1);
 }
 
 /// Ten HTTP/1 clients close their connections and ten HTTP/2 streams are

@@ -31,7 +31,9 @@ impl RoutePolicySpec {
             fields.push(("adaptive".into(), Node::map(bounds)));
         }
         match (&f.by_header, &f.by) {
-            (Some(h), _) => {
+            // Refused where the policy is read, naming both.
+            (Some(_), Some(_)) => fields.push(("by".into(), Node::str("by and byHeader both"))),
+            (Some(h), None) => {
                 fields.push(("by".into(), Node::map([("header", Node::str(h.clone()))])))
             }
             (None, Some(by)) => fields.push(("by".into(), Node::str(by.clone()))),
