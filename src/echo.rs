@@ -2,16 +2,18 @@
 //! with JSON describing the request (method, path, headers, body size),
 //! streams request bodies without keeping them, and on request sleeps
 //! (`?sleep_ms=N`), streams a large body (`?bytes=N`) or picks a status
-//! (`?status=N`). `/__echo/stats` reports requests in flight and the most
-//! seen at once. As the Gateway API conformance suite's echo backend does,
-//! it names the pod and namespace it runs as (`POD_NAME`, `NAMESPACE`) and
-//! the `Host` it was sent.
+//! (`?status=N`). `/__echo/stats` reports requests in flight, the most
+//! seen at once and the targets (path and query) of the last 256. As the
+//! Gateway API conformance suite's echo backend (echo-basic) does, it names
+//! the pod and namespace it runs as (`POD_NAME`, `NAMESPACE`) and the
+//! `Host` it was sent, and sets the response headers a request's
+//! `X-Echo-Set-Header` names (`Name:value,Name:value`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,6 +29,21 @@ pub struct Stats {
     pub requests: AtomicU64,
     pub in_flight: AtomicU64,
     pub max_in_flight: AtomicU64,
+    /// The targets of the last `RECENT` requests, oldest first.
+    pub recent: Mutex<VecDeque<String>>,
+}
+
+/// How many request targets `Stats::recent` keeps.
+const RECENT: usize = 256;
+
+impl Stats {
+    fn record(&self, target: &str) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(target.to_string());
+    }
 }
 
 struct Flight<'a>(&'a Stats);
@@ -85,10 +102,13 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Bo
             "requests": stats.requests.load(Ordering::SeqCst),
             "in_flight": stats.in_flight.load(Ordering::SeqCst),
             "max_in_flight": stats.max_in_flight.load(Ordering::SeqCst),
+            "recent": *stats.recent.lock().unwrap_or_else(|e| e.into_inner()),
         });
         return Ok(json_response(200, body.to_string()));
     }
     let _flight = Flight::new(&stats);
+    stats.record(req.uri().path_and_query().map_or("/", |p| p.as_str()));
+    let set_headers = echo_set_headers(&req);
     let q = query(&req);
     let method = req.method().to_string();
     let host = req
@@ -137,7 +157,31 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Bo
         "headers": headers,
         "body_bytes": body_bytes,
     });
-    Ok(json_response(status, body.to_string()))
+    let mut response = json_response(status, body.to_string());
+    for (name, value) in set_headers {
+        response.headers_mut().append(name, value);
+    }
+    Ok(response)
+}
+
+/// The response headers `X-Echo-Set-Header: Name:value,Name:value` asks
+/// for, as echo-basic reads it; what is not a header is left out.
+fn echo_set_headers(
+    req: &Request<Incoming>,
+) -> Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)> {
+    let asked = req.headers().get_all("x-echo-set-header").iter();
+    asked
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|pair| {
+            let (name, value) = pair.split_once(':')?;
+            let name = hyper::header::HeaderName::from_bytes(name.trim().as_bytes()).ok()?;
+            Some((
+                name,
+                hyper::header::HeaderValue::from_str(value.trim()).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// `POD_NAME` and `NAMESPACE`, read once.

@@ -138,6 +138,12 @@ impl Conformance {
         c
     }
 
+    /// The pod (echo process) of backend Service `ns/svc`.
+    pub fn pod(&self, ns: &str, svc: &str) -> &EchoProcess {
+        let at = BACKENDS.iter().position(|b| *b == (ns, svc));
+        &self._pods[at.unwrap_or_else(|| panic!("no backend {ns}/{svc}"))]
+    }
+
     /// The gRPC backends `grpc-infra-backend-v1..3` of the suite, one pod
     /// each, speaking h2c (`appProtocol: kubernetes.io/h2c`).
     pub fn with_grpc(mut self) -> Conformance {
@@ -206,6 +212,8 @@ impl Conformance {
     /// (its `server` and `store`) and the `admin` and `kubernetes` keys
     /// (and `default_limits: none` unless `base` gives its own).
     pub async fn start_base(&self, name: &str, base: &str, replica: u32) -> Gateway {
+        // A Lease's name is at most 253 characters, as a Gateway's.
+        let lease: String = format!("fairgate-{name}").chars().take(253).collect();
         let defaults = match base.contains("default_limits:") {
             true => "",
             false => "default_limits: none\n",
@@ -214,7 +222,7 @@ impl Conformance {
             "{base}\n\
              admin: {{listen: \"$ADMIN\"}}\n\
              {defaults}\
-             kubernetes:\n  gateway: {INFRA}/{name}\n  publish_address: [\"127.0.0.1\"]\n  allow_local_endpoints: true\n  lease_duration: 3s\n  lease_name: fairgate-{name}\n"
+             kubernetes:\n  gateway: {INFRA}/{name}\n  publish_address: [\"127.0.0.1\"]\n  allow_local_endpoints: true\n  lease_duration: 3s\n  lease_name: {lease}\n"
         );
         let options = GatewayOptions {
             env: vec![
@@ -424,6 +432,9 @@ pub struct Exchange {
     /// `,` as the suite compares them.
     pub headers: BTreeMap<String, String>,
     pub location: Option<String>,
+    /// The answer's headers, names lowercase, values of one name joined
+    /// by `,` as the suite compares them.
+    pub response: BTreeMap<String, String>,
 }
 
 /// A GET of `path` with `Host: host` and `headers`, redirects not followed.
@@ -441,8 +452,17 @@ pub async fn exchange(gw: &Gateway, host: &str, path: &str, headers: &[(&str, &s
     let Ok(resp) = req.send().await else {
         return Exchange::default();
     };
+    let mut response = BTreeMap::<String, String>::new();
+    for (name, value) in resp.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        response
+            .entry(name.as_str().to_string())
+            .and_modify(|v| *v = format!("{v},{value}"))
+            .or_insert_with(|| value.into_owned());
+    }
     let mut out = Exchange {
         status: resp.status().as_u16(),
+        response,
         location: resp
             .headers()
             .get("location")

@@ -131,7 +131,7 @@ spec:
   parentRefs: [{name: same-namespace}]
   rules:
   - matches: [{path: {type: PathPrefix, value: /mirror}}]
-    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: infra-backend-v2, port: 8080}}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: infra-backend-v2, port: 8080}, percent: 50}}]
     backendRefs: [{name: infra-backend-v1, port: 8080}]
 "#;
 
@@ -174,7 +174,8 @@ async fn accepted_conflicting_and_broken_routes_say_so_in_their_status() {
         .to_string();
     assert!(message.contains("no-such-limit"), "{broken:#}");
     status(&gw, "example.com", "/broken", &[], 404).await;
-    // A filter fairgate does not serve.
+    // A filter fairgate does not serve as written: a mirror of half the
+    // requests.
     let mirror = c.parent_condition(
         ROUTES,
         INFRA,
@@ -182,7 +183,10 @@ async fn accepted_conflicting_and_broken_routes_say_so_in_their_status() {
         "same-namespace",
         &[("Accepted", "False", "UnsupportedValue")],
     );
-    assert!(mirror.to_string().contains("RequestMirror"), "{mirror:#}");
+    assert!(
+        mirror.to_string().contains("RequestMirror of a share"),
+        "{mirror:#}"
+    );
     status(&gw, "example.com", "/mirror", &[], 404).await;
 }
 

@@ -86,6 +86,22 @@ fn with_fair_share(
     (named, Node::Map(fields))
 }
 
+/// A `RequestMirror`'s backend as the rule's `mirror` (its pool added);
+/// nothing when it does not resolve (why, in `ResolvedRefs`) or has no
+/// ready endpoint: the rule is served without copies.
+pub(super) fn mirror(
+    route: &Object,
+    b: &super::spec::BackendRef,
+    cx: &Context<'_>,
+    out: &mut Translated,
+) -> Option<(String, Node)> {
+    let Backend::Pool(name, node) = pool(route, b, false, cx, out) else {
+        return None;
+    };
+    out.pools.insert(name.clone(), node);
+    Some(("mirror".into(), Node::map([("upstream", Node::str(name))])))
+}
+
 /// What one backendRef gives.
 enum Backend {
     Pool(String, Node),

@@ -182,6 +182,8 @@ pub(super) struct Action {
     pub(super) fields: Vec<(String, Node)>,
     pub(super) redirect: Option<(super::spec::Redirect, u16)>,
     pub(super) rewrite: Option<super::spec::Rewrite>,
+    /// A `RequestMirror`'s backend, resolved with the rule's backends.
+    pub(super) mirror: Option<super::spec::BackendRef>,
     pub(super) scheme: &'static str,
     pub(super) port: u32,
     /// The `fair_share` of the rule's pools (a RoutePolicy's `fairShare`),

@@ -1,5 +1,5 @@
 //! A rule's filters as route keys: header edits both ways, redirects,
-//! rewrites, and `ExtensionRef`s to fairgate's RoutePolicy (whose names
+//! rewrites, a request mirror (resolved with the rule's backends), and `ExtensionRef`s to fairgate's RoutePolicy (whose names
 //! must be the base policy file's own). A filter or value fairgate cannot
 //! serve makes the route `Accepted: False` (`UnsupportedValue`).
 
@@ -77,9 +77,27 @@ pub(super) fn filter(f: &Filter, cx: &Context<'_>, act: &mut Action, out: &mut T
             act.rewrite = Some(r);
             true
         }
+        "RequestMirror" => mirror(f, act, out),
         "ExtensionRef" => extension(f, cx, act, out),
         other => bad(out, &format!("filter {other} is not served")),
     }
+}
+
+/// A `RequestMirror` of every request, one a rule: its backend is
+/// resolved with the rule's.
+fn mirror(f: &Filter, act: &mut Action, out: &mut Translated) -> bool {
+    let Some(m) = f.request_mirror.as_ref() else {
+        return bad(out, "RequestMirror without its settings");
+    };
+    let all = m.percent.is_none_or(|p| p >= 100) && m.fraction.is_none();
+    if !all {
+        return bad(out, "a RequestMirror of a share of requests is not served");
+    }
+    if act.mirror.is_some() {
+        return bad(out, "one RequestMirror a rule is served");
+    }
+    act.mirror = Some(m.backend_ref.clone());
+    true
 }
 
 fn bad(out: &mut Translated, why: &str) -> bool {

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::config::Kubernetes;
 use crate::import::{secret_pem, Node, Object};
 use crate::k8s::{Kind, Reason};
+use crate::tls::pem::Pem;
 use attach::Served;
 use spec::{GatewaySpec, ListenerTls, RouteSpec};
 
@@ -131,6 +132,18 @@ pub struct Translation {
     pub bindings: Vec<crate::import::Binding>,
 }
 
+impl Translation {
+    /// Nothing served; only `statuses` written.
+    fn nothing(statuses: Vec<StatusWrite>) -> Translation {
+        Translation {
+            policy: Node::Map(Vec::new()),
+            statuses,
+            certificates: Vec::new(),
+            bindings: Vec::new(),
+        }
+    }
+}
+
 /// Translates the Gateway served and `routes` (some of `routes(..)`;
 /// the others are withheld by the caller).
 pub fn translate(
@@ -141,16 +154,19 @@ pub fn translate(
 ) -> Translation {
     let mut statuses = status::classes(objects, settings);
     let Some((gw, spec)) = gateway(objects, settings) else {
-        return Translation {
-            policy: Node::Map(Vec::new()),
-            statuses,
-            certificates: Vec::new(),
-            bindings: Vec::new(),
-        };
+        return Translation::nothing(statuses);
     };
     let grants = Grants::new(objects);
     let labels = attach::namespace_labels(objects);
     let mut listeners = attach::listeners(&spec);
+    // A `parametersRef` fairgate cannot honour: not accepted, nothing served.
+    let parameters = spec
+        .infrastructure
+        .is_some_and(|i| i.parameters_ref.is_some());
+    if parameters {
+        statuses.push(status::gateway(gw, &listeners, true));
+        return Translation::nothing(statuses);
+    }
     let (certificates, origins) = certificates(objects, gw, &mut listeners, &grants);
     let policies = policies(objects);
     let mut entries = Vec::new();
@@ -180,7 +196,7 @@ pub fn translate(
         .filter_map(|s| s.listener.hostname.clone())
         .collect();
     let entries = rules::fenced(entries, &hostnames);
-    statuses.push(status::gateway(gw, &listeners));
+    statuses.push(status::gateway(gw, &listeners, false));
     let mut root = Vec::new();
     if !pools.is_empty() {
         root.push((
@@ -411,6 +427,16 @@ fn listener_secret(
             format!("Secret {id} is missing or holds no tls.crt and tls.key"),
         ));
     };
+    // Read as the policy reader will, so a malformed one is refused on
+    // its listener, not in the build.
+    let chain = Pem::from_memory("tls.crt", cert.as_bytes()).and_then(Pem::chain);
+    let pair = chain.and_then(|_| Pem::from_memory("tls.key", key.as_bytes())?.private_key());
+    if let Err(e) = pair {
+        return Err((
+            Reason::InvalidCertificateRef,
+            format!("Secret {id} holds no certificate and key: {e}"),
+        ));
+    }
     Ok((id, cert, key))
 }
 

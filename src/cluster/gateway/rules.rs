@@ -400,6 +400,7 @@ fn action(
         fields: vec![("auth".into(), Node::str("none"))],
         redirect: None,
         rewrite: None,
+        mirror: None,
         scheme: cx.scheme,
         port: cx.port,
         fair_share: None,
@@ -407,6 +408,11 @@ fn action(
     let mut broken = false;
     for f in &rule.filters {
         broken |= !filters::filter(f, cx, &mut act, out);
+    }
+    if grpc && act.mirror.is_some() {
+        // Copies are sent over HTTP/1.1, which a gRPC backend does not take.
+        out.unsupported("RequestMirror on a GRPCRoute is not served".into());
+        broken = true;
     }
     if let Some(t) = &rule.timeouts {
         let mut fields = Vec::new();
@@ -442,6 +448,9 @@ fn action(
             cx,
             out,
         ));
+        if let Some(b) = act.mirror.take() {
+            act.fields.extend(backends::mirror(route, &b, cx, out));
+        }
     }
     act
 }

@@ -15,6 +15,15 @@ use serde::Deserialize;
 pub struct GatewaySpec {
     pub gateway_class_name: String,
     pub listeners: Vec<Listener>,
+    pub infrastructure: Option<Infrastructure>,
+}
+
+/// `spec.infrastructure`: fairgate takes no parameters, so a
+/// `parametersRef` is one it cannot honour.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Infrastructure {
+    pub parameters_ref: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -170,7 +179,18 @@ pub struct Filter {
     pub response_header_modifier: Option<HeaderModifier>,
     pub request_redirect: Option<Redirect>,
     pub url_rewrite: Option<Rewrite>,
+    pub request_mirror: Option<RequestMirror>,
     pub extension_ref: Option<ObjectRef>,
+}
+
+/// `RequestMirror`: a copy of each request to a backend; `percent` and
+/// `fraction` (a share of the requests) are read to be refused.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RequestMirror {
+    pub backend_ref: BackendRef,
+    pub percent: Option<u32>,
+    pub fraction: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -57,7 +57,19 @@ fn conditions(list: &[Condition], generation: i64) -> Value {
     )
 }
 
-/// Each GatewayClass naming our controller: Accepted.
+/// The conformance features fairgate passes (docs/conformance-report.yaml),
+/// sorted by name as `GatewayClass.status.supportedFeatures` must be.
+pub const SUPPORTED_FEATURES: [&str; 6] = [
+    "GRPCRoute",
+    "Gateway",
+    "HTTPRoute",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteResponseHeaderModification",
+    "ReferenceGrant",
+];
+
+/// Each GatewayClass naming our controller: Accepted, and the features
+/// supported.
 pub fn classes(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
     let ours = our_classes(objects, settings);
     objects
@@ -67,26 +79,44 @@ pub fn classes(objects: &[Object], settings: &Kubernetes) -> Vec<StatusWrite> {
             kind: c.kind.clone(),
             namespace: String::new(),
             name: c.name.clone(),
-            status: json!({"conditions": conditions(&[Condition::met(ConditionType::Accepted, "handled by fairgate")], generation(c))}),
+            status: json!({
+                "conditions": conditions(&[Condition::met(ConditionType::Accepted, "handled by fairgate")], generation(c)),
+                "supportedFeatures": SUPPORTED_FEATURES.iter().map(|f| json!({"name": f})).collect::<Vec<_>>(),
+            }),
             parents_of: None,
         })
         .collect()
 }
 
-/// The Gateway: Accepted (`ListenersNotValid` when a listener is not),
-/// Programmed, and each listener. `addresses` are added by the writer.
-pub fn gateway(gw: &Object, listeners: &[Served]) -> StatusWrite {
+/// The Gateway: Accepted (`ListenersNotValid`, true while one listener
+/// is valid, false when none is; `InvalidParameters` false for a
+/// `parametersRef`, which fairgate cannot honour), Programmed while it
+/// is served, and each listener. `addresses` are added by the writer.
+pub fn gateway(gw: &Object, listeners: &[Served], parameters: bool) -> StatusWrite {
     let g = generation(gw);
-    let all_valid = listeners.iter().all(|s| s.refused.is_none());
-    let accepted = match all_valid {
-        true => Condition::met(ConditionType::Accepted, "served by fairgate"),
-        false => Condition::yes(
+    let valid = listeners.iter().filter(|s| s.refused.is_none()).count();
+    let accepted = match (parameters, valid) {
+        (true, _) => Condition::no(
+            ConditionType::Accepted,
+            Reason::InvalidParameters,
+            "fairgate takes no infrastructure.parametersRef",
+        ),
+        (false, 0) => Condition::no(
+            ConditionType::Accepted,
+            Reason::ListenersNotValid,
+            "no listener is valid",
+        ),
+        (false, n) if n < listeners.len() => Condition::yes(
             ConditionType::Accepted,
             Reason::ListenersNotValid,
             "some listeners are not valid",
         ),
+        _ => Condition::met(ConditionType::Accepted, "served by fairgate"),
     };
-    let programmed = Condition::met(ConditionType::Programmed, "the policy is in force");
+    let programmed = match accepted.status {
+        true => Condition::met(ConditionType::Programmed, "the policy is in force"),
+        false => Condition::no(ConditionType::Programmed, Reason::Invalid, "not accepted"),
+    };
     let listeners: Vec<Value> = listeners.iter().map(|s| listener(s, g)).collect();
     StatusWrite {
         kind: gw.kind.clone(),

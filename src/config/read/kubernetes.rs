@@ -153,15 +153,21 @@ fn controller_name_ok(name: &str) -> bool {
 
 /// An RFC 1123 label: a namespace's name.
 fn label_ok(s: &str) -> bool {
+    s.len() <= 63 && part_ok(s)
+}
+
+/// An RFC 1123 subdomain: most objects' names. As Kubernetes checks one
+/// (`IsDNS1123Subdomain`), only the whole is bounded (253), not each
+/// part: a Gateway may be named by 253 characters without a dot.
+fn subdomain_ok(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(part_ok)
+}
+
+/// Lowercase letters, digits and `-`, neither first nor last.
+fn part_ok(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
-}
-
-/// An RFC 1123 subdomain: most objects' names.
-fn subdomain_ok(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(label_ok)
 }
