@@ -1,7 +1,7 @@
 //! A small echo upstream for `fairgate demo` and the test suite. It answers
 //! with JSON describing the request (method, path, headers, body size),
 //! streams request bodies without keeping them, and on request sleeps
-//! (`?sleep_ms=N`), streams a large body (`?bytes=N`) or picks a status
+//! (`?sleep_ms=N`, or echo-basic's `?delay=1s`), streams a large body (`?bytes=N`) or picks a status
 //! (`?status=N`). `/__echo/stats` reports requests in flight, the most
 //! seen at once and the targets (path and query) of the last 256. As the
 //! Gateway API conformance suite's echo backend (echo-basic) does, it names
@@ -139,6 +139,12 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>) -> Result<Response<Bo
     }
     if let Some(ms) = q.get("sleep_ms").and_then(|v| v.parse::<u64>().ok()) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    let delay = q
+        .get("delay")
+        .map(|d| crate::config::yaml::parse_duration(d));
+    if let Some(Ok(delay)) = delay {
+        tokio::time::sleep(delay).await;
     }
     let status = q
         .get("status")

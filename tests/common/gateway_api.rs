@@ -426,6 +426,8 @@ pub struct Exchange {
     /// The echo's report (a 200 from a backend).
     pub pod: String,
     pub namespace: String,
+    /// The `Host` the backend received.
+    pub host: String,
     /// The path and query the backend received.
     pub path: String,
     /// The backend's received headers, names lowercase, values joined by
@@ -477,6 +479,7 @@ pub async fn exchange(gw: &Gateway, host: &str, path: &str, headers: &[(&str, &s
     if let (true, Ok(body)) = (json, resp.json::<Value>().await) {
         out.pod = body["pod"].as_str().unwrap_or("").into();
         out.namespace = body["namespace"].as_str().unwrap_or("").into();
+        out.host = body["host"].as_str().unwrap_or("").into();
         let query = body["query"].as_str().unwrap_or("");
         let path = body["path"].as_str().unwrap_or("");
         out.path = match query.is_empty() {
@@ -508,6 +511,9 @@ pub struct Expect<'a> {
     pub status: u16,
     pub backend: &'a str,
     pub namespace: &'a str,
+    /// The path and query the backend gets when it is not the request's
+    /// (a rewrite).
+    pub seen: &'a str,
 }
 
 impl Expect<'_> {
@@ -518,7 +524,12 @@ impl Expect<'_> {
             && (!backend
                 || (got.pod.starts_with(self.backend)
                     && got.namespace == self.namespace
-                    && got.path == self.path))
+                    && got.path
+                        == if self.seen.is_empty() {
+                            self.path
+                        } else {
+                            self.seen
+                        }))
     }
 }
 
@@ -564,6 +575,7 @@ pub async fn to(
             status: 200,
             backend,
             namespace: ns,
+            ..Expect::default()
         },
     )
     .await

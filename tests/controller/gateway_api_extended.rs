@@ -1,10 +1,11 @@
 //! The Gateway API conformance suite's extended HTTPRoute tests fairgate
 //! claims (kubernetes-sigs/gateway-api at 4564255, `conformance/tests/`),
 //! ported one to one (requests with `Host: example.com` where the suite
-//! sends the gateway's address): HTTPRouteRequestMirror (the mirror's pod is asked
-//! which targets it received, where the suite reads its log) and
+//! sends the gateway's address): HTTPRouteRequestMirror (the mirror's pod
+//! is asked which targets it received, where the suite reads its log),
 //! HTTPRouteResponseHeaderModifier (the backend sets response headers by
-//! `X-Echo-Set-Header`, as echo-basic does).
+//! `X-Echo-Set-Header`, as echo-basic does) and HTTPRouteTimeoutRequest
+//! (the backend waits `?delay=`, as echo-basic does).
 
 use crate::common;
 
@@ -308,4 +309,56 @@ async fn httproute_response_header_modifier() {
     );
     assert_eq!(header("x-header-echo"), Some("echo"));
     assert_eq!(header("x-header-remove"), None);
+}
+
+const REQUEST_TIMEOUT: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: request-timeout
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: same-namespace
+  rules:
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /request-timeout
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+    timeouts:
+      request: 500ms
+  - matches:
+    - path:
+        type: PathPrefix
+        value: /disable-request-timeout
+    backendRefs:
+    - name: infra-backend-v1
+      port: 8080
+    timeouts:
+      request: "0s"
+"#;
+
+/// HTTPRouteTimeoutRequest (`httproute-timeout-request.go`): the backend
+/// answers after `?delay=1s`, past the rule's 500 ms.
+#[tokio::test]
+async fn httproute_timeout_request() {
+    let c = Conformance::start();
+    let gw = c.gateway("same-namespace").await;
+    c.apply(REQUEST_TIMEOUT);
+    c.accepted(ROUTES, INFRA, "request-timeout", "same-namespace", "True");
+    to(
+        &gw,
+        "example.com",
+        "/request-timeout",
+        &[],
+        "infra-backend-v1",
+        INFRA,
+    )
+    .await;
+    status(&gw, "example.com", "/request-timeout?delay=1s", &[], 504).await;
+    let slow = "/disable-request-timeout?delay=1s";
+    to(&gw, "example.com", slow, &[], "infra-backend-v1", INFRA).await;
 }

@@ -21,6 +21,7 @@ mod gateway_api_grpc;
 mod gateway_api_hostnames;
 mod gateway_api_matching;
 mod gateway_api_policy;
+mod gateway_api_redirects;
 mod gateway_api_refs;
 mod import;
 mod import_gateway_api;

@@ -59,12 +59,18 @@ fn conditions(list: &[Condition], generation: i64) -> Value {
 
 /// The conformance features fairgate passes (docs/conformance-report.yaml),
 /// sorted by name as `GatewayClass.status.supportedFeatures` must be.
-pub const SUPPORTED_FEATURES: [&str; 6] = [
+pub const SUPPORTED_FEATURES: [&str; 12] = [
     "GRPCRoute",
     "Gateway",
     "HTTPRoute",
+    "HTTPRouteHostRewrite",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
     "HTTPRouteRequestMirror",
+    "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
 ];
 
