@@ -36,6 +36,11 @@ pub enum Command {
     Echo {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
+        /// Keep the targets (path and query) of the last 256 requests for
+        /// `/__echo/stats`, as the conformance tests read them; off by
+        /// default, since query strings may carry secrets.
+        #[arg(long)]
+        record: bool,
     },
     /// Convert other gateways' configuration into a fairgate policy.
     Import {
@@ -111,7 +116,7 @@ pub fn main(cli: Cli) -> i32 {
         Command::Check { config } => check(&config),
         Command::Serve { config } => serve(&config),
         Command::Demo => demo(),
-        Command::Echo { listen } => echo(listen),
+        Command::Echo { listen, record } => echo(listen, record),
         Command::Import {
             from: ImportFrom::IngressNginx(options),
         } => crate::import::main(&options),
@@ -286,7 +291,7 @@ fn demo() -> i32 {
 }
 
 /// The echo upstream in the foreground, until the process is ended.
-fn echo(listen: SocketAddr) -> i32 {
+fn echo(listen: SocketAddr, record: bool) -> i32 {
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -295,7 +300,10 @@ fn echo(listen: SocketAddr) -> i32 {
         }
     };
     rt.block_on(async move {
-        let stats = Arc::new(crate::echo::Stats::default());
+        let stats = Arc::new(crate::echo::Stats {
+            record,
+            ..Default::default()
+        });
         match crate::echo::serve(listen, stats).await {
             Ok(bound) => {
                 println!("listening on {bound}");

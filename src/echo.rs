@@ -3,7 +3,8 @@
 //! streams request bodies without keeping them, and on request sleeps
 //! (`?sleep_ms=N`, or echo-basic's `?delay=1s`), streams a large body (`?bytes=N`) or picks a status
 //! (`?status=N`). `/__echo/stats` reports requests in flight, the most
-//! seen at once and the targets (path and query) of the last 256. As the
+//! seen at once and (with `--record`) the targets, path and query, of the
+//! last 256. As the
 //! Gateway API conformance suite's echo backend (echo-basic) does, it names
 //! the pod and namespace it runs as (`POD_NAME`, `NAMESPACE`) and the
 //! `Host` it was sent, and sets the response headers a request's
@@ -29,8 +30,10 @@ pub struct Stats {
     pub requests: AtomicU64,
     pub in_flight: AtomicU64,
     pub max_in_flight: AtomicU64,
-    /// The targets of the last `RECENT` requests, oldest first.
+    /// The targets of the last `RECENT` requests, oldest first, when
+    /// `record` is set (`fairgate echo --record`).
     pub recent: Mutex<VecDeque<String>>,
+    pub record: bool,
 }
 
 /// How many request targets `Stats::recent` keeps.
@@ -38,6 +41,9 @@ const RECENT: usize = 256;
 
 impl Stats {
     fn record(&self, target: &str) {
+        if !self.record {
+            return;
+        }
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         if recent.len() == RECENT {
             recent.pop_front();

@@ -432,7 +432,7 @@ impl Composer {
             // (`proxy-ssl-secret`) is checked where the pool's roots load.
             let problem = served
                 .contains(&id)
-                .then(|| secret_problem(secret))
+                .then(|| import::secret_problem(secret))
                 .flatten();
             match problem {
                 None => {
@@ -547,20 +547,6 @@ fn name_gateway_certificates(problems: &mut Problems, origins: &Origins<'_>, nam
 pub fn class_of(ing: &Object) -> Option<String> {
     ing.text(&["spec", "ingressClassName"])
         .or_else(|| ing.text(&["metadata", "annotations", "kubernetes.io/ingress.class"]))
-}
-
-/// Why a Secret's certificate cannot be served, checked as a file's is.
-fn secret_problem(secret: &Object) -> Option<String> {
-    let Some((cert, key)) = import::secret_pem(secret) else {
-        return Some("no tls.crt and tls.key".into());
-    };
-    let name = format!("Secret {}", secret.id());
-    let pem = |text: String| crate::tls::Pem::from_memory(&name, text.as_bytes());
-    let checked = pem(cert).and_then(|c| Ok((c, pem(key)?)));
-    match checked {
-        Ok((cert, key)) => crate::tls::pair(cert, key).err().map(|e| e.to_string()),
-        Err(e) => Some(e.to_string()),
-    }
 }
 
 fn names_secret(ing: &Object, id: &str) -> bool {

@@ -68,7 +68,7 @@ pub use manifests::Object;
 pub use names::{policy_name, route_prefix};
 pub use paths::rule_hosts;
 pub use report::{Imported, Line, Options, Target, Verdict};
-pub use tls::secret_pem;
+pub use tls::{secret_pem, secret_problem};
 
 /// Converts the objects read from the inputs.
 pub fn convert(objects: &[Object], options: &Options) -> Imported {

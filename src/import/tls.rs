@@ -97,6 +97,22 @@ pub fn secret_pem(secret: &Object) -> Option<(String, String)> {
     ))
 }
 
+/// Why a Secret's certificate cannot be served, checked as a file's is
+/// (each certificate parsed, the key the leaf's and usable): an Ingress's
+/// and a Gateway listener's alike, so that none reaches the build.
+pub fn secret_problem(secret: &Object) -> Option<String> {
+    let Some((cert, key)) = secret_pem(secret) else {
+        return Some("no tls.crt and tls.key".into());
+    };
+    let name = format!("Secret {}", secret.id());
+    let pem = |text: String| crate::tls::Pem::from_memory(&name, text.as_bytes());
+    let checked = pem(cert).and_then(|c| Ok((c, pem(key)?)));
+    match checked {
+        Ok((cert, key)) => crate::tls::pair(cert, key).err().map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
 /// One key of a Secret as text: `data` base64-encoded, as the API gives
 /// it (or `stringData`, as a manifest may hold it).
 pub fn secret_field(secret: &Object, key: &str) -> Option<String> {

@@ -136,8 +136,13 @@ impl ProxyHttp for Gateway {
             super::error_page::request(ctx, session, code, upstream)?;
         }
         headers::identity(session, upstream, ctx)?;
-        // The copy is of what the upstream gets, made once (not per retry).
-        let copies = route.actions.mirror.is_some() && ctx.upstream.error_page.is_none();
+        // The copy is of what the upstream gets, made once (not per retry);
+        // a copy is never copied again (a mirror that leads back here).
+        let copied = session
+            .req_header()
+            .headers
+            .contains_key(super::mirror::MARK);
+        let copies = route.actions.mirror.is_some() && ctx.upstream.error_page.is_none() && !copied;
         if copies && ctx.mirror.is_none() {
             ctx.mirror = Some(super::mirror::Copy::of(upstream, session.is_body_empty()));
         }

@@ -66,6 +66,11 @@ static CLIENT: LazyLock<Option<reqwest::Client>> = LazyLock::new(|| {
 });
 
 /// Hop-by-hop headers and those the client library writes itself.
+/// The header each copy carries: a request that has it is not copied
+/// again, so a mirror whose target leads back to a gateway makes one copy,
+/// not a loop.
+pub const MARK: &str = "fairgate-mirrored";
+
 const NOT_COPIED: &[&str] = &[
     "connection",
     "keep-alive",
@@ -106,6 +111,7 @@ impl Copy {
         for name in NOT_COPIED {
             headers.remove(*name);
         }
+        headers.insert(MARK, http::HeaderValue::from_static("1"));
         let host = upstream
             .headers
             .get(http::header::HOST)

@@ -130,7 +130,14 @@ impl KubeApi {
             .enable_all()
             .build()
             .expect("the API stand-in's runtime");
-        let addr = super::free_addr();
+        // Bound at once and kept: a port found free and bound later can be
+        // taken in between by a process another test starts.
+        let (addr, listener) = (0..20)
+            .find_map(|_| {
+                let addr = super::free_addr();
+                Some((addr, std::net::TcpListener::bind(addr).ok()?))
+            })
+            .expect("a free loopback port for the API stand-in");
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::seeded()),
             changed: tokio::sync::watch::channel(0).0,
@@ -143,13 +150,16 @@ impl KubeApi {
             shared,
             serving: None,
         };
-        api.listen();
+        api.listen(Some(listener));
         api
     }
 
-    fn listen(&mut self) {
-        let listener = std::net::TcpListener::bind(self.addr)
-            .unwrap_or_else(|e| panic!("the API stand-in cannot listen on {}: {e}", self.addr));
+    /// Serves on `listener`, or binds its address again (a restart).
+    fn listen(&mut self, listener: Option<std::net::TcpListener>) {
+        let listener = listener.unwrap_or_else(|| {
+            std::net::TcpListener::bind(self.addr)
+                .unwrap_or_else(|e| panic!("the API stand-in cannot listen on {}: {e}", self.addr))
+        });
         listener.set_nonblocking(true).unwrap();
         let connections: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
         let alive = Arc::new(());
@@ -227,7 +237,7 @@ impl KubeApi {
         if compact {
             self.shared.store().compact();
         }
-        self.listen();
+        self.listen(None);
     }
 
     /// How often watches that allow them get a BOOKMARK.

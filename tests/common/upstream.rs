@@ -95,7 +95,7 @@ impl EchoProcess {
     pub fn start_at(addr: SocketAddr, pod: &str, namespace: &str) -> EchoProcess {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairgate"));
         let (ip, listen) = (addr.ip(), addr.to_string());
-        cmd.args(["echo", "--listen", &listen]);
+        cmd.args(["echo", "--listen", &listen, "--record"]);
         cmd.env("POD_NAME", pod).env("NAMESPACE", namespace);
         let peer = Peer::spawn(&mut cmd, "the fairgate binary");
         EchoProcess {

@@ -189,6 +189,8 @@ async fn gateway_listener_unsupported_protocol() {
 
     must_have_condition(&c, only, ("Accepted", "False", "ListenersNotValid"));
     must_have_listeners(&c, only, &[INVALID_LISTENER]);
+    // Beyond the suite: a Gateway not accepted is not programmed.
+    must_have_condition(&c, only, ("Programmed", "False", ""));
 
     must_have_condition(&c, both, ("Accepted", "True", "ListenersNotValid"));
     let http = Want {
@@ -224,8 +226,24 @@ async fn gateway_invalid_parameters_ref() {
     let c = Conformance::start();
     c.apply(INVALID_PARAMETERS_REF);
     let name = "gateway-invalid-parameters-ref";
-    let _gw = c.gateway(name).await;
+    let gw = c.gateway(name).await;
     must_have_condition(&c, name, ("Accepted", "False", "InvalidParameters"));
+    // Beyond the suite: nothing of it is programmed or served, and a route
+    // attached to it says so.
+    must_have_condition(&c, name, ("Programmed", "False", ""));
+    let http = Want {
+        name: "http",
+        kinds: &["HTTPRoute"],
+        conditions: &[("Programmed", "False", "")],
+        attached: 0,
+    };
+    must_have_listeners(&c, name, &[http]);
+    c.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: on-it, namespace: gateway-conformance-infra}}\nspec:\n  parentRefs: [{{name: {name}}}]\n  rules: [{{backendRefs: [{{name: infra-backend-v1, port: 8080}}]}}]\n"
+    ));
+    let refused = [("Accepted", "False", "")];
+    c.parent_condition("httproutes", INFRA, "on-it", name, &refused);
+    status(&gw, "example.com", "/", &[], 404).await;
 }
 
 const INVALID_ROUTE_KIND: &str = r#"
@@ -708,4 +726,52 @@ async fn gateway_secret_reference_grant_specific() {
         PROGRAMMED,
     )
     .await;
+}
+
+/// Not a conformance test: a listener's Secret whose key is not its
+/// certificate's (a half-rotated Secret, perhaps another team's through a
+/// ReferenceGrant) is refused on that listener, as the build would refuse
+/// it, and the Gateway's other listener and its route are served.
+#[tokio::test]
+async fn a_secret_whose_key_is_not_its_certificates_is_refused_on_its_listener_alone() {
+    let c = Conformance::start();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "conformance");
+    let (cert, _) = pki.leaf("a", "a", &["a.example"], "02");
+    let (_, key) = pki.leaf("b", "b", &["b.example"], "03");
+    let read = |p: std::path::PathBuf| std::fs::read(p).unwrap();
+    c.api.apply(common::cluster::tls_secret(
+        INFRA,
+        "mixed",
+        &read(cert),
+        &read(key),
+    ));
+    let name = "gateway-mixed-secret";
+    c.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: gateway-conformance-infra}}\nspec:\n  gatewayClassName: fairgate\n  listeners:\n    - {{name: https, port: 443, protocol: HTTPS, tls: {{certificateRefs: [{{name: mixed}}]}}}}\n    - {{name: http, port: 80, protocol: HTTP}}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: plain, namespace: gateway-conformance-infra}}\nspec:\n  parentRefs: [{{name: {name}, sectionName: http}}]\n  rules: [{{backendRefs: [{{name: infra-backend-v1, port: 8080}}]}}]\n"
+    ));
+    let gw = serve_tls(&c, name, &pki).await;
+    let refused = Want {
+        name: "https",
+        kinds: &["HTTPRoute"],
+        conditions: &[
+            ("ResolvedRefs", "False", "InvalidCertificateRef"),
+            ("Programmed", "False", ""),
+        ],
+        attached: 0,
+    };
+    let http = Want {
+        name: "http",
+        kinds: &["HTTPRoute"],
+        conditions: &[
+            ("Accepted", "True", ""),
+            ("ResolvedRefs", "True", ""),
+            ("Programmed", "True", ""),
+        ],
+        attached: 1,
+    };
+    let status = must_have_listeners(&c, name, &[refused, http]);
+    let https = status["status"]["listeners"].to_string();
+    assert!(https.contains("key"), "the message says why: {https}");
+    to(&gw, "example.com", "/", &[], "infra-backend-v1", INFRA).await;
 }

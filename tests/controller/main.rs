@@ -19,6 +19,7 @@ mod gateway_api_filters;
 mod gateway_api_gateways;
 mod gateway_api_grpc;
 mod gateway_api_hostnames;
+mod gateway_api_isolation;
 mod gateway_api_matching;
 mod gateway_api_policy;
 mod gateway_api_redirects;

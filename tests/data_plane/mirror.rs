@@ -82,3 +82,32 @@ routes:
     let sent = "fairgate_mirror_requests_total{outcome=\"sent\",route=\"m\"} 1";
     assert!(gw.metrics().await.contains(sent));
 }
+
+/// A mirror whose target leads back to the gateway (a tenant's Service
+/// whose endpoint is a gateway pod): the copy comes back marked and is not
+/// copied again, so one request makes one copy, not a loop.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_that_leads_back_to_the_gateway_copies_once() {
+    let primary = Upstream::start().await;
+    let gw = Policy::new()
+        .sections(&format!(
+            r#"
+upstreams:
+  api: {{targets: ["{}"]}}
+  back: {{targets: ["$LISTEN"]}}
+routes:
+  - {{name: loop, match: {{path_prefix: /loop}}, upstream: api, auth: none, exempt: true, mirror: {{upstream: back}}}}
+"#,
+            primary.addr
+        ))
+        .start()
+        .await;
+    let r = client().get(gw.url("/loop/x")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    // The request and its copy (which the gateway forwards as any other).
+    assert!(eventually(Duration::from_secs(5), || async { primary.requests() == 2 }).await);
+    // Absence cannot be polled for: a loop would make a copy each exchange
+    // (about a millisecond); in a second none came.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(primary.requests(), 2);
+}

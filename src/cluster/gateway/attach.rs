@@ -189,9 +189,9 @@ pub fn attach(
 
 /// Listener isolation (`GatewayHTTPListenerIsolation`): of the hostnames
 /// a route serves on listener `i`, not those a more specific listener of
-/// the same port matches (its routes alone answer them, whichever
-/// namespaces it admits). Host-less and wildcard entries stay: they are
-/// fallbacks, which never answer a host some route names.
+/// the same port matches, exact or wildcard (its routes alone answer
+/// them, whichever namespaces it admits). Host-less entries stay: they
+/// are fallbacks, which never answer a host some route names.
 fn isolated(listeners: &[Served], i: usize, hosts: Vec<Option<String>>) -> Vec<Option<String>> {
     let own = &listeners[i].listener;
     let rank = |h: Option<&str>| match h {
@@ -210,7 +210,7 @@ fn isolated(listeners: &[Served], i: usize, hosts: Vec<Option<String>>) -> Vec<O
     };
     hosts
         .into_iter()
-        .filter(|h| h.as_deref().is_none_or(|h| h.starts_with('*') || !taken(h)))
+        .filter(|h| h.as_deref().is_none_or(|h| !taken(h)))
         .collect()
 }
 

@@ -89,7 +89,11 @@ fn mirror(f: &Filter, act: &mut Action, out: &mut Translated) -> bool {
     let Some(m) = f.request_mirror.as_ref() else {
         return bad(out, "RequestMirror without its settings");
     };
-    let all = m.percent.is_none_or(|p| p >= 100) && m.fraction.is_none();
+    let fraction = |f: &serde_json::Value| {
+        let denominator = f.get("denominator").and_then(|d| d.as_u64()).unwrap_or(100);
+        f.get("numerator").and_then(|n| n.as_u64()) >= Some(denominator)
+    };
+    let all = m.percent.is_none_or(|p| p >= 100) && m.fraction.as_ref().is_none_or(fraction);
     if !all {
         return bad(out, "a RequestMirror of a share of requests is not served");
     }

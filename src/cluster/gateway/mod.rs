@@ -21,9 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::config::Kubernetes;
-use crate::import::{secret_pem, Node, Object};
+use crate::import::{secret_pem, secret_problem, Node, Object};
 use crate::k8s::{Kind, Reason};
-use crate::tls::pem::Pem;
 use attach::Served;
 use spec::{GatewaySpec, ListenerTls, RouteSpec};
 
@@ -164,6 +163,9 @@ pub fn translate(
         .infrastructure
         .is_some_and(|i| i.parameters_ref.is_some());
     if parameters {
+        // Its routes say so too, rather than keep what they said before.
+        let why = "the Gateway is not accepted: fairgate takes no infrastructure.parametersRef";
+        statuses.extend(routes.iter().map(|r| withheld_parents(r, settings, why)));
         statuses.push(status::gateway(gw, &listeners, true));
         return Translation::nothing(statuses);
     }
@@ -421,23 +423,17 @@ fn listener_secret(
     }
     let id = format!("{ns}/{}", r.name);
     let secret = objects.iter().find(|o| o.is(Kind::Secret) && o.id() == id);
-    let Some((cert, key)) = secret.and_then(secret_pem) else {
-        return Err((
+    // Checked as the build will, so a Secret it would refuse is refused on
+    // its listener, never in the build (which would stop every object's).
+    let checked = secret.map(|s| (secret_problem(s), secret_pem(s)));
+    match checked {
+        Some((None, Some((cert, key)))) => Ok((id, cert, key)),
+        Some((Some(why), _)) => Err((Reason::InvalidCertificateRef, format!("Secret {id}: {why}"))),
+        _ => Err((
             Reason::InvalidCertificateRef,
             format!("Secret {id} is missing or holds no tls.crt and tls.key"),
-        ));
-    };
-    // Read as the policy reader will, so a malformed one is refused on
-    // its listener, not in the build.
-    let chain = Pem::from_memory("tls.crt", cert.as_bytes()).and_then(Pem::chain);
-    let pair = chain.and_then(|_| Pem::from_memory("tls.key", key.as_bytes())?.private_key());
-    if let Err(e) = pair {
-        return Err((
-            Reason::InvalidCertificateRef,
-            format!("Secret {id} holds no certificate and key: {e}"),
-        ));
+        )),
     }
-    Ok((id, cert, key))
 }
 
 /// The RoutePolicies that parse, by `namespace` and name, as the route

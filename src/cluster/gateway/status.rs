@@ -59,9 +59,10 @@ fn conditions(list: &[Condition], generation: i64) -> Value {
 
 /// The conformance features fairgate passes (docs/conformance-report.yaml),
 /// sorted by name as `GatewayClass.status.supportedFeatures` must be.
-pub const SUPPORTED_FEATURES: [&str; 12] = [
+pub const SUPPORTED_FEATURES: [&str; 13] = [
     "GRPCRoute",
     "Gateway",
+    "GatewayHTTPListenerIsolation",
     "HTTPRoute",
     "HTTPRouteHostRewrite",
     "HTTPRoutePathRedirect",
@@ -123,7 +124,10 @@ pub fn gateway(gw: &Object, listeners: &[Served], parameters: bool) -> StatusWri
         true => Condition::met(ConditionType::Programmed, "the policy is in force"),
         false => Condition::no(ConditionType::Programmed, Reason::Invalid, "not accepted"),
     };
-    let listeners: Vec<Value> = listeners.iter().map(|s| listener(s, g)).collect();
+    let listeners: Vec<Value> = listeners
+        .iter()
+        .map(|s| listener(s, g, accepted.status))
+        .collect();
     StatusWrite {
         kind: gw.kind.clone(),
         namespace: gw.namespace.clone(),
@@ -133,7 +137,8 @@ pub fn gateway(gw: &Object, listeners: &[Served], parameters: bool) -> StatusWri
     }
 }
 
-fn listener(s: &Served, generation: i64) -> Value {
+/// A listener's status; none is programmed on a Gateway not accepted.
+fn listener(s: &Served, generation: i64, gateway_accepted: bool) -> Value {
     let accepted = match &s.refused {
         None => Condition::met(ConditionType::Accepted, "listener accepted"),
         Some((reason, message)) => Condition::no(ConditionType::Accepted, *reason, message),
@@ -142,8 +147,9 @@ fn listener(s: &Served, generation: i64) -> Value {
         None => Condition::met(ConditionType::ResolvedRefs, "references resolved"),
         Some((reason, message)) => Condition::no(ConditionType::ResolvedRefs, *reason, message),
     };
-    let programmed = match (s.refused.is_none(), s.unresolved.is_none()) {
-        (true, true) => Condition::met(ConditionType::Programmed, "listener served"),
+    let served = s.refused.is_none() && s.unresolved.is_none() && gateway_accepted;
+    let programmed = match served {
+        true => Condition::met(ConditionType::Programmed, "listener served"),
         _ => Condition::no(
             ConditionType::Programmed,
             Reason::Invalid,
