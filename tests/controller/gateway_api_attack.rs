@@ -536,3 +536,115 @@ async fn a_route_of_too_many_matches_and_hostnames_is_refused_alone() {
     status(&gw, "h0.example", "/m0", &[], 404).await;
     to(&gw, "modest.example", "/", &[], "infra-backend-v2", INFRA).await;
 }
+
+const MIRROR_BOUNDS: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirror-elsewhere, namespace: gateway-conformance-app-backend}
+spec:
+  parentRefs: [{name: all-namespaces, namespace: gateway-conformance-infra}]
+  hostnames: [app.example]
+  rules:
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: infra-backend-v2, namespace: gateway-conformance-infra, port: 8080}}}]
+    backendRefs: [{name: app-backend-v1, port: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: outside, namespace: gateway-conformance-infra}
+spec: {type: ExternalName, externalName: localhost, ports: [{port: 8080}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirror-outside, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: all-namespaces}]
+  hostnames: [outside.example]
+  rules:
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: outside, port: 8080}}}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirror-twice, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: all-namespaces}]
+  hostnames: [twice.example]
+  rules:
+  - filters:
+    - {type: RequestMirror, requestMirror: {backendRef: {name: infra-backend-v2, port: 8080}}}
+    - {type: RequestMirror, requestMirror: {backendRef: {name: infra-backend-v3, port: 8080}}}
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirror-control, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: all-namespaces}]
+  hostnames: [control.example]
+  rules:
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: infra-backend-v2, port: 8080}}}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+"#;
+
+/// A RequestMirror reaches no further than a backendRef: another
+/// namespace's Service only by its ReferenceGrant, never an ExternalName
+/// Service (each: `ResolvedRefs` false, the rule served without copies),
+/// and one mirror a rule. A well-formed mirror's copy, sent after, shows
+/// the refused ones had their chance to arrive.
+#[tokio::test]
+async fn a_request_mirror_reaches_no_further_than_a_backend_ref() {
+    let c = Conformance::start();
+    let gw = c.gateway("all-namespaces").await;
+    c.apply(MIRROR_BOUNDS);
+    let gateway = "all-namespaces";
+    let unresolved = [
+        ("Accepted", "True", ""),
+        ("ResolvedRefs", "False", "RefNotPermitted"),
+    ];
+    c.parent_condition(ROUTES, APP, "mirror-elsewhere", gateway, &unresolved);
+    let external = [("Accepted", "True", ""), ("ResolvedRefs", "False", "")];
+    c.parent_condition(ROUTES, INFRA, "mirror-outside", gateway, &external);
+    let twice = [("Accepted", "False", "UnsupportedValue")];
+    c.parent_condition(ROUTES, INFRA, "mirror-twice", gateway, &twice);
+    c.accepted(ROUTES, INFRA, "mirror-control", gateway, "True");
+
+    to(&gw, "app.example", "/elsewhere", &[], "app-backend-v1", APP).await;
+    to(
+        &gw,
+        "outside.example",
+        "/outside",
+        &[],
+        "infra-backend-v1",
+        INFRA,
+    )
+    .await;
+    status(&gw, "twice.example", "/twice", &[], 404).await;
+    to(
+        &gw,
+        "control.example",
+        "/control",
+        &[],
+        "infra-backend-v1",
+        INFRA,
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let received = loop {
+        let recent = c.pod(INFRA, "infra-backend-v2").stats()["recent"].to_string();
+        if recent.contains("/control") || Instant::now() > deadline {
+            break recent;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(received.contains("/control"), "{received}");
+    for refused in ["/elsewhere", "/twice"] {
+        assert!(
+            !received.contains(refused),
+            "{refused} was mirrored: {received}"
+        );
+    }
+    assert_eq!(
+        c.pod(INFRA, "infra-backend-v3").stats()["recent"],
+        serde_json::json!([])
+    );
+}

@@ -24,9 +24,12 @@ pub(super) fn kubernetes(
     let controller = controller_name(r, "controller", CONTROLLER_NAME);
     let gateway_controller = controller_name(r, "gateway_controller", GATEWAY_CONTROLLER_NAME);
     let namespaces = namespaces(r, &f);
-    let publish_service = reference(r, &f, "publish_service");
-    let configmap = reference(r, &f, "configmap");
-    let gateway = reference(r, &f, "gateway");
+    // A Service's name is a DNS-1035 label; a ConfigMap's and a Gateway's
+    // a subdomain.
+    let service = |n: &str| label_ok(n) && n.starts_with(|c: char| c.is_ascii_lowercase());
+    let publish_service = reference(r, &f, "publish_service", service);
+    let configmap = reference(r, &f, "configmap", subdomain_ok);
+    let gateway = reference(r, &f, "gateway", subdomain_ok);
     let publish_address = f
         .get("publish_address")
         .map(|a| r.strings(&a))
@@ -76,12 +79,17 @@ pub(super) fn kubernetes(
     })
 }
 
-/// A `NAMESPACE/NAME` reference.
-fn reference(r: &mut Reader<'_>, f: &yaml::Fields<'_>, key: &str) -> Option<String> {
+/// A `NAMESPACE/NAME` reference, its name as `name_ok` says.
+fn reference(
+    r: &mut Reader<'_>,
+    f: &yaml::Fields<'_>,
+    key: &str,
+    name_ok: impl Fn(&str) -> bool,
+) -> Option<String> {
     let at = f.get(key)?;
     let text = r.string(&at)?;
     match text.split_once('/') {
-        Some((ns, name)) if label_ok(ns) && subdomain_ok(name) => Some(text),
+        Some((ns, name)) if label_ok(ns) && name_ok(name) => Some(text),
         _ => {
             r.error_value(&at, "kubernetes.invalid", "expected NAMESPACE/NAME");
             None
