@@ -26,6 +26,7 @@ pub mod failover;
 pub mod forward_auth;
 mod gateway;
 pub mod gateway_api;
+pub mod gateway_status;
 mod http;
 pub mod ingress_import;
 pub mod kube_api;

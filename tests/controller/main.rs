@@ -24,6 +24,7 @@ mod gateway_api_matching;
 mod gateway_api_policy;
 mod gateway_api_redirects;
 mod gateway_api_refs;
+mod gateway_api_secrets;
 mod import;
 mod import_gateway_api;
 mod import_gateway_api_built;
