@@ -333,15 +333,19 @@ pub fn parent_entry(route: &Value, gateway: &str) -> Option<Value> {
 
 /// Whether `conditions` hold `(type, status, reason)` at `generation`.
 pub fn has_condition(conditions: &Value, want: (&str, &str, &str), generation: &Value) -> bool {
-    let (kind, status, reason) = want;
     conditions.as_array().is_some_and(|list| {
-        list.iter().any(|c| {
-            c["type"] == kind
-                && (status.is_empty() || c["status"] == status)
-                && (reason.is_empty() || c["reason"] == reason)
-                && &c["observedGeneration"] == generation
-        })
+        list.iter()
+            .any(|c| condition_is(c, want) && &c["observedGeneration"] == generation)
     })
+}
+
+/// `findConditionInList`'s test of one condition: its type, its status
+/// and (unless empty) its reason.
+pub fn condition_is(c: &Value, want: (&str, &str, &str)) -> bool {
+    let (kind, status, reason) = want;
+    c["type"] == kind
+        && (status.is_empty() || c["status"] == status)
+        && (reason.is_empty() || c["reason"] == reason)
 }
 
 /// A listener's status by name.

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::cluster::{kubectl, secret_for};
-use super::gateway_api::{Conformance, INFRA, WEB};
+use super::gateway_api::{condition_is, Conformance, INFRA, WEB};
 use super::{Gateway, Pki};
 
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -35,14 +35,8 @@ pub fn latest(o: &Value) -> bool {
 /// `findConditionInList`: a condition of that type with that status and
 /// (unless empty) reason.
 pub fn find(conditions: &Value, want: (&str, &str, &str)) -> bool {
-    let (kind, status, reason) = want;
-    conditions.as_array().is_some_and(|list| {
-        list.iter().any(|c| {
-            c["type"] == kind
-                && (status.is_empty() || c["status"] == status)
-                && (reason.is_empty() || c["reason"] == reason)
-        })
-    })
+    let list = conditions.as_array();
+    list.is_some_and(|list| list.iter().any(|c| condition_is(c, want)))
 }
 
 /// `gatewayListenersMatch`: as many listeners as wanted, each by name
