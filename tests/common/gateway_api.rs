@@ -170,6 +170,14 @@ impl Conformance {
             .unwrap_or_else(|e| panic!("kubectl apply failed: {e}\n{yaml}"));
     }
 
+    /// `kubectl apply -f -` that the API server must refuse: its words.
+    pub fn refused(&self, yaml: &str) -> String {
+        match kubectl_text(&self.kc, &["apply", "-f", "-"], yaml) {
+            Ok(out) => panic!("kubectl apply was accepted: {out}\n{yaml}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     /// `kubectl delete` of one object.
     pub fn delete(&self, resource: &str, ns: &str, name: &str) {
         kubectl(&self.kc, &["delete", resource, name, "-n", ns], None)

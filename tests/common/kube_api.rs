@@ -49,8 +49,9 @@
 //! (a namespace goes at once, its objects stay), namespace existence
 //! checks on writes, list snapshots at an older resourceVersion (a list
 //! or a continued page shows the current objects), admission other than
-//! validating webhooks called by URL (`admission.rs`), field validation
-//! beyond a few checks (`store.rs`), authentication.
+//! validating webhooks called by URL (`admission.rs`), validation of
+//! built-in kinds beyond a few checks (`store.rs`; custom resources are
+//! held to their CRDs, `schema.rs`), authentication.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -62,17 +63,20 @@ use serde_json::Value;
 use tokio::task::{AbortHandle, JoinHandle};
 
 mod admission;
+mod cel;
 mod http;
 mod kubectl;
 mod patch;
 mod protobuf;
 mod resources;
+mod schema;
 mod select;
 mod store;
 mod watch;
 
 pub use kubectl::{kubectl_binary, line_with, Kubectl, Ran, Running};
 pub use resources::{Resource, RESOURCES};
+pub use schema::crd_rules_compiled;
 pub use store::{now_rfc3339, WriteRequest};
 use store::{Part, Store};
 

@@ -31,6 +31,7 @@ mod import_gateway_api_built;
 mod import_served;
 mod kit;
 mod kube_api;
+mod kube_api_schema;
 mod kube_attack;
 mod kube_auth;
 mod kube_controller;

@@ -440,29 +440,39 @@ fn tls_listeners(policy: &Value, options: &Options) -> Vec<Tls> {
     out
 }
 
-/// A ReferenceGrant in each namespace whose Secrets the Gateway names.
+/// The Secrets one ReferenceGrant may name (the CRD's `maxItems` of `to`).
+const GRANT_TARGETS: usize = 16;
+
+/// The ReferenceGrants of each namespace whose Secrets the Gateway names:
+/// one per 16 Secrets (`NAME-certificates`, then `-2`, `-3`…), as the CRD
+/// bounds `to`; never a grant of every Secret of the namespace.
 fn reference_grants(
     by_namespace: BTreeMap<String, Vec<String>>,
     gw_ns: &str,
     gw_name: &str,
 ) -> Vec<Value> {
-    by_namespace
-        .into_iter()
-        .map(|(ns, mut secrets)| {
-            secrets.sort();
-            secrets.dedup();
-            let to: Vec<Value> = secrets
+    let mut grants = Vec::new();
+    for (ns, mut secrets) in by_namespace {
+        secrets.sort();
+        secrets.dedup();
+        for (i, chunk) in secrets.chunks(GRANT_TARGETS).enumerate() {
+            let to: Vec<Value> = chunk
                 .iter()
                 .map(|s| json!({"group": "", "kind": "Secret", "name": s}))
                 .collect();
-            json!({
+            let name = match i {
+                0 => format!("{gw_name}-certificates"),
+                i => format!("{gw_name}-certificates-{}", i + 1),
+            };
+            grants.push(json!({
                 "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
-                "metadata": {"name": format!("{gw_name}-certificates"), "namespace": ns},
+                "metadata": {"name": name, "namespace": ns},
                 "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": gw_ns}],
                          "to": to}
-            })
-        })
-        .collect()
+            }));
+        }
+    }
+    grants
 }
 
 /// One fairgate route as a route object (two when it redirects plain HTTP

@@ -267,6 +267,7 @@ fn create(shared: &Shared, req: &ApiRequest, t: &Target) -> Result<Reply, ApiErr
     if t.resource.namespaced && body["metadata"]["namespace"].is_null() {
         body["metadata"]["namespace"] = t.ns.clone().into();
     }
+    strict(req, t.resource, &body)?;
     let hooks = super::admission::hooks(&shared.store());
     let warnings = super::admission::admit(&hooks, t.resource, "CREATE", &body, None)?;
     let created = shared.write(|s| s.create(t.resource, &t.ns, body, Part::Main))?;
@@ -289,6 +290,7 @@ fn update(
         let message = "the name of the object does not match the name on the URL";
         return Err(ApiError::new(400, "BadRequest", message));
     }
+    strict(req, t.resource, &body)?;
     let (hooks, old) = {
         let store = shared.store();
         let old = store.get(t.resource, &t.ns, name).cloned();
@@ -345,12 +347,22 @@ fn patch(
         };
         let new = patch::apply(kind, current, &body);
         let new = new.map_err(|m| ApiError::new(422, "Invalid", m))?;
+        strict(req, r, &new)?;
         s.update(r, ns, name, new, part).map(|o| (200, o))
     })?;
     Ok(super::admission::with_warnings(
         json_reply(code, &patched),
         &warnings,
     ))
+}
+
+/// kubectl asks for `fieldValidation=Strict`: a field the schema does not
+/// know is refused, not pruned.
+fn strict(req: &ApiRequest, r: &Resource, object: &Value) -> Result<(), ApiError> {
+    match req.param("fieldValidation") {
+        "Strict" => super::schema::refuse_unknown(r, object),
+        _ => Ok(()),
+    }
 }
 
 fn delete(shared: &Shared, t: &Target, name: &str) -> Result<Reply, ApiError> {

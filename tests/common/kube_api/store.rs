@@ -157,12 +157,11 @@ fn spec_of(object: &Value) -> Value {
     spec
 }
 
-/// A kubernetes.io/tls Secret must hold tls.crt and tls.key; a Gateway
-/// has at most 64 listeners (the Gateway API CRD's `maxItems`).
-fn validate(r: &Resource, object: &Value) -> Result<(), ApiError> {
-    if r.kind == "Gateway" {
-        return gateway_listeners(object);
-    }
+/// A kubernetes.io/tls Secret must hold tls.crt and tls.key; a custom
+/// resource must hold to its CRD's schema (`schema.rs`), which prunes and
+/// defaults it as the API server does.
+fn validate(r: &Resource, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    super::schema::admit(r, object, old)?;
     if r.kind != "Secret" || object["type"] != "kubernetes.io/tls" {
         return Ok(());
     }
@@ -181,26 +180,6 @@ fn validate(r: &Resource, object: &Value) -> Result<(), ApiError> {
         }
     }
     Ok(())
-}
-
-/// The CRD's schema refuses a Gateway of more than 64 listeners, in the
-/// words of the API server's OpenAPI validation.
-fn gateway_listeners(object: &Value) -> Result<(), ApiError> {
-    let n = object["spec"]["listeners"].as_array().map_or(0, Vec::len);
-    if n <= 64 {
-        return Ok(());
-    }
-    let name = object["metadata"]["name"].as_str().unwrap_or("");
-    let message = format!(
-        "Gateway.gateway.networking.k8s.io {name:?} is invalid: spec.listeners: Too many: {n}: must have at most 64 items"
-    );
-    let cause = json!({"reason": "FieldValueTooMany", "message": format!("Too many: {n}: must have at most 64 items"),
-        "field": "spec.listeners"});
-    let details = json!({"name": name, "group": "gateway.networking.k8s.io", "kind": "Gateway", "causes": [cause]});
-    Err(ApiError {
-        details: Some(details),
-        ..ApiError::new(422, "Invalid", message)
-    })
 }
 
 impl Store {
@@ -296,7 +275,7 @@ impl Store {
                 "already exists",
             ));
         }
-        validate(r, &object)?;
+        validate(r, &mut object, None)?;
         if part != Part::Whole && r.status {
             object.as_object_mut().map(|o| o.remove("status"));
         }
@@ -326,7 +305,7 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(r, name))?;
         check_precondition(r, name, old, &object)?;
         let mut new = updated(r, old, object, part);
-        validate(r, &new)?;
+        validate(r, &mut new, Some(old))?;
         fill_identity(r, &mut new, name, &ns);
         for k in ["uid", "creationTimestamp", "resourceVersion"] {
             new["metadata"][k] = old["metadata"][k].clone();
