@@ -453,13 +453,25 @@ pub struct Exchange {
 
 /// A GET of `path` with `Host: host` and `headers`, redirects not followed.
 pub async fn exchange(gw: &Gateway, host: &str, path: &str, headers: &[(&str, &str)]) -> Exchange {
+    exchange_as(gw, "GET", host, path, headers).await
+}
+
+/// `exchange` with another method.
+pub async fn exchange_as(
+    gw: &Gateway,
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Exchange {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
     let client = reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let mut req = client.get(gw.url(path)).header("host", host);
+    let mut req = client.request(method, gw.url(path)).header("host", host);
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -526,6 +538,8 @@ pub struct Expect<'a> {
     /// The path and query the backend gets when it is not the request's
     /// (a rewrite).
     pub seen: &'a str,
+    /// The request's method ("" is GET).
+    pub method: &'a str,
 }
 
 impl Expect<'_> {
@@ -551,7 +565,12 @@ pub async fn expect(gw: &Gateway, want: &Expect<'_>) -> Exchange {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut streak = 0;
     loop {
-        let got = exchange(gw, want.host, want.path, want.headers).await;
+        let method = if want.method.is_empty() {
+            "GET"
+        } else {
+            want.method
+        };
+        let got = exchange_as(gw, method, want.host, want.path, want.headers).await;
         streak = if want.met(&got) { streak + 1 } else { 0 };
         if streak == 3 {
             return got;

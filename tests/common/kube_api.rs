@@ -76,7 +76,7 @@ mod watch;
 
 pub use kubectl::{kubectl_binary, line_with, Kubectl, Ran, Running};
 pub use resources::{Resource, RESOURCES};
-pub use schema::crd_rules_compiled;
+pub use schema::{crd_rule_functions, crd_rules_compiled, eval_cel};
 pub use store::{now_rfc3339, WriteRequest};
 use store::{Part, Store};
 

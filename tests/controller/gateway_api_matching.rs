@@ -7,6 +7,7 @@
 use crate::common;
 
 use common::gateway_api::*;
+use common::Gateway;
 
 const ROUTES: &str = "httproutes";
 
@@ -380,4 +381,167 @@ async fn httproute_multiple_gateways() {
     )
     .await;
     to(&all, "example.com", "/", &[], "infra-backend-v3", INFRA).await;
+}
+
+/// `method` of `path` with `headers` answered by `backend` (infra), or
+/// with `status` when `backend` is "".
+async fn by_method(
+    gw: &Gateway,
+    method: &str,
+    path: &str,
+    headers: Headers<'_>,
+    backend: &str,
+    status: u16,
+) {
+    let want = Expect {
+        host: "example.com",
+        path,
+        headers,
+        status,
+        backend,
+        namespace: if backend.is_empty() { "" } else { INFRA },
+        method,
+        ..Expect::default()
+    };
+    expect(gw, &want).await;
+}
+
+const HTTPROUTE_METHOD_MATCHING: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: method-matching, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{method: POST}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{method: GET}]
+    backendRefs: [{name: infra-backend-v2, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /path1}, method: GET}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{headers: [{name: version, value: one}], method: PUT}]
+    backendRefs: [{name: infra-backend-v2, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /path2}, headers: [{name: version, value: two}], method: POST}]
+    backendRefs: [{name: infra-backend-v3, port: 8080}]
+  - matches:
+    - {path: {type: PathPrefix, value: /path3}, method: PATCH}
+    - {path: {type: PathPrefix, value: /path4}, headers: [{name: version, value: three}], method: DELETE}
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /path5}}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{method: PATCH}]
+    backendRefs: [{name: infra-backend-v2, port: 8080}]
+  - matches: [{headers: [{name: version, value: four}]}]
+    backendRefs: [{name: infra-backend-v3, port: 8080}]
+"#;
+
+/// HTTPRouteMethodMatching (extended: HTTPRouteMethodMatching),
+/// `httproute-method-matching.go`.
+#[tokio::test]
+async fn httproute_method_matching() {
+    let c = Conformance::start();
+    let gw = c.gateway("same-namespace").await;
+    c.apply(HTTPROUTE_METHOD_MATCHING);
+    c.accepted(ROUTES, INFRA, "method-matching", "same-namespace", "True");
+    let (v1, v2, v3) = ("infra-backend-v1", "infra-backend-v2", "infra-backend-v3");
+    let cases: &[(&str, &str, Headers, &str, u16)] = &[
+        ("POST", "/", &[], v1, 200),
+        ("GET", "/", &[], v2, 200),
+        ("HEAD", "/", &[], "", 404),
+        ("GET", "/path1", &[], v1, 200),
+        ("PUT", "/", &[("version", "one")], v2, 200),
+        ("POST", "/path2", &[("version", "two")], v3, 200),
+        ("PATCH", "/path3", &[], v1, 200),
+        ("DELETE", "/path4", &[("version", "three")], v1, 200),
+        ("PUT", "/", &[], "", 404),
+        ("DELETE", "/path4", &[], "", 404),
+        ("PATCH", "/path5", &[], v1, 200),
+        ("PATCH", "/", &[("version", "four")], v2, 200),
+    ];
+    for (method, path, headers, backend, status) in cases {
+        by_method(&gw, method, path, headers, backend, *status).await;
+    }
+}
+
+const HTTPROUTE_QUERY_PARAM_MATCHING: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: query-param-matching, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{queryParams: [{name: animal, value: whale}]}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{queryParams: [{name: animal, value: dolphin}]}]
+    backendRefs: [{name: infra-backend-v2, port: 8080}]
+  - matches:
+    - queryParams: [{name: animal, value: dolphin}, {name: color, value: blue}]
+    - queryParams: [{name: ANIMAL, value: Whale}]
+    backendRefs: [{name: infra-backend-v3, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /path1}, queryParams: [{name: animal, value: whale}]}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{headers: [{name: version, value: one}], queryParams: [{name: animal, value: whale}]}]
+    backendRefs: [{name: infra-backend-v2, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /path2}, headers: [{name: version, value: two}], queryParams: [{name: animal, value: whale}]}]
+    backendRefs: [{name: infra-backend-v3, port: 8080}]
+  - matches:
+    - {path: {type: PathPrefix, value: /path3}, queryParams: [{name: animal, value: shark}]}
+    - {path: {type: PathPrefix, value: /path4}, headers: [{name: version, value: three}], queryParams: [{name: animal, value: kraken}]}
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{path: {type: PathPrefix, value: /path5}}]
+    backendRefs: [{name: infra-backend-v1, port: 8080}]
+  - matches: [{queryParams: [{name: animal, value: hydra}]}]
+    backendRefs: [{name: infra-backend-v2, port: 8080}]
+  - matches: [{headers: [{name: version, value: four}]}]
+    backendRefs: [{name: infra-backend-v3, port: 8080}]
+"#;
+
+/// HTTPRouteQueryParamMatching (extended: HTTPRouteQueryParamMatching),
+/// `httproute-query-param-matching.go`.
+#[tokio::test]
+async fn httproute_query_param_matching() {
+    let c = Conformance::start();
+    let gw = c.gateway("same-namespace").await;
+    c.apply(HTTPROUTE_QUERY_PARAM_MATCHING);
+    c.accepted(
+        ROUTES,
+        INFRA,
+        "query-param-matching",
+        "same-namespace",
+        "True",
+    );
+    let (h, v1, v2, v3) = (
+        "example.com",
+        "infra-backend-v1",
+        "infra-backend-v2",
+        "infra-backend-v3",
+    );
+    let cases: &[(&str, Headers, &str)] = &[
+        ("/?animal=whale", &[], v1),
+        ("/?animal=dolphin", &[], v2),
+        ("/?animal=dolphin&color=blue", &[], v3),
+        ("/?ANIMAL=Whale", &[], v3),
+        ("/?animal=whale&otherparam=irrelevant", &[], v1),
+        ("/?animal=dolphin&color=yellow", &[], v2),
+        ("/path1?animal=whale", &[], v1),
+        ("/?animal=whale", &[("version", "one")], v2),
+        ("/path2?animal=whale", &[("version", "two")], v3),
+        ("/path3?animal=shark", &[], v1),
+        ("/path4?animal=kraken", &[("version", "three")], v1),
+        ("/path5?animal=hydra", &[], v1),
+        ("/?animal=hydra", &[("version", "four")], v3),
+    ];
+    for (path, headers, backend) in cases {
+        to(&gw, h, path, headers, backend, INFRA).await;
+    }
+    for path in [
+        "/?color=blue",
+        "/?animal=dog",
+        "/?animal=whaledolphin",
+        "/",
+        "/?animal=shark",
+        "/path4?animal=kraken",
+    ] {
+        status(&gw, h, path, &[], 404).await;
+    }
 }

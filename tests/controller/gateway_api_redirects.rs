@@ -1,7 +1,8 @@
 //! The Gateway API conformance suite's extended redirect and rewrite
 //! tests (kubernetes-sigs/gateway-api at 4564255, `conformance/tests/`):
 //! HTTPRouteRedirectScheme, HTTPRouteRedirectPort, HTTPRouteRedirectPath,
-//! HTTPRouteRewriteHost and HTTPRouteRewritePath, ported one to one. A
+//! HTTPRoute307Redirect, HTTPRoute308Redirect, HTTPRouteRewriteHost and
+//! HTTPRouteRewritePath, ported one to one. A
 //! redirect's `Location` is compared as the suite compares it: parsed
 //! against the request's URL, by scheme, host (when the case names one),
 //! port (none meaning the scheme's) and path.
@@ -187,6 +188,44 @@ spec:
     filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /replacement-full}, statusCode: 301}}]
 "#;
 
+const REDIRECT_307: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: 307-redirect, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /temporary}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 307}}]
+"#;
+
+/// HTTPRoute307Redirect (extended: HTTPRoute307RedirectStatusCode),
+/// `httproute-307-redirect.go`.
+#[tokio::test]
+async fn httproute_307_redirect() {
+    let cases: &[Redirect] = &[("/temporary", 307, "http", "", 80, "/temporary")];
+    redirects(REDIRECT_307, "307-redirect", cases).await;
+}
+
+const REDIRECT_308: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: 308-redirect, namespace: gateway-conformance-infra}
+spec:
+  parentRefs: [{name: same-namespace}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /permanent}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 308}}]
+"#;
+
+/// HTTPRoute308Redirect (extended: HTTPRoute308RedirectStatusCode),
+/// `httproute-308-redirect.go`.
+#[tokio::test]
+async fn httproute_308_redirect() {
+    let cases: &[Redirect] = &[("/permanent", 308, "http", "", 80, "/permanent")];
+    redirects(REDIRECT_308, "308-redirect", cases).await;
+}
+
 /// HTTPRouteRedirectPath (`httproute-redirect-path.go`).
 #[tokio::test]
 async fn httproute_redirect_path() {
@@ -279,6 +318,7 @@ async fn rewritten(
         backend,
         namespace: INFRA,
         seen,
+        ..Expect::default()
     };
     expect(gw, &want).await
 }

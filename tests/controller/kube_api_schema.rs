@@ -44,19 +44,61 @@ impl Cluster {
 
 const ROUTES: &str = "gateway.networking.k8s.io/v1/httproutes";
 
-/// Every CEL rule of the vendored CRDs compiles, so that none is refused
-/// (or let through) for the stand-in's sake rather than the rule's.
+/// Every CEL rule of the vendored CRDs parses, and every function they
+/// call is one evaluated here, in Kubernetes' meaning: so no rule is
+/// refused (or let through) for want of a function in the stand-in.
 #[test]
-fn every_cel_rule_of_the_crds_compiles() {
+fn every_cel_rule_of_the_crds_parses_and_each_function_it_calls_works() {
     let (count, broken) = common::kube_api::crd_rules_compiled();
     assert!(count > 100, "only {count} rules found");
     assert!(broken.is_empty(), "{broken:#?}");
+    let probes = [
+        ("all", "[1, 2].all(x, x > 0)"),
+        ("exists", "[1, 2].exists(x, x == 2)"),
+        (
+            "exists_one",
+            "[1, 2, 2].exists_one(x, x == 1) && ![2, 2].exists_one(x, x == 2)",
+        ),
+        ("filter", "[1, 2, 3].filter(x, x > 1).size() == 2"),
+        ("has", "has(self.a) && !has(self.b)"),
+        (
+            "size",
+            "size('añb') == 3 && 'añb'.size() == 3 && size([1]) == 1",
+        ),
+        (
+            "matches",
+            r#"'abc'.matches(r"""^a[b-c]+$""") && !'abc'.matches('^b')"#,
+        ),
+        ("startsWith", "'/x'.startsWith('/')"),
+        ("endsWith", "'/x/..'.endsWith('/..')"),
+        ("contains", "'a//b'.contains('//')"),
+        (
+            "split",
+            r#"'example.com/x'.split("/")[0] == 'example.com' && 'a'.split('/').size() == 1"#,
+        ),
+        (
+            "duration",
+            "duration('1h1m') > duration('61m') == false && duration('0s') == duration('0s')",
+        ),
+    ];
+    let this = serde_json::json!({"a": 1});
+    for (_, expr) in probes {
+        assert_eq!(common::kube_api::eval_cel(expr, &this), Ok(true), "{expr}");
+    }
+    let probed: std::collections::BTreeSet<String> =
+        probes.iter().map(|(f, _)| f.to_string()).collect();
+    let called = common::kube_api::crd_rule_functions();
+    let unprobed: Vec<&String> = called.difference(&probed).collect();
+    assert!(
+        unprobed.is_empty(),
+        "called by the CRDs, not probed: {unprobed:?}"
+    );
 }
 
 #[test]
 fn a_tenant_apply_the_api_server_would_refuse_is_refused_field_by_field() {
     let c = cluster();
-    let enum_and_cel = r#"
+    let enum_and_bounds = r#"
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: bad}
@@ -67,15 +109,31 @@ spec:
     filters: [{type: RequestHeaderModifier}]
     backendRefs: [{name: web, port: 70000}]
 "#;
-    let said = c.refused(enum_and_cel);
+    let said = c.refused(enum_and_bounds);
     for expected in [
         r#"The HTTPRoute "bad" is invalid"#,
         r#"spec.rules[0].matches[0].path.type: Unsupported value: "Glob": supported values: "Exact", "PathPrefix", "RegularExpression""#,
-        "spec.rules[0].filters[0]: Invalid value: \"object\": filter.requestHeaderModifier must be specified for RequestHeaderModifier filter.type",
         "spec.rules[0].backendRefs[0].port: Invalid value: 70000: spec.rules[0].backendRefs[0].port in body should be less than or equal to 65535",
+        // After an unsupported value, as the API server does, no CEL rule runs.
+        "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid",
     ] {
         assert!(said.contains(expected), "{expected}\n{said}");
     }
+    assert!(!said.contains("filter.requestHeaderModifier"), "{said}");
+    // Alone, the filter without its field fails the CRD's CEL rule.
+    let said = c.refused(
+        &enum_and_bounds
+            .replace("Glob", "Exact")
+            .replace("70000", "80"),
+    );
+    let expected = "spec.rules[0].filters[0]: Invalid value: \"object\": filter.requestHeaderModifier must be specified for RequestHeaderModifier filter.type";
+    assert!(said.contains(expected), "{expected}\n{said}");
+    // Names: a custom resource's is a DNS subdomain.
+    let said = c.refused(&enum_and_bounds.replace("name: bad", "name: Bad_Name"));
+    assert!(
+        said.contains("metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"),
+        "{said}"
+    );
     // A field no version of the CRD has: kubectl's strict validation.
     let unknown = r#"
 apiVersion: gateway.networking.k8s.io/v1
@@ -90,6 +148,12 @@ spec:
         said.contains(r#"strict decoding error: unknown field "spec.rules[0].backendRef""#),
         "{said}"
     );
+    assert!(c.api.list(ROUTES, "team-a").is_empty());
+}
+
+#[test]
+fn twin_listeners_a_bad_address_and_a_negative_queue_are_refused() {
+    let c = cluster();
     // Two listeners of one name: the list's key, and the CRD's CEL rule.
     let twins = r#"
 apiVersion: gateway.networking.k8s.io/v1
@@ -104,7 +168,7 @@ spec:
 "#;
     let said = c.refused(twins);
     for expected in [
-        r#"spec.listeners[1]: Duplicate value: ["web"]"#,
+        r#"spec.listeners[1]: Duplicate value: map[string]interface {}{"name":"web"}"#,
         "spec.listeners: Invalid value: \"array\": Listener name must be unique within the Gateway",
         "spec.addresses[0]: Invalid value: \"object\": spec.addresses[0] in body must validate one and only one schema (oneOf)",
     ] {
@@ -122,7 +186,32 @@ spec: {fairShare: {maxInFlight: 8, perTenant: -1}}
         said.contains("in body should be greater than or equal to 0"),
         "{said}"
     );
-    assert!(c.api.list(ROUTES, "team-a").is_empty());
+    assert!(c
+        .api
+        .list("gateway.networking.k8s.io/v1/gateways", "team-a")
+        .is_empty());
+}
+
+/// A CEL rule reads a property named by a CEL keyword as Kubernetes
+/// escapes it (`namespace` is `__namespace__`): two parentRefs to Gateways
+/// of one name in two namespaces are two parents; twice the same one is not.
+#[test]
+fn a_rule_reads_escaped_property_names_as_kubernetes_escapes_them() {
+    let c = cluster();
+    let route = |second: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+             metadata: {{name: twice}}\nspec:\n  parentRefs: [{{name: edge, namespace: infra}}, {{name: edge, namespace: {second}}}]\n"
+        )
+    };
+    let said = c.refused(&route("infra"));
+    assert!(said.contains("sectionName must be unique when parentRefs includes 2 or more references to the same parent"), "{said}");
+    let ran = c.apply(&route("other"), &[]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    // `null` where the schema is nullable is a value, not a wrong type.
+    let policy = "apiVersion: fairgate.dev/v1alpha1\nkind: RoutePolicy\nmetadata: {name: open}\nspec: {allowCidrs: ~}\n";
+    let ran = c.apply(policy, &[]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
 }
 
 #[test]

@@ -59,15 +59,19 @@ fn conditions(list: &[Condition], generation: i64) -> Value {
 
 /// The conformance features fairgate passes (docs/conformance-report.yaml),
 /// sorted by name as `GatewayClass.status.supportedFeatures` must be.
-pub const SUPPORTED_FEATURES: [&str; 13] = [
+pub const SUPPORTED_FEATURES: [&str; 17] = [
     "GRPCRoute",
     "Gateway",
     "GatewayHTTPListenerIsolation",
     "HTTPRoute",
+    "HTTPRoute307RedirectStatusCode",
+    "HTTPRoute308RedirectStatusCode",
     "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
     "HTTPRoutePathRedirect",
     "HTTPRoutePathRewrite",
     "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
     "HTTPRouteRequestMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",

@@ -38,12 +38,12 @@ pub fn compile(rule: &str) -> Result<(), String> {
     program(rule).map(drop)
 }
 
-fn run(rule: &str, this: &Value, old: Option<&Value>) -> Result<Cel, String> {
+fn run(rule: &str, this: &Value, schema: &Value, old: Option<&Value>) -> Result<Cel, String> {
     let program = program(rule)?;
     let mut ctx = Context::with_env(env().clone());
-    ctx.add_variable_from_value("self", cel_of(this));
+    ctx.add_variable_from_value("self", cel_of(this, schema));
     if let Some(old) = old {
-        ctx.add_variable_from_value("oldSelf", cel_of(old));
+        ctx.add_variable_from_value("oldSelf", cel_of(old, schema));
     }
     program.execute(&ctx).map_err(|e| e.to_string())
 }
@@ -51,22 +51,34 @@ fn run(rule: &str, this: &Value, old: Option<&Value>) -> Result<Cel, String> {
 /// Whether `rule` holds of `this`; an evaluation error (a missing field
 /// read without `has()`, a type mismatch) is an error, as it is to the API
 /// server.
-pub fn holds(rule: &str, this: &Value, old: Option<&Value>) -> Result<bool, String> {
-    match run(rule, this, old)? {
+pub fn holds(
+    rule: &str,
+    this: &Value,
+    schema: &Value,
+    old: Option<&Value>,
+) -> Result<bool, String> {
+    match run(rule, this, schema, old)? {
         Cel::Bool(b) => Ok(b),
         other => Err(format!("the rule gave {other:?}, not a bool")),
     }
 }
 
 /// A `messageExpression`'s string.
-pub fn message(expr: &str, this: &Value, old: Option<&Value>) -> Result<String, String> {
-    match run(expr, this, old)? {
+pub fn message(
+    expr: &str,
+    this: &Value,
+    schema: &Value,
+    old: Option<&Value>,
+) -> Result<String, String> {
+    match run(expr, this, schema, old)? {
         Cel::String(s) => Ok(s.to_string()),
         other => Err(format!("the message expression gave {other:?}")),
     }
 }
 
-fn cel_of(v: &Value) -> Cel {
+/// A value as CEL sees it under its schema `s`: a declared property by its
+/// escaped name (`namespace` is `__namespace__`), a map's keys as they are.
+fn cel_of(v: &Value, s: &Value) -> Cel {
     match v {
         Value::Null => Cel::Null,
         Value::Bool(b) => Cel::Bool(*b),
@@ -75,13 +87,59 @@ fn cel_of(v: &Value) -> Cel {
             None => Cel::Float(n.as_f64().unwrap_or(0.0)),
         },
         Value::String(s) => Cel::String(Arc::new(s.clone())),
-        Value::Array(items) => Cel::List(Arc::new(items.iter().map(cel_of).collect())),
+        Value::Array(items) => Cel::List(Arc::new(
+            items.iter().map(|i| cel_of(i, &s["items"])).collect(),
+        )),
         Value::Object(map) => {
+            let props = s["properties"].as_object();
             let entries: HashMap<Key, Cel> = map
                 .iter()
-                .map(|(k, v)| (Key::String(Arc::new(k.clone())), cel_of(v)))
+                .map(|(k, v)| match props.and_then(|p| p.get(k)) {
+                    Some(ps) => (Key::String(Arc::new(escaped(k))), cel_of(v, ps)),
+                    None => (
+                        Key::String(Arc::new(k.clone())),
+                        cel_of(v, &s["additionalProperties"]),
+                    ),
+                })
                 .collect();
             Cel::from(entries)
         }
     }
+}
+
+/// CEL's reserved words, which a property name is escaped from
+/// (k8s.io/apiserver/pkg/cel/escaping.go).
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A property name as a CEL expression reads it.
+fn escaped(name: &str) -> String {
+    if RESERVED.contains(&name) {
+        return format!("__{name}__");
+    }
+    name.replace("__", "__underscores__")
+        .replace('.', "__dot__")
+        .replace('-', "__dash__")
+        .replace('/', "__slash__")
 }

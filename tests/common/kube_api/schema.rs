@@ -6,22 +6,29 @@
 //! commit docs/gateway-api.md names) and fairgate's own RoutePolicy CRD from
 //! `deploy/`.
 //!
-//! On every create and update, in the API server's order: fields the
+//! On every create and update, in the API server's order: a create's
+//! `status` is dropped (for a kind with the status subresource); fields the
 //! schema does not declare are pruned (and refused with
 //! `fieldValidation=Strict`, which kubectl sends), as are nulls where the
 //! schema is not `nullable`; `default`s fill what is missing; then the
-//! value is checked: `type` (`x-kubernetes-int-or-string` too), `enum`,
+//! name must be a DNS subdomain, and the value is checked: `type`
+//! (`x-kubernetes-int-or-string` too; `80.0` is an integer), `enum`,
 //! `required`, `pattern`, `minLength`/`maxLength`, `minimum`/`maximum`,
 //! `minItems`/`maxItems`, `minProperties`/`maxProperties`, the `ipv4` and
 //! `ipv6` formats, `oneOf`/`anyOf`/`allOf`/`not`, the uniqueness of
-//! `x-kubernetes-list-type: set` and `map` lists, and every
-//! `x-kubernetes-validations` CEL rule (`cel.rs`). Every failure is
-//! reported at once, as a 422 `Invalid` naming each field.
+//! `x-kubernetes-list-type: set` and `map` lists; and, unless one of those
+//! failures is one after which the API server runs none (an unsupported
+//! value, a missing field, too long, too many, a wrong type), every
+//! `x-kubernetes-validations` CEL rule (`cel.rs`, which reads a property
+//! named by a CEL keyword as Kubernetes escapes it: `__namespace__`).
+//! Every failure is reported at once, as a 422 `Invalid` naming each field.
 //!
 //! Not done: transition rules (`oldSelf`) inside lists (their items are
 //! not correlated with the old ones, so such a rule is not evaluated
-//! there), validation ratcheting, CEL cost limits, formats other than
-//! `ipv4` and `ipv6`, and `metadata` beyond what the store checks.
+//! there; the only one these CRDs have is outside any list), validation
+//! ratcheting, CEL cost limits, formats other than `ipv4` and `ipv6`
+//! (`date-time` among them), `metadata` beyond the name, and defaulting
+//! on read (a default is written when the object is).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -95,9 +102,36 @@ fn key_of(y: &Yaml) -> String {
     }
 }
 
+/// `expr` evaluated with `self` bound to `this` (no schema), for the tests
+/// of the CEL environment itself.
+pub fn eval_cel(expr: &str, this: &Value) -> Result<bool, String> {
+    super::cel::holds(expr, this, &Value::Null, None)
+}
+
+/// The functions and macros the CRDs' CEL rules call, by name.
+pub fn crd_rule_functions() -> std::collections::BTreeSet<String> {
+    let call = regex::Regex::new(r"([A-Za-z_][A-Za-z0-9_]*)\(").unwrap();
+    let (_, _, rules) = rules_of_crds();
+    rules
+        .iter()
+        .flat_map(|r| {
+            call.captures_iter(r)
+                .map(|c| c[1].to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// How many CEL rules (and message expressions) the CRDs hold, and each
-/// that does not compile, with why.
+/// that does not parse, with why.
 pub fn crd_rules_compiled() -> (usize, Vec<(String, String)>) {
+    let (count, broken, _) = rules_of_crds();
+    (count, broken)
+}
+
+/// Every rule and message expression of the CRDs: their count, those that
+/// do not parse, and their texts.
+fn rules_of_crds() -> (usize, Vec<(String, String)>, Vec<&'static str>) {
     fn collect<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
         match v {
             Value::Object(map) => {
@@ -125,7 +159,7 @@ pub fn crd_rules_compiled() -> (usize, Vec<(String, String)>) {
         .iter()
         .filter_map(|r| super::cel::compile(r).err().map(|e| (r.to_string(), e)))
         .collect();
-    (rules.len(), broken)
+    (rules.len(), broken, rules)
 }
 
 fn schema_of(r: &Resource) -> Option<&'static Value> {
@@ -144,12 +178,27 @@ struct Cause {
     message: String,
 }
 
+/// A node's CEL rules, waiting for the schema's own checks to pass: its
+/// schema, its value, its old value, its path.
+type Pending<'s> = (&'s Value, Value, Option<Value>, String);
+
 /// What one pass over an object found.
 #[derive(Default)]
-struct Walk {
+struct Walk<'s> {
     causes: Vec<Cause>,
     unknown: Vec<String>,
+    pending: Vec<Pending<'s>>,
 }
+
+/// The errors after which the API server runs no CEL rule
+/// (`hasBlockingErr` of apiextensions' strategy).
+const BLOCKING: &[&str] = &[
+    "FieldValueNotSupported",
+    "FieldValueRequired",
+    "FieldValueTooLong",
+    "FieldValueTooMany",
+    "FieldValueTypeInvalid",
+];
 
 /// Prunes, defaults and checks `object`, a write of `r` (`old` its stored
 /// state on an update): the refusal the API server would give, if any.
@@ -158,7 +207,9 @@ pub fn admit(r: &Resource, object: &mut Value, old: Option<&Value>) -> Result<()
         return Ok(());
     };
     let mut walk = Walk::default();
+    walk.name(object);
     walk.node(schema, object, old, "");
+    walk.run_rules();
     if walk.causes.is_empty() {
         return Ok(());
     }
@@ -223,6 +274,8 @@ fn type_name(v: &Value) -> &'static str {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
         Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        // kube-openapi takes 80.0 for an integer.
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => "integer",
         Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Array(_) => "array",
@@ -238,7 +291,7 @@ fn quoted(v: &Value) -> String {
     }
 }
 
-impl Walk {
+impl<'s> Walk<'s> {
     fn fail(&mut self, field: &str, reason: &'static str, message: String) {
         let field = field.to_string();
         self.causes.push(Cause {
@@ -255,7 +308,7 @@ impl Walk {
 
     /// One node: its children first (pruned, defaulted), then its own
     /// checks, then its CEL rules.
-    fn node(&mut self, s: &Value, v: &mut Value, old: Option<&Value>, path: &str) {
+    fn node(&mut self, s: &'s Value, v: &mut Value, old: Option<&Value>, path: &str) {
         match v {
             Value::Object(map) if s["type"] == "object" => self.object(s, map, old, path),
             Value::Array(items) if s["type"] == "array" => {
@@ -265,12 +318,50 @@ impl Walk {
             }
             _ => {}
         }
-        if self.check(s, v, path) {
-            self.rules(s, v, old, path);
+        if self.check(s, v, path) && s.get("x-kubernetes-validations").is_some() {
+            let pending = (s, v.clone(), old.cloned(), path.to_string());
+            self.pending.push(pending);
         }
     }
 
-    fn object(&mut self, s: &Value, map: &mut Map<String, Value>, old: Option<&Value>, path: &str) {
+    /// The CEL rules, unless a blocking error came first: then, as the API
+    /// server says, none of them is checked.
+    fn run_rules(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        if self.causes.iter().any(|c| BLOCKING.contains(&c.reason)) {
+            if !pending.is_empty() {
+                let message = "Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+                self.fail("<nil>", "FieldValueInvalid", message.to_string());
+            }
+            return;
+        }
+        for (s, v, old, path) in pending {
+            self.rules(s, &v, old.as_ref(), &path);
+        }
+    }
+
+    /// A custom resource's name is a DNS subdomain (RFC 1123), as the API
+    /// server requires of every CRD's objects.
+    fn name(&mut self, object: &Value) {
+        let name = &object["metadata"]["name"];
+        let text = name.as_str().unwrap_or("");
+        let subdomain = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+        if text.len() > 253 {
+            let detail = "must be no more than 253 characters".to_string();
+            self.invalid("metadata.name", name, detail);
+        } else if !pattern_matches(subdomain, text) {
+            let detail = format!("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{}')", &subdomain[1..subdomain.len() - 1]);
+            self.invalid("metadata.name", name, detail);
+        }
+    }
+
+    fn object(
+        &mut self,
+        s: &'s Value,
+        map: &mut Map<String, Value>,
+        old: Option<&Value>,
+        path: &str,
+    ) {
         let props = s["properties"].as_object();
         let extra = &s["additionalProperties"];
         let keep = s["x-kubernetes-preserve-unknown-fields"] == true || *extra == true;
@@ -314,6 +405,9 @@ impl Walk {
     /// The schema's own checks of `v`; false when its type is wrong (and
     /// nothing else is checked).
     fn check(&mut self, s: &Value, v: &Value, path: &str) -> bool {
+        if v.is_null() && s["nullable"] == true {
+            return false;
+        }
         if !self.type_ok(s, v, path) {
             return false;
         }
@@ -347,8 +441,9 @@ impl Walk {
         };
         if !ok {
             let want = s["type"].as_str().unwrap_or("int-or-string");
-            let detail = format!("{path} in body must be of type {want}: {got:?}");
-            self.invalid(path, &json!(got), detail);
+            let message =
+                format!("Invalid value: {got:?}: {path} in body must be of type {want}: {got:?}");
+            self.fail(path, "FieldValueTypeInvalid", message);
         }
         ok
     }
@@ -410,6 +505,12 @@ impl Walk {
                 format!("{path} in body should have at least {min} items"),
             );
         }
+        self.duplicates(s, items, path);
+    }
+
+    /// A `set` list's repeated values and a `map` list's repeated keys,
+    /// each reported once, in the API server's words.
+    fn duplicates(&mut self, s: &Value, items: &[Value], path: &str) {
         let keys: Vec<&str> = s["x-kubernetes-list-map-keys"]
             .as_array()
             .into_iter()
@@ -417,16 +518,27 @@ impl Walk {
             .filter_map(Value::as_str)
             .collect();
         let identity = |item: &Value| match s["x-kubernetes-list-type"].as_str() {
-            Some("set") => Some(item.clone()),
-            Some("map") => Some(Value::Array(keys.iter().map(|k| item[k].clone()).collect())),
+            Some("set") => Some((item.clone(), quoted(item))),
+            Some("map") => {
+                let present = keys
+                    .iter()
+                    .filter_map(|k| item.get(*k).map(|v| (k.to_string(), v.clone())));
+                let id: Map<String, Value> = present.collect();
+                let shown: Vec<String> = id.iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+                let go = format!("map[string]interface {{}}{{{}}}", shown.join(", "));
+                Some((Value::Object(id), go))
+            }
             _ => None,
         };
-        let mut seen = Vec::new();
+        let (mut seen, mut reported) = (Vec::new(), Vec::new());
         for (i, item) in items.iter().enumerate() {
-            let Some(id) = identity(item) else { break };
-            if seen.contains(&id) {
-                let message = format!("Duplicate value: {}", quoted(&id));
+            let Some((id, shown)) = identity(item) else {
+                break;
+            };
+            if seen.contains(&id) && !reported.contains(&id) {
+                let message = format!("Duplicate value: {shown}");
                 self.fail(&format!("{path}[{i}]"), "FieldValueDuplicate", message);
+                reported.push(id.clone());
             }
             seen.push(id);
         }
@@ -520,10 +632,10 @@ impl Walk {
             if text.contains("oldSelf") && old.is_none() {
                 continue;
             }
-            let failure = match super::cel::holds(text, v, old) {
+            let failure = match super::cel::holds(text, v, s, old) {
                 Ok(true) => continue,
-                Ok(false) => rule_message(rule, v, old),
-                Err(e) => format!("rule evaluation error: {text}: {e}"),
+                Ok(false) => rule_message(rule, v, s, old),
+                Err(e) => format!("{e} evaluating rule: {text}"),
             };
             let field = match rule["fieldPath"].as_str() {
                 Some(extra) => format!("{path}{extra}"),
@@ -552,9 +664,9 @@ impl Walk {
 
 /// A failed rule's message: its `messageExpression`, else its `message`,
 /// else the API server's "failed rule".
-fn rule_message(rule: &Value, v: &Value, old: Option<&Value>) -> String {
+fn rule_message(rule: &Value, v: &Value, s: &Value, old: Option<&Value>) -> String {
     if let Some(expr) = rule["messageExpression"].as_str() {
-        if let Ok(text) = super::cel::message(expr, v, old) {
+        if let Ok(text) = super::cel::message(expr, v, s, old) {
             return text;
         }
     }

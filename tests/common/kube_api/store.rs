@@ -275,10 +275,11 @@ impl Store {
                 "already exists",
             ));
         }
-        validate(r, &mut object, None)?;
+        // The status a create carries is dropped before it is checked.
         if part != Part::Whole && r.status {
             object.as_object_mut().map(|o| o.remove("status"));
         }
+        validate(r, &mut object, None)?;
         fill_identity(r, &mut object, &name, &ns);
         let meta = &mut object["metadata"];
         meta["uid"] = uuid::Uuid::new_v4().to_string().into();
