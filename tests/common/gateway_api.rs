@@ -440,6 +440,8 @@ pub struct Exchange {
     pub namespace: String,
     /// The `Host` the backend received.
     pub host: String,
+    /// The method the backend received.
+    pub method: String,
     /// The path and query the backend received.
     pub path: String,
     /// The backend's received headers, names lowercase, values joined by
@@ -504,6 +506,7 @@ pub async fn exchange_as(
         out.pod = body["pod"].as_str().unwrap_or("").into();
         out.namespace = body["namespace"].as_str().unwrap_or("").into();
         out.host = body["host"].as_str().unwrap_or("").into();
+        out.method = body["method"].as_str().unwrap_or("").into();
         let query = body["query"].as_str().unwrap_or("");
         let path = body["path"].as_str().unwrap_or("");
         out.path = match query.is_empty() {
@@ -550,6 +553,12 @@ impl Expect<'_> {
             && (!backend
                 || (got.pod.starts_with(self.backend)
                     && got.namespace == self.namespace
+                    && got.method
+                        == if self.method.is_empty() {
+                            "GET"
+                        } else {
+                            self.method
+                        }
                     && got.path
                         == if self.seen.is_empty() {
                             self.path

@@ -454,3 +454,30 @@ fn action(
     }
     act
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields_of(path: serde_json::Value) -> Vec<(String, Node)> {
+        let m: RouteMatch = serde_json::from_value(serde_json::json!({ "path": path })).unwrap();
+        let (_, _, fields) = match_node(&m, false, &mut Translated::default()).unwrap();
+        fields
+    }
+
+    /// Braces in a path are text, never the policy's path captures: the
+    /// CRDs refuse them today, an older CRD (without the character rule)
+    /// lets `/a{b}` through.
+    #[test]
+    fn braces_in_a_path_are_matched_literally() {
+        let exact = fields_of(serde_json::json!({"type": "Exact", "value": "/a{b}"}));
+        assert_eq!(exact, vec![("path_regex".into(), Node::str(r"/a\{b\}"))]);
+        let prefix = fields_of(serde_json::json!({"type": "PathPrefix", "value": "/p/{id}/"}));
+        assert_eq!(
+            prefix,
+            vec![("path_regex".into(), Node::str(r"/p/\{id\}(/.*)?"))]
+        );
+        let plain = fields_of(serde_json::json!({"type": "PathPrefix", "value": "/p"}));
+        assert_eq!(plain, vec![("path_prefix".into(), Node::str("/p"))]);
+    }
+}

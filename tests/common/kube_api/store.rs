@@ -275,12 +275,13 @@ impl Store {
                 "already exists",
             ));
         }
-        // The status a create carries is dropped before it is checked.
+        // The status a create carries is dropped before it is checked, and
+        // a generated name is given first.
         if part != Part::Whole && r.status {
             object.as_object_mut().map(|o| o.remove("status"));
         }
-        validate(r, &mut object, None)?;
         fill_identity(r, &mut object, &name, &ns);
+        validate(r, &mut object, None)?;
         let meta = &mut object["metadata"];
         meta["uid"] = uuid::Uuid::new_v4().to_string().into();
         meta["creationTimestamp"] = now_rfc3339().into();
