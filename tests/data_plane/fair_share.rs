@@ -325,7 +325,12 @@ async fn a_reload_keeps_the_queued_requests_and_applies_the_new_limit() {
         .map(|_| send(&gw, "acme", "?sleep_ms=1500"))
         .collect();
     until_gauge(&gw, "queued", "api", 4.0).await;
-    assert_eq!(up.stats.in_flight.load(Ordering::SeqCst), 1);
+    // The one permitted is on its way: the upstream holds it once it arrives.
+    let arrived = eventually(Duration::from_secs(10), || async {
+        up.stats.in_flight.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert!(arrived, "{}", up.stats.in_flight.load(Ordering::SeqCst));
     gw.write_config(&policy(&up, &fair(4), ("", "")).yaml(), Write::RenameOver);
     until_gauge(&gw, "limit", "api", 4.0).await;
     // Three waiting requests go at once under the new limit; one still waits.
