@@ -443,9 +443,8 @@ fn tls_listeners(policy: &Value, options: &Options) -> Vec<Tls> {
 /// The Secrets one ReferenceGrant may name (the CRD's `maxItems` of `to`).
 const GRANT_TARGETS: usize = 16;
 
-/// The ReferenceGrants of each namespace whose Secrets the Gateway names:
-/// one per 16 Secrets (`NAME-certificates`, then `-2`, `-3`…), as the CRD
-/// bounds `to`; never a grant of every Secret of the namespace.
+/// The ReferenceGrants of each namespace whose Secrets the Gateway names,
+/// one per `GRANT_TARGETS` (`NAME-certificates`, `-2`…), never of them all.
 fn reference_grants(
     by_namespace: BTreeMap<String, Vec<String>>,
     gw_ns: &str,
