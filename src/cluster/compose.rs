@@ -22,6 +22,7 @@ use super::merge;
 use super::origins::Origins;
 use crate::build::Checked;
 use crate::config::{Config, Kubernetes, Problems};
+use crate::import::manifests::At;
 use crate::import::{self, Object, Verdict};
 use crate::k8s::Kind;
 
@@ -226,7 +227,7 @@ impl Composer {
         options.closed_hosts = left_out.flat_map(|o| import::rule_hosts(o)).collect();
         options.named_elsewhere = routes
             .iter()
-            .flat_map(|r| match r.value.pointer("/spec/hostnames") {
+            .flat_map(|r| match r.value.at("/spec/hostnames") {
                 Some(Value::Array(names)) => names.clone(),
                 _ => Vec::new(),
             })
@@ -245,8 +246,8 @@ impl Composer {
         // whose it is.
         let mut origins = Origins::new(build.lines);
         let mut root = build.root.clone();
-        let mut clashes = merge::merge(&mut root, &origins.locate(&parts[0]));
-        clashes.extend(merge::merge(&mut root, &origins.locate(&parts[1])));
+        let mut clashes = merge::merge(&mut root, origins.locate(&parts[0]));
+        clashes.extend(merge::merge(&mut root, origins.locate(&parts[1])));
         if !clashes.is_empty() {
             let owners = origins.clashing(&clashes, served);
             if !owners.is_empty() {
@@ -554,7 +555,7 @@ fn names_secret(ing: &Object, id: &str) -> bool {
 }
 
 fn tls_secrets(ing: &Object) -> impl Iterator<Item = String> + '_ {
-    let sections = match ing.value.pointer("/spec/tls") {
+    let sections = match ing.value.at("/spec/tls") {
         Some(Value::Array(s)) => s.as_slice(),
         _ => &[],
     };

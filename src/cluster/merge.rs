@@ -17,33 +17,35 @@ use marked_yaml::{Node, Span};
 /// Merges `cluster` (the import's policy tree) into `base`: the names of
 /// pools, limits, concurrency policies and auth methods the base has
 /// already, which are left as the base's. Certificates are added only where the base has a
-/// TLS listener.
-pub fn merge(base: &mut Node, cluster: &Node) -> Vec<String> {
+/// TLS listener. The cluster's entries are moved, not copied: at 10,000
+/// Ingresses a copy of the tree was a tenth of a build.
+pub fn merge(base: &mut Node, mut cluster: Node) -> Vec<String> {
     let mut clashes = Vec::new();
-    let (Some(base), Some(cluster)) = (base.as_mapping_mut(), cluster.as_mapping()) else {
+    let (Some(base), Some(cluster)) = (base.as_mapping_mut(), cluster.as_mapping_mut()) else {
         return clashes;
     };
     for section in ["upstreams", "limits", "concurrency"] {
-        let Some(theirs) = cluster.get_mapping(section) else {
+        let Some(theirs) = taken_mapping(cluster, section) else {
             continue;
         };
         // A base section that is not a mapping was refused with the base.
         let Some(ours) = mapping_at(base, section) else {
             continue;
         };
-        for (name, node) in theirs.iter() {
+        for (name, node) in theirs {
             match ours.contains_key(name.as_str()) {
                 true => clashes.push(name.as_str().to_string()),
                 false => {
-                    ours.insert(name.clone(), node.clone());
+                    ours.insert(name, node);
                 }
             }
         }
     }
     methods(base, cluster, &mut clashes);
-    let routes = cluster.get_sequence("routes");
+    let routes = cluster.get_mut("routes").and_then(Node::as_sequence_mut);
+    let routes = routes.map(|r| std::mem::take(&mut **r));
     if let Some((theirs, ours)) = routes.zip(sequence_at(base, "routes")) {
-        ours.extend(theirs.iter().cloned().map(unlimited_unless_asked));
+        ours.extend(theirs.into_iter().map(unlimited_unless_asked));
     }
     server_settings(base, cluster);
     let theirs = cluster
@@ -107,24 +109,35 @@ fn unlimited_unless_asked(mut route: Node) -> Node {
 /// The Ingresses' `auth.methods` (their `auth-url`, `auth-type`) added
 /// to the base's, made when the base has none; a name the base has is
 /// a clash, as for pools.
-fn methods(base: &mut MarkedMappingNode, cluster: &MarkedMappingNode, clashes: &mut Vec<String>) {
-    let Some(theirs) = cluster
-        .get_mapping("auth")
-        .and_then(|a| a.get_mapping("methods"))
-    else {
+fn methods(
+    base: &mut MarkedMappingNode,
+    cluster: &mut MarkedMappingNode,
+    clashes: &mut Vec<String>,
+) {
+    let auth = cluster.get_mut("auth").and_then(Node::as_mapping_mut);
+    let Some(theirs) = auth.and_then(|a| taken_mapping(a, "methods")) else {
         return;
     };
     let Some(ours) = mapping_at(base, "auth").and_then(|a| mapping_at(a, "methods")) else {
         return;
     };
-    for (name, node) in theirs.iter() {
+    for (name, node) in theirs {
         match ours.contains_key(name.as_str()) {
             true => clashes.push(name.as_str().to_string()),
             false => {
-                ours.insert(name.clone(), node.clone());
+                ours.insert(name, node);
             }
         }
     }
+}
+
+/// The entries of the mapping under `key`, moved out (left empty).
+fn taken_mapping(
+    map: &mut MarkedMappingNode,
+    key: &str,
+) -> Option<impl IntoIterator<Item = (MarkedScalarNode, Node)>> {
+    let section = map.get_mut(key).and_then(Node::as_mapping_mut)?;
+    Some(std::mem::take(&mut **section))
 }
 
 /// The controller ConfigMap's server-wide settings the import makes (the

@@ -12,6 +12,7 @@ use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode, MarkedSequenceNode
 use marked_yaml::{Marker, Span};
 
 use crate::config::Problems;
+use crate::import::manifests::At;
 use crate::import::Node;
 use crate::import::{self, Object};
 use crate::k8s::Kind;
@@ -321,7 +322,7 @@ fn tls_owners<'o>(node: &Node, served: &[&'o Object]) -> Vec<(&'o Object, String
     };
     let mut out = Vec::new();
     for o in served.iter().copied().filter(|o| o.is(Kind::Ingress)) {
-        let sections = match o.value.pointer("/spec/tls") {
+        let sections = match o.value.at("/spec/tls") {
             Some(serde_json::Value::Array(s)) => s.as_slice(),
             _ => &[],
         };

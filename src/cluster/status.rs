@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use super::gateway::StatusWrite;
 use super::pod::{addresses, Pod};
 use crate::config::Kubernetes;
+use crate::import::manifests::At;
 use crate::import::Object;
 use crate::k8s::Kind;
 use crate::metrics::METRICS;
@@ -196,7 +197,7 @@ async fn write_status(
     for ing in served {
         let have = ing
             .value
-            .pointer("/status/loadBalancer/ingress")
+            .at("/status/loadBalancer/ingress")
             .cloned()
             .unwrap_or(Value::Null);
         let id = id(ing);
@@ -227,7 +228,7 @@ async fn take_back(client: &kube::Client, settings: &Kubernetes, unserved: &[Obj
     };
     let ours = Value::Array(addresses);
     for ing in unserved {
-        if ing.value.pointer("/status/loadBalancer/ingress") != Some(&ours) {
+        if ing.value.at("/status/loadBalancer/ingress") != Some(&ours) {
             continue;
         }
         let api: Api<Ingress> = Api::namespaced(client.clone(), &ing.namespace);

@@ -208,7 +208,15 @@ fn key(o: &Object) -> (String, String) {
 }
 
 /// A watched object as the importer reads it: JSON with its kind.
-pub(super) fn object(o: DynamicObject, kind: Kind) -> Option<Object> {
+/// What no build reads and a real API server sends with every object, its
+/// field managers and `kubectl apply`'s copy of the last manifest (often
+/// more than the rest of the object), is not kept, as controller-runtime's
+/// `TransformStripManagedFields` drops the first.
+pub(super) fn object(mut o: DynamicObject, kind: Kind) -> Option<Object> {
+    o.metadata.managed_fields = None;
+    if let Some(annotations) = &mut o.metadata.annotations {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
     let name = o.metadata.name.clone()?;
     let namespace = o.metadata.namespace.clone().unwrap_or_default();
     let mut value = serde_json::to_value(&o).ok()?;

@@ -19,6 +19,7 @@ use super::plan::Plan;
 use super::tls::secret_field;
 use super::units::{comma_list, go_bool};
 use super::Verdict;
+use crate::import::manifests::At;
 
 /// The annotations of external authentication (without the prefix).
 pub const EXTERNAL: &[&str] = &[
@@ -638,7 +639,7 @@ fn auth_map(secret: &Object) -> String {
 
 /// Whether every rule of the Ingress names a host.
 fn every_rule_named(ing: &Object) -> bool {
-    match ing.value.pointer("/spec/rules") {
+    match ing.value.at("/spec/rules") {
         Some(Value::Array(rules)) => rules.iter().all(|r| rule_host(r).is_some()),
         _ => false,
     }
@@ -647,7 +648,7 @@ fn every_rule_named(ing: &Object) -> bool {
 /// The hosts of the Ingress's rules, lowercased, in order, once each.
 fn hosts_of(ing: &Object) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
+    if let Some(Value::Array(rules)) = ing.value.at("/spec/rules") {
         for host in rules.iter().filter_map(rule_host) {
             if !out.contains(&host) {
                 out.push(host);

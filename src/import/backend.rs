@@ -12,6 +12,7 @@ use super::names;
 use super::out::{Pool, PoolTls, Wire};
 use super::plan::Plan;
 use super::Verdict;
+use crate::import::manifests::At;
 use crate::k8s::Kind;
 
 /// `backend-protocol`.
@@ -163,7 +164,7 @@ pub fn upstream(
 pub fn default_backend(draft: &Draft<'_>, namespace: &str, name: &str) -> Value {
     let svc = draft.object(Kind::Service, namespace, name);
     let first = svc
-        .and_then(|s| s.value.pointer("/spec/ports/0/port"))
+        .and_then(|s| s.value.at("/spec/ports/0/port"))
         .and_then(Value::as_u64);
     serde_json::json!({"service": {"name": name, "port": {"number": first.unwrap_or(80)}}})
 }
@@ -253,7 +254,7 @@ fn pool(draft: &mut Draft<'_>, name: String, node: Pool) -> String {
 
 fn service_port(draft: &Draft<'_>, namespace: &str, service: &str, port: &str) -> Option<String> {
     let svc = draft.object(Kind::Service, namespace, service)?;
-    let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
+    let Some(Value::Array(ports)) = svc.value.at("/spec/ports") else {
         return None;
     };
     ports

@@ -16,6 +16,7 @@ use super::out::{CaSource, ClientCerts};
 use super::plan::Plan;
 use super::units::go_bool;
 use super::Verdict;
+use crate::import::manifests::At;
 
 /// The annotations this module reads (without the prefix).
 pub const KEYS: &[&str] = &[
@@ -163,7 +164,7 @@ pub(super) fn refused(draft: &mut Draft<'_>, ing: &Object, what: &str) -> Option
     }
     let hosts: std::collections::BTreeSet<Option<String>> =
         super::paths::of(ing).into_iter().map(|p| p.0).collect();
-    if hosts.contains(&None) || ing.value.pointer("/spec/defaultBackend").is_some() {
+    if hosts.contains(&None) || ing.value.at("/spec/defaultBackend").is_some() {
         return Some(format!(
             "a rule without a host (or a defaultBackend): {what} can only be set per host"
         ));

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::manifests::{text, Object};
 
+use crate::import::manifests::At;
 use crate::k8s::Kind;
 
 /// A pool made of a Service's endpoints (or the `503` route of one with
@@ -95,9 +96,7 @@ impl<'a> Services<'a> {
             let service = match Kind::by_name(&o.kind) {
                 Some(Kind::Service) => o.name.as_str(),
                 Some(Kind::EndpointSlice) => {
-                    let label = o
-                        .value
-                        .pointer("/metadata/labels/kubernetes.io~1service-name");
+                    let label = o.value.at("/metadata/labels/kubernetes.io~1service-name");
                     match label.and_then(serde_json::Value::as_str) {
                         Some(s) => s,
                         None => continue,
@@ -240,7 +239,7 @@ struct ServicePort {
 }
 
 fn service_port(svc: &Object, port: &str) -> Option<ServicePort> {
-    let Some(Value::Array(ports)) = svc.value.pointer("/spec/ports") else {
+    let Some(Value::Array(ports)) = svc.value.at("/spec/ports") else {
         return None;
     };
     ports

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::manifests::{text, Object};
+use crate::import::manifests::At;
 use crate::k8s::Kind;
 
 /// A DNS-1123 label (a namespace): at most 63 of `a-z`, `0-9`, `-`,
@@ -73,7 +74,7 @@ pub fn ingress_problem(ing: &Object) -> Option<String> {
         ("namespace", ing.namespace.clone(), dns1123_label, LABEL),
         ("name", ing.name.clone(), dns1123_subdomain, SUBDOMAIN),
     ];
-    if let Some(Value::Array(sections)) = ing.value.pointer("/spec/tls") {
+    if let Some(Value::Array(sections)) = ing.value.at("/spec/tls") {
         for secret in sections.iter().filter_map(|s| text(s, &["secretName"])) {
             checks.push(("secretName", secret, dns1123_subdomain, SUBDOMAIN));
         }
@@ -139,14 +140,14 @@ const LABEL_1035: &str = "a DNS-1035 label (at most 63 of a-z, 0-9 and -, starti
 /// Every backend of an Ingress: its rules' paths and its defaultBackend.
 fn backends(ing: &Object) -> Vec<&Value> {
     let mut out = Vec::new();
-    if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
+    if let Some(Value::Array(rules)) = ing.value.at("/spec/rules") {
         for rule in rules {
-            if let Some(Value::Array(paths)) = rule.pointer("/http/paths") {
+            if let Some(Value::Array(paths)) = rule.at("/http/paths") {
                 out.extend(paths.iter().filter_map(|p| p.get("backend")));
             }
         }
     }
-    out.extend(ing.value.pointer("/spec/defaultBackend"));
+    out.extend(ing.value.at("/spec/defaultBackend"));
     out
 }
 

@@ -17,6 +17,7 @@ use super::plan::Plan;
 use super::routes::{PathRule, Route};
 use super::units;
 use super::Verdict;
+use crate::import::manifests::At;
 
 /// A rule's host, lowercased. `host: ""` is a rule for any host, as if it
 /// were absent (the API's `omitempty`, and how ingress-nginx reads it).
@@ -30,10 +31,10 @@ pub fn rule_host(rule: &Value) -> Option<String> {
 pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, &Value)> {
     static NONE: Value = Value::Null;
     let mut out = Vec::new();
-    if let Some(Value::Array(rules)) = ing.value.pointer("/spec/rules") {
+    if let Some(Value::Array(rules)) = ing.value.at("/spec/rules") {
         for rule in rules {
             let host = rule_host(rule);
-            let Some(Value::Array(items)) = rule.pointer("/http/paths") else {
+            let Some(Value::Array(items)) = rule.at("/http/paths") else {
                 continue;
             };
             for p in items {
@@ -48,7 +49,7 @@ pub fn of(ing: &Object) -> Vec<(Option<String>, String, String, &Value)> {
     // An Ingress's defaultBackend serves the unmatched paths of its own
     // hosts; only an Ingress without rules (or a rule without a host)
     // makes it a catch-all.
-    if let Some(backend) = ing.value.pointer("/spec/defaultBackend") {
+    if let Some(backend) = ing.value.at("/spec/defaultBackend") {
         let mut hosts: Vec<Option<String>> = Vec::new();
         for (host, ..) in &out {
             if !hosts.contains(host) {

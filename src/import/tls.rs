@@ -9,10 +9,11 @@ use super::draft::Draft;
 use super::manifests::{text, Object};
 use super::out::CertSource;
 use super::Verdict;
+use crate::import::manifests::At;
 
 /// TLS sections: certificate files where the Secret is mounted.
 pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
-    let Some(Value::Array(sections)) = ing.value.pointer("/spec/tls") else {
+    let Some(Value::Array(sections)) = ing.value.at("/spec/tls") else {
         return;
     };
     for section in sections {

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::spec::{GatewaySpec, GroupKind, Listener, ParentRef};
+use crate::import::manifests::At;
 use crate::import::Object;
 use crate::k8s::{Condition, ConditionType, Kind, Reason, GATEWAY_GROUP};
 
@@ -106,7 +107,7 @@ pub fn namespace_labels(objects: &[Object]) -> Labels {
         .iter()
         .filter(|o| o.is(Kind::Namespace))
         .map(|ns| {
-            let labels = match ns.value.pointer("/metadata/labels") {
+            let labels = match ns.value.at("/metadata/labels") {
                 Some(Value::Object(m)) => m
                     .iter()
                     .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::config::Kubernetes;
+use crate::import::manifests::At;
 use crate::import::{secret_pem, secret_problem, Node, Object};
 use crate::k8s::{Kind, Reason};
 use attach::Served;
@@ -56,7 +57,7 @@ pub fn routes<'o>(objects: &'o [Object], settings: &Kubernetes) -> Vec<&'o Objec
         .filter(|o| {
             let parents = o
                 .value
-                .pointer("/spec/parentRefs")
+                .at("/spec/parentRefs")
                 .cloned()
                 .unwrap_or(Value::Null);
             let parents: Vec<spec::ParentRef> = serde_json::from_value(parents).unwrap_or_default();

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use super::attach::{Attachment, Served};
 use super::spec::ParentRef;
 use crate::config::Kubernetes;
+use crate::import::manifests::At;
 use crate::import::Object;
 use crate::k8s::{Condition, ConditionType, Kind, Reason, GATEWAY_GROUP};
 
@@ -32,7 +33,7 @@ pub struct StatusWrite {
 
 fn generation(o: &Object) -> i64 {
     o.value
-        .pointer("/metadata/generation")
+        .at("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0)
 }
@@ -233,7 +234,7 @@ pub fn withheld_parents(route: &Object, settings: &Kubernetes, why: &str) -> Sta
     let gateway = settings.gateway.clone().unwrap_or_default();
     let parents: Vec<ParentRef> = route
         .value
-        .pointer("/spec/parentRefs")
+        .at("/spec/parentRefs")
         .cloned()
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or_default();
@@ -251,7 +252,7 @@ pub fn withheld_parents(route: &Object, settings: &Kubernetes, why: &str) -> Sta
 
 /// Whether `route`'s status has an entry of ours for Gateway `gateway`.
 pub fn has_our_entry(route: &Object, settings: &Kubernetes, gateway: &str) -> bool {
-    let Some(Value::Array(parents)) = route.value.pointer("/status/parents") else {
+    let Some(Value::Array(parents)) = route.value.at("/status/parents") else {
         return false;
     };
     parents
