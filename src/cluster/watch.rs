@@ -316,3 +316,33 @@ fn watcher(
 ) -> impl futures_util::Stream<Item = Result<Event<DynamicObject>, watcher::Error>> + Send {
     watcher::watcher(api, config)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn field_managers_and_the_last_applied_copy_are_not_kept() {
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {
+                "name": "a", "namespace": "team-a",
+                "managedFields": [{"manager": "kubectl", "operation": "Update",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{}}",
+                    "nginx.ingress.kubernetes.io/limit-rps": "5"
+                }
+            },
+            "spec": {"rules": []}
+        }))
+        .unwrap();
+        let kept = object(o, Kind::Ingress).unwrap();
+        let metadata = json!({"name": "a", "namespace": "team-a",
+            "annotations": {"nginx.ingress.kubernetes.io/limit-rps": "5"}});
+        assert_eq!(kept.value["metadata"], metadata);
+        assert_eq!(kept.value["spec"], json!({"rules": []}));
+        assert_eq!(kept.value["kind"], "Ingress");
+    }
+}

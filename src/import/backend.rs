@@ -6,7 +6,6 @@
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::endpoints;
 use super::manifests::{text, Object};
 use super::names;
 use super::out::{Pool, PoolTls, Wire};
@@ -102,13 +101,10 @@ pub fn upstream(
         plan.protocol.suffix()
     );
     let targets = match draft.options.cluster {
-        true => match endpoints::targets(
-            draft.services.group(&ing.namespace, &service),
-            &ing.namespace,
-            &service,
-            &port,
-            &draft.options.guard,
-        ) {
+        true => match draft
+            .services
+            .targets(&ing.namespace, &service, &port, &draft.options.guard)
+        {
             Ok(targets) => targets,
             Err(why) => {
                 // Bound without a pool: its first endpoint makes a build.

@@ -85,9 +85,13 @@ fn local(ip: IpAddr) -> bool {
 }
 
 /// Each Service with its EndpointSlices, by namespace and name: what a
-/// backend's targets are read from, without scanning every object.
+/// backend's targets are read from, without scanning every object; and
+/// the targets read so far (an Ingress's paths name one Service each).
 #[derive(Default)]
-pub struct Services<'a>(HashMap<&'a str, HashMap<&'a str, Vec<&'a Object>>>);
+pub struct Services<'a> {
+    by_name: HashMap<&'a str, HashMap<&'a str, Vec<&'a Object>>>,
+    known: HashMap<(String, String, String), Result<Vec<String>, NoTargets>>,
+}
 
 impl<'a> Services<'a> {
     pub fn new(objects: impl IntoIterator<Item = &'a Object>) -> Self {
@@ -107,12 +111,34 @@ impl<'a> Services<'a> {
             let namespace = out.entry(o.namespace.as_str()).or_default();
             namespace.entry(service).or_default().push(o);
         }
-        Services(out)
+        Services {
+            by_name: out,
+            known: HashMap::new(),
+        }
+    }
+
+    /// The targets of Service `namespace/service` at `port` (`targets`),
+    /// read once a build.
+    pub fn targets(
+        &mut self,
+        namespace: &str,
+        service: &str,
+        port: &str,
+        guard: &Guard,
+    ) -> Result<Vec<String>, NoTargets> {
+        let key = (namespace.to_string(), service.to_string(), port.to_string());
+        if let Some(known) = self.known.get(&key) {
+            return known.clone();
+        }
+        let group = self.group(namespace, service);
+        let found = targets(group, namespace, service, port, guard);
+        self.known.insert(key, found.clone());
+        found
     }
 
     /// Service `namespace/service` and its EndpointSlices.
     pub fn group(&self, namespace: &str, service: &str) -> &[&'a Object] {
-        self.0
+        self.by_name
             .get(namespace)
             .and_then(|services| services.get(service))
             .map_or(&[], Vec::as_slice)

@@ -79,6 +79,9 @@ pub fn regex_triggers(draft: &Draft<'_>, ing: &Object) -> Vec<(Option<String>, &
     let use_regex = annotations::get(ing, prefix, "use-regex").is_some_and(|v| units::go_bool(&v));
     let target = annotations::get(ing, prefix, "rewrite-target").filter(|t| !t.is_empty());
     let mut out = Vec::new();
+    if !use_regex && target.is_none() {
+        return out;
+    }
     for (host, path, path_type, _) in of(ing) {
         let why = match () {
             _ if path_type == super::routes::DEFAULT_BACKEND => continue,
