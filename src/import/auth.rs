@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::manifests::Object;
+use super::manifests::{At, Object};
 use super::names::{dns1123_label, dns1123_subdomain, policy_name};
 use super::out::{AnswerCache, Auth, AuthMethod, BasicAuth, ExternalAuth, SignIn};
 use super::paths::rule_host;
@@ -19,7 +19,6 @@ use super::plan::Plan;
 use super::tls::secret_field;
 use super::units::{comma_list, go_bool};
 use super::Verdict;
-use crate::import::manifests::At;
 
 /// The annotations of external authentication (without the prefix).
 pub const EXTERNAL: &[&str] = &[

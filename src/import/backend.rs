@@ -6,12 +6,11 @@
 use serde_json::Value;
 
 use super::draft::Draft;
-use super::manifests::{text, Object};
+use super::manifests::{text, At, Object};
 use super::names;
 use super::out::{Pool, PoolTls, Wire};
 use super::plan::Plan;
 use super::Verdict;
-use crate::import::manifests::At;
 use crate::k8s::Kind;
 
 /// `backend-protocol`.

@@ -10,13 +10,12 @@
 use std::collections::BTreeMap;
 
 use super::draft::Draft;
-use super::manifests::Object;
+use super::manifests::{At, Object};
 use super::names;
 use super::out::{CaSource, ClientCerts};
 use super::plan::Plan;
 use super::units::go_bool;
 use super::Verdict;
-use crate::import::manifests::At;
 
 /// The annotations this module reads (without the prefix).
 pub const KEYS: &[&str] = &[

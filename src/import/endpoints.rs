@@ -8,9 +8,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value;
 
-use super::manifests::{text, Object};
+use super::manifests::{text, At, Object};
 
-use crate::import::manifests::At;
 use crate::k8s::Kind;
 
 /// A pool made of a Service's endpoints (or the `503` route of one with

@@ -156,6 +156,12 @@ impl At for Value {
                 map.get(&step.replace("~1", "/").replace("~0", "~"))
             }
             Value::Object(map) => map.get(step),
+            // As serde_json reads an index: digits, no sign, no leading zero.
+            Value::Array(_)
+                if step.starts_with('+') || (step.len() > 1 && step.starts_with('0')) =>
+            {
+                None
+            }
             Value::Array(items) => step.parse::<usize>().ok().and_then(|i| items.get(i)),
             _ => None,
         })
@@ -377,6 +383,30 @@ pub(super) fn json(doc: &Yaml) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_reads_what_a_json_pointer_reads() {
+        let v = serde_json::json!({"a": {"b/c": [1, {"d~e": 2}], "": 3}});
+        let pointers = [
+            "",
+            "a",
+            "/a",
+            "/a/",
+            "/a/b~1c",
+            "/a/b~1c/0",
+            "/a/b~1c/1/d~0e",
+            "/a/b~1c/01",
+            "/a/b~1c/+1",
+            "/a/b~1c/-1",
+            "/a/b~1c/2",
+            "/a/b/c",
+            "/x/y",
+        ];
+        for p in pointers {
+            assert_eq!(v.at(p), v.pointer(p), "{p}");
+        }
+        assert_eq!(v.at("/a/b~1c/1/d~0e"), Some(&serde_json::json!(2)));
+    }
 
     #[test]
     fn lists_and_documents_are_unpacked() {

@@ -6,8 +6,7 @@
 
 use serde_json::Value;
 
-use super::manifests::{text, Object};
-use crate::import::manifests::At;
+use super::manifests::{text, At, Object};
 use crate::k8s::Kind;
 
 /// A DNS-1123 label (a namespace): at most 63 of `a-z`, `0-9`, `-`,

@@ -10,14 +10,13 @@ use super::annotations;
 use super::backend::Served;
 use super::draft::Draft;
 use super::headers;
-use super::manifests::{text, Object};
+use super::manifests::{text, At, Object};
 use super::nginx;
 use super::out::{Auth, Rewrite};
 use super::plan::Plan;
 use super::routes::{PathRule, Route};
 use super::units;
 use super::Verdict;
-use crate::import::manifests::At;
 
 /// A rule's host, lowercased. `host: ""` is a rule for any host, as if it
 /// were absent (the API's `omitempty`, and how ingress-nginx reads it).

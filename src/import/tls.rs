@@ -6,10 +6,9 @@ use serde_json::Value;
 
 use super::claims;
 use super::draft::Draft;
-use super::manifests::{text, Object};
+use super::manifests::{text, At, Object};
 use super::out::CertSource;
 use super::Verdict;
-use crate::import::manifests::At;
 
 /// TLS sections: certificate files where the Secret is mounted.
 pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
