@@ -209,13 +209,31 @@ fn key(o: &Object) -> (String, String) {
 
 /// A watched object as the importer reads it: JSON with its kind.
 /// What no build reads and a real API server sends with every object, its
-/// field managers and `kubectl apply`'s copy of the last manifest (often
-/// more than the rest of the object), is not kept, as controller-runtime's
-/// `TransformStripManagedFields` drops the first.
+/// field managers, owners and `kubectl apply`'s copy of the last manifest
+/// (often more than the rest of the object), is not kept, as
+/// controller-runtime's `TransformStripManagedFields` drops the first;
+/// nor is each endpoint's pod, node and zone (50,000 endpoints hold them
+/// 50,000 times).
 pub(super) fn object(mut o: DynamicObject, kind: Kind) -> Option<Object> {
     o.metadata.managed_fields = None;
+    o.metadata.owner_references = None;
     if let Some(annotations) = &mut o.metadata.annotations {
         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    if let (Kind::EndpointSlice, Some(Value::Array(endpoints))) =
+        (kind, o.data.get_mut("endpoints"))
+    {
+        for endpoint in endpoints.iter_mut().filter_map(Value::as_object_mut) {
+            for unread in [
+                "targetRef",
+                "nodeName",
+                "zone",
+                "hints",
+                "deprecatedTopology",
+            ] {
+                endpoint.remove(unread);
+            }
+        }
     }
     let name = o.metadata.name.clone()?;
     let namespace = o.metadata.namespace.clone().unwrap_or_default();
@@ -344,5 +362,35 @@ mod tests {
         assert_eq!(kept.value["metadata"], metadata);
         assert_eq!(kept.value["spec"], json!({"rules": []}));
         assert_eq!(kept.value["kind"], "Ingress");
+    }
+
+    #[test]
+    fn an_endpoint_keeps_its_addresses_and_conditions_only() {
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {
+                "name": "web-x", "namespace": "team-a",
+                "labels": {"kubernetes.io/service-name": "web"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": "web",
+                    "uid": "u-1", "controller": true, "blockOwnerDeletion": true}]
+            },
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{
+                "addresses": ["10.0.0.7"],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "targetRef": {"kind": "Pod", "namespace": "team-a", "name": "web-1", "uid": "u-2"},
+                "nodeName": "node-1", "zone": "a", "hints": {"forZones": [{"name": "a"}]}
+            }]
+        }))
+        .unwrap();
+        let kept = object(o, Kind::EndpointSlice).unwrap();
+        let endpoint = json!({"addresses": ["10.0.0.7"],
+            "conditions": {"ready": true, "serving": true, "terminating": false}});
+        assert_eq!(kept.value["endpoints"], json!([endpoint]));
+        assert_eq!(kept.value["ports"], json!([{"name": "http", "port": 8080}]));
+        let metadata = json!({"name": "web-x", "namespace": "team-a",
+            "labels": {"kubernetes.io/service-name": "web"}});
+        assert_eq!(kept.value["metadata"], metadata);
     }
 }
