@@ -208,12 +208,13 @@ fn key(o: &Object) -> (String, String) {
 }
 
 /// A watched object as the importer reads it: JSON with its kind.
-/// What no build reads and a real API server sends with every object, its
-/// field managers, owners and `kubectl apply`'s copy of the last manifest
-/// (often more than the rest of the object), is not kept, as
-/// controller-runtime's `TransformStripManagedFields` drops the first;
-/// nor is each endpoint's pod, node and zone (50,000 endpoints hold them
-/// 50,000 times).
+///
+/// What no build reads and a real API server sends with every object is
+/// not kept: its field managers (as controller-runtime's
+/// `TransformStripManagedFields` drops them), its owners, `kubectl
+/// apply`'s copy of the last manifest (often more than the rest of the
+/// object), and each endpoint's pod, node, zone and hints (50,000
+/// endpoints hold them 50,000 times).
 pub(super) fn object(mut o: DynamicObject, kind: Kind) -> Option<Object> {
     o.metadata.managed_fields = None;
     o.metadata.owner_references = None;

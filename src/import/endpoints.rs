@@ -117,7 +117,8 @@ impl<'a> Services<'a> {
     }
 
     /// The targets of Service `namespace/service` at `port` (`targets`),
-    /// read once a build.
+    /// read once a build: within one `Draft` the objects and the guard
+    /// (its options') never change.
     pub fn targets(
         &mut self,
         namespace: &str,
