@@ -18,7 +18,7 @@ use super::paths::rule_host;
 use super::plan::Plan;
 use super::tls::secret_field;
 use super::units::{comma_list, go_bool};
-use super::Verdict;
+use super::{Refusal, Verdict};
 
 /// The annotations of external authentication (without the prefix).
 pub const EXTERNAL: &[&str] = &[
@@ -528,7 +528,7 @@ fn basic(
                 "auth-type".into(),
                 Verdict::Unsupported("its auth-secret did not carry over".into()),
             ));
-            return refuse(lines, "auth-secret", why);
+            return refuse(lines, "auth-secret", why.to_string());
         }
     };
     let realm = ann.get("auth-realm").cloned();
@@ -566,41 +566,41 @@ fn secret_entries(
     ing: &Object,
     reference: &str,
     ann: &BTreeMap<String, String>,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), Refusal> {
     let (ns, name) = reference
         .split_once('/')
         .unwrap_or((&ing.namespace, reference));
     if !dns1123_label(ns) || !dns1123_subdomain(name) {
-        return Err(format!(
+        return Err(Refusal::from(format!(
             "{reference:?} is not NAME or NAMESPACE/NAME, as the API server requires"
-        ));
+        )));
     }
     if ns != ing.namespace {
-        return Err(format!(
+        return Err(Refusal::from(format!(
             "a Secret of namespace {ns}, not the Ingress's {}: ingress-nginx refuses it by default",
             ing.namespace
-        ));
+        )));
     }
     let id = format!("{ns}/{name}");
-    let secret = draft.secret(ns, name).ok_or_else(|| {
-        format!("Secret {id} is not among the manifests; its users are not known")
-    })?;
+    let missing = || format!("Secret {id} is not among the manifests; its users are not known");
+    let secret = draft
+        .secret(ns, name)
+        .ok_or_else(|| Refusal::from(missing()))?;
     let text = match ann
         .get("auth-secret-type")
         .map_or("auth-file", |t| t.as_str())
     {
-        "auth-file" => {
-            secret_field(secret, "auth").ok_or_else(|| format!("Secret {id} has no key auth"))?
-        }
+        "auth-file" => secret_field(secret, "auth")
+            .ok_or_else(|| Refusal::from(format!("Secret {id} has no key auth")))?,
         "auth-map" => auth_map(secret),
         other => {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "auth-secret-type {other:?} is not auth-file or auth-map"
-            ))
+            )))
         }
     };
     let entries = crate::auth::basic::Htpasswd::parse(&text)
-        .map_err(|e| format!("Secret {id}: {e}"))
+        .map_err(|e| Refusal::from(format!("Secret {id}: {e}")))
         .map(|_| {
             text.lines()
                 .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))

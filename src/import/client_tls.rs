@@ -15,7 +15,7 @@ use super::names;
 use super::out::{CaSource, ClientCerts};
 use super::plan::Plan;
 use super::units::go_bool;
-use super::Verdict;
+use super::{Refusal, Verdict};
 
 /// The annotations this module reads (without the prefix).
 pub const KEYS: &[&str] = &[
@@ -52,15 +52,17 @@ pub fn read(
         lines.extend(given.iter().map(|k| (k.to_string(), mapped(why))));
         return;
     }
-    let ca = refused(draft, ing, "client certificates")
-        .map_or_else(|| ca(draft, &ing.namespace, &ann["auth-tls-secret"]), Err);
+    let ca = refused(draft, ing, "client certificates").map_or_else(
+        || ca(draft, &ing.namespace, &ann["auth-tls-secret"]),
+        |why| Err(why.into()),
+    );
     let ca = match ca {
         Ok(ca) => ca,
         Err(why) => {
             lines.extend(
                 given
                     .iter()
-                    .map(|k| (k.to_string(), Verdict::Unsupported(why.clone()))),
+                    .map(|k| (k.to_string(), Verdict::from(why.clone()))),
             );
             return;
         }
@@ -202,12 +204,13 @@ pub(super) fn refused(draft: &mut Draft<'_>, ing: &Object, what: &str) -> Option
 
 /// `auth-tls-secret: NAMESPACE/NAME`: its `ca.crt`, checked to hold CA
 /// certificates the verifier can use (else the Ingress is withheld).
-fn ca(draft: &Draft<'_>, namespace: &str, reference: &str) -> Result<CaSource, String> {
-    let (ns, name) = names::secret_reference(reference).map_err(|e| e.to_string())?;
+fn ca(draft: &Draft<'_>, namespace: &str, reference: &str) -> Result<CaSource, Refusal> {
+    let (ns, name) = names::secret_reference(reference).map_err(Refusal::of)?;
     if ns != namespace {
         return Err(format!(
             "a Secret of namespace {ns}, not the Ingress's {namespace}: a namespace names only its own"
-        ));
+        )
+        .into());
     }
     if !draft.options.cluster {
         return Ok(CaSource::File(format!(
@@ -215,20 +218,21 @@ fn ca(draft: &Draft<'_>, namespace: &str, reference: &str) -> Result<CaSource, S
             draft.options.tls_dir
         )));
     }
-    let missing = || format!("Secret {ns}/{name} is missing or has no ca.crt");
+    let missing = || Refusal::from(format!("Secret {ns}/{name} is missing or has no ca.crt"));
     let secret = draft.secret(&ns, &name).ok_or_else(missing)?;
     if super::tls::secret_field(secret, "ca.crl").is_some() {
         return Err(format!(
             "Secret {ns}/{name} has a ca.crl: fairgate does not check revocation lists, so a revoked \
              certificate would pass"
-        ));
+        )
+        .into());
     }
     let pem = super::tls::secret_field(secret, "ca.crt").ok_or_else(missing)?;
     let source = format!("Secret {ns}/{name} ca.crt");
     let roots = crate::tls::Pem::from_memory(&source, pem.as_bytes())
         .and_then(crate::tls::Pem::roots)
-        .map_err(|e| e.to_string())?;
-    crate::tls::client_verifier(&source, roots, false).map_err(|e| e.to_string())?;
+        .map_err(Refusal::of)?;
+    crate::tls::client_verifier(&source, roots, false).map_err(Refusal::of)?;
     Ok(CaSource::Pem(pem))
 }
 

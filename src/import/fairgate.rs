@@ -11,7 +11,7 @@ use super::emit::Node;
 use super::manifests::Object;
 use super::out::Auth;
 use super::plan::Plan;
-use super::Verdict;
+use super::{Refusal, Verdict};
 
 /// The prefix of fairgate's own annotations.
 pub const PREFIX: &str = "fairgate.dev";
@@ -104,13 +104,13 @@ pub fn read(ing: &Object, plan: &mut Plan, options: &super::Options) -> Vec<(Str
 /// (`16`, `adaptive`). Taken as a tree (never pasted as text), at most
 /// three levels (`{queue: {per_tenant: 8}}` is two) and 32 keys; the
 /// policy reader checks its keys and values as a file's.
-fn fair_share(value: &str) -> Result<Node, String> {
+fn fair_share(value: &str) -> Result<Node, Refusal> {
     let value = value.trim();
     if !value.starts_with('{') {
         return Ok(Node::map([("max_in_flight", scalar(value))]));
     }
     let tree = crate::config::yaml::load(value, |k| format!("{k} is given twice"))
-        .map_err(|(_, why)| why)?;
+        .map_err(|(_, why)| Refusal::from(why))?;
     let mut keys = 0;
     tree_node(&tree, 0, &mut keys)
 }
@@ -124,7 +124,7 @@ fn scalar(text: &str) -> Node {
 
 /// `node` at `depth` mappings down (the top one is 1); `keys` counts the
 /// keys so far.
-fn tree_node(node: &marked_yaml::Node, depth: usize, keys: &mut usize) -> Result<Node, String> {
+fn tree_node(node: &marked_yaml::Node, depth: usize, keys: &mut usize) -> Result<Node, Refusal> {
     match node {
         marked_yaml::Node::Scalar(s) => Ok(scalar(s.as_str())),
         marked_yaml::Node::Mapping(_) if depth >= 3 => Err("more than three levels".into()),
@@ -133,11 +133,11 @@ fn tree_node(node: &marked_yaml::Node, depth: usize, keys: &mut usize) -> Result
             .map(|(k, v)| {
                 *keys += 1;
                 if *keys > 32 {
-                    return Err("more than 32 keys".to_string());
+                    return Err("more than 32 keys".into());
                 }
                 Ok((k.as_str().to_string(), tree_node(v, depth + 1, keys)?))
             })
-            .collect::<Result<Vec<_>, String>>()
+            .collect::<Result<Vec<_>, Refusal>>()
             .map(Node::Map),
         marked_yaml::Node::Sequence(_) => Err("a list where a mapping or a value belongs".into()),
     }

@@ -13,7 +13,7 @@ use super::draft::Draft;
 use super::manifests::Object;
 use super::out::{Mirror, Pool};
 use super::plan::Plan;
-use super::Verdict;
+use super::{Refusal, Verdict};
 
 /// The annotations this module reads (without the prefix).
 pub const KEYS: &[&str] = &["mirror-host", "mirror-request-body", "mirror-target"];
@@ -64,7 +64,7 @@ pub fn read(
             )
         }
         // Not an access rule: the Ingress is served without its copies.
-        Err(why) => Verdict::Unsupported(why),
+        Err(why) => Verdict::from(why),
     };
     for key in given {
         let line = match key {
@@ -78,28 +78,32 @@ pub fn read(
 }
 
 /// `http://HOST[:PORT]/$request_uri`: the host and port, or why not.
-fn target_of(draft: &Draft<'_>, ing: &Object, target: &str) -> Result<(String, u16), String> {
-    let rest = target
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{target:?}: fairgate mirrors over plain HTTP (http://) only"))?;
+fn target_of(draft: &Draft<'_>, ing: &Object, target: &str) -> Result<(String, u16), Refusal> {
+    let rest = target.strip_prefix("http://").ok_or_else(|| {
+        Refusal::from(format!(
+            "{target:?}: fairgate mirrors over plain HTTP (http://) only"
+        ))
+    })?;
     let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
     if path != "$request_uri" && !(path.is_empty() && authority.ends_with("$request_uri")) {
-        return Err(format!(
+        return Err(Refusal::from(format!(
             "{target:?}: only http://HOST[:PORT]/$request_uri is carried over"
-        ));
+        )));
     }
     let authority = authority.trim_end_matches("$request_uri");
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) => (
             h,
             p.parse::<u16>()
-                .map_err(|_| format!("{target:?}: not a port"))?,
+                .map_err(|_| Refusal::from(format!("{target:?}: not a port")))?,
         ),
         None => (authority, 80),
     };
     let host = host.to_ascii_lowercase();
     if host.is_empty() || !super::names::dns1123_subdomain(&host) || port == 0 {
-        return Err(format!("{target:?}: not a host name and port"));
+        return Err(Refusal::from(format!(
+            "{target:?}: not a host name and port"
+        )));
     }
     if draft.options.cluster {
         let own = [
@@ -110,11 +114,11 @@ fn target_of(draft: &Draft<'_>, ing: &Object, target: &str) -> Result<(String, u
             .iter()
             .find_map(|suffix| host.strip_suffix(suffix.as_str()));
         if !service.is_some_and(super::names::dns1123_label) {
-            return Err(format!(
+            return Err(Refusal::from(format!(
                 "{host}: in the cluster a mirror is a Service of the Ingress's own namespace \
                  (NAME.{}.svc)",
                 ing.namespace
-            ));
+            )));
         }
     }
     Ok((host, port))

@@ -16,7 +16,7 @@ use super::out::{Auth, Rewrite};
 use super::plan::Plan;
 use super::routes::{PathRule, Route};
 use super::units;
-use super::Verdict;
+use super::{Refusal, Verdict};
 
 /// A rule's host, lowercased. `host: ""` is a rule for any host, as if it
 /// were absent (the API's `omitempty`, and how ingress-nginx reads it).
@@ -217,7 +217,7 @@ fn path_rule(
     path: &str,
     kind: &str,
     regex: bool,
-) -> Result<(PathRule, Vec<String>), String> {
+) -> Result<(PathRule, Vec<String>), Refusal> {
     let rule = match kind {
         super::routes::DEFAULT_BACKEND => PathRule::Any,
         _ if regex => {
@@ -240,7 +240,7 @@ fn path_rule(
                         .unwrap_or("")
                         .trim()
                         .to_string();
-                    format!("not a regular expression fairgate reads ({why})")
+                    Refusal::from(format!("not a regular expression fairgate reads ({why})"))
                 })?;
             return Ok((PathRule::Regex(re), names));
         }
@@ -328,7 +328,7 @@ fn named_groups(re: &str) -> (String, Vec<String>) {
 }
 
 /// `/$2` with the path's groups as `/{g2}`.
-fn rewrite_template(target: &str, groups: &[String]) -> Result<String, String> {
+fn rewrite_template(target: &str, groups: &[String]) -> Result<String, Refusal> {
     let mut out = String::new();
     let mut rest = target;
     while let Some(i) = rest.find('$') {
@@ -342,14 +342,14 @@ fn rewrite_template(target: &str, groups: &[String]) -> Result<String, String> {
                 .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
                 .unwrap_or(after.len());
             let var = nginx::variables(&format!("${}", &after[..end]));
-            out.push_str(&var.map_err(|e| e.to_string())?);
+            out.push_str(&var.map_err(Refusal::of)?);
             rest = &after[end..];
             continue;
         }
         let n: usize = after[..digits].parse().unwrap_or(0);
         let name = groups
             .get(n.wrapping_sub(1))
-            .ok_or_else(|| format!("${n} names no group of the path"))?;
+            .ok_or_else(|| Refusal::from(format!("${n} names no group of the path")))?;
         out.push_str(&format!("{{{name}}}"));
         rest = after[digits..].trim_start_matches('}');
     }

@@ -129,6 +129,43 @@ pub enum Target {
     GatewayApi,
 }
 
+/// Why the import does not carry an input over, said to its author: in
+/// the report and, in controller mode, in the object's Event. Read by
+/// people only: no code branches on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(String);
+
+impl Refusal {
+    /// An error's message as the refusal.
+    pub fn of(error: impl fmt::Display) -> Self {
+        Refusal(error.to_string())
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Self {
+        Refusal(why)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Self {
+        Refusal(why.to_string())
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Refusal> for Verdict {
+    fn from(why: Refusal) -> Self {
+        Verdict::Unsupported(why.0)
+    }
+}
+
 /// What became of one annotation or setting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {

@@ -6,7 +6,7 @@
 
 use super::draft::Draft;
 use super::out::{Pool, ServerSetting, TcpService};
-use super::Verdict;
+use super::{Refusal, Verdict};
 use crate::k8s::Kind;
 
 /// Adds an entry, and a line, for each of the ConfigMap's ports.
@@ -37,7 +37,7 @@ pub fn read(draft: &mut Draft<'_>) {
                 services.push(service);
                 verdict
             }
-            Err(why) => Verdict::Unsupported(why),
+            Err(why) => Verdict::from(why),
         };
         draft.line(&subject, &port, verdict);
     }
@@ -47,12 +47,12 @@ pub fn read(draft: &mut Draft<'_>) {
 }
 
 /// One entry: its listener and pool, or why not.
-fn one(draft: &mut Draft<'_>, port: &str, value: &str) -> Result<(TcpService, Verdict), String> {
+fn one(draft: &mut Draft<'_>, port: &str, value: &str) -> Result<(TcpService, Verdict), Refusal> {
     let listen_port = port
         .parse::<u16>()
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| format!("{port:?} is not a port"))?;
+        .ok_or_else(|| Refusal::from(format!("{port:?} is not a port")))?;
     let mut parts = value.split(':');
     let service = parts.next().unwrap_or_default();
     let target_port = parts.next().unwrap_or_default();
@@ -60,9 +60,11 @@ fn one(draft: &mut Draft<'_>, port: &str, value: &str) -> Result<(TcpService, Ve
     let (ns, name) = service
         .split_once('/')
         .filter(|(ns, name)| super::names::dns1123_label(ns) && super::names::dns1123_label(name))
-        .ok_or_else(|| format!("{value:?}: NAMESPACE/SERVICE:PORT"))?;
+        .ok_or_else(|| Refusal::from(format!("{value:?}: NAMESPACE/SERVICE:PORT")))?;
     if target_port.parse::<u16>().map_or(true, |p| p == 0) {
-        return Err(format!("{value:?}: the Service's port must be a number"));
+        return Err(Refusal::from(format!(
+            "{value:?}: the Service's port must be a number"
+        )));
     }
     if encode == Some("PROXY") {
         return Err("fairgate sends no PROXY header to a TCP service".into());
