@@ -323,16 +323,17 @@ fn www_names(draft: &mut Draft<'_>, ing: &Object, first: usize) {
 
 /// The other names of `from-to-www-redirect` hosts that no route serves
 /// (and that are not the operator's): a route each, answering `308` to
-/// the named host with the path and query kept.
+/// the named host with the path and query kept; one however many
+/// Ingresses of the host ask (the oldest's).
 fn www_redirects(draft: &mut Draft<'_>) {
-    let served: std::collections::HashSet<String> =
+    let mut served: std::collections::HashSet<String> =
         draft.routes.iter().filter_map(|r| r.host.clone()).collect();
     for (other, target, ingress) in std::mem::take(&mut draft.www) {
         let elsewhere = claims::reserved(&draft.options.reserved_hosts, &other, false).is_some()
             || draft.options.named_elsewhere.contains(&other);
         // A host closed (an Ingress withheld or left out) stays closed.
         let closed = draft.closed.contains(&other) || draft.options.closed_hosts.contains(&other);
-        if served.contains(&other) || elsewhere || closed {
+        if !served.insert(other.clone()) || elsewhere || closed {
             continue;
         }
         let keys = super::out::RouteKeys {

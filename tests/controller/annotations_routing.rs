@@ -79,6 +79,44 @@ async fn canary_annotations_split_requests_as_written() {
     }
 }
 
+/// `from-to-www-redirect` on two Ingresses of one host (paths `/a` and
+/// `/b`): both paths are served, as ingress-nginx serves them, and
+/// `www.two.lab` answers one redirect. Each Ingress used to add a redirect
+/// route of the same name, so the policy did not build with the second,
+/// which was withheld (`/b` answered 404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_ingresses_of_one_host_both_redirect_from_www() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    for (name, path) in [("a", "/a"), ("b", "/b")] {
+        let mut ing = shop_ingress(name, "two.lab", path);
+        ing["metadata"]["annotations"] =
+            json!({"nginx.ingress.kubernetes.io/from-to-www-redirect": "true"});
+        api.apply(ing);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gw = controller(&base_policy(""), &api.kubeconfig(dir.path()), "fairgate-0").await;
+    for path in ["/a", "/b"] {
+        let status = host_status(&gw, "two.lab", path).await;
+        assert_eq!(status, 200, "{path}\n{}", gw.logs());
+    }
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_follow
+        .get(gw.url("/b/c?d=1"))
+        .header("host", "www.two.lab")
+        .send()
+        .await
+        .unwrap();
+    let location = r.headers().get("location").map(|v| v.to_str().unwrap());
+    assert_eq!(
+        (r.status().as_u16(), location),
+        (308, Some("http://two.lab/b/c?d=1"))
+    );
+}
+
 /// `allowlist-source-range`, `rewrite-target` with `use-regex`,
 /// `custom-headers` from the namespace's ConfigMap, `server-snippet`
 /// header directives (snippets allowed by the controller's ConfigMap),
