@@ -38,6 +38,10 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
             draft.line(&ing.id(), "tls", Verdict::Unsupported(why));
             continue;
         }
+        let hosts = match hosts.is_empty() && draft.options.cluster {
+            true => named_rule_hosts(draft, ing, &id),
+            false => hosts,
+        };
         let mut refused_any = false;
         let mut fresh = Vec::new();
         for h in hosts {
@@ -55,6 +59,18 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
         if fresh.is_empty() && refused_any {
             continue;
         }
+        // In the cluster a certificate serves only hosts listed for it:
+        // with none it would serve every name it has, another namespace's
+        // hosts among them.
+        if draft.options.cluster && fresh.is_empty() && !draft.certs.contains_key(&id) {
+            let why = format!(
+                "Secret {id}'s certificate is served for no host: it names none of the \
+                 Ingress's hosts, or an earlier TLS section serves them (they get that one's, or \
+                 the default certificate, as in ingress-nginx)"
+            );
+            draft.line(&ing.id(), "tls", Verdict::Unsupported(why));
+            continue;
+        }
         draft.certs.entry(id.clone()).or_default().extend(fresh);
         let why = match draft.options.cluster {
             true => format!("certificate of Secret {id}"),
@@ -65,6 +81,29 @@ pub fn sections(draft: &mut Draft<'_>, ing: &Object) {
         };
         draft.line(&ing.id(), "tls", Verdict::Mapped(why));
     }
+}
+
+/// A TLS section without hosts, as ingress-nginx reads it: the Ingress's
+/// rule hosts that the Secret's certificate names (a wildcard name covers
+/// one label), never a name of the certificate the Ingress does not serve.
+fn named_rule_hosts(draft: &Draft<'_>, ing: &Object, id: &str) -> Vec<String> {
+    let names = id
+        .split_once('/')
+        .and_then(|(ns, name)| secret_pem(draft.secret(ns, name)?))
+        .and_then(|(cert, key)| {
+            let pem = |text: String| crate::tls::Pem::from_memory(id, text.as_bytes());
+            crate::tls::pair(pem(cert).ok()?, pem(key).ok()?).ok()
+        })
+        .map(|served| served.names)
+        .unwrap_or_default();
+    super::paths::of(ing)
+        .into_iter()
+        .filter_map(|(host, ..)| host)
+        .filter(|h| {
+            let covered = |n: &String| n == h || crate::tls::served::covers(n, h);
+            names.iter().any(covered)
+        })
+        .collect()
 }
 
 /// Why an Ingress's TLS section may not serve `host`'s certificate: the

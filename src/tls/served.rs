@@ -189,7 +189,9 @@ where
 }
 
 /// Whether certificate name `pattern` (maybe `*.example.com`) names `host`.
-fn covers(pattern: &str, host: &str) -> bool {
+/// Whether the certificate name `pattern` (`*.example.com` a wildcard)
+/// covers `host`.
+pub fn covers(pattern: &str, host: &str) -> bool {
     match pattern.strip_prefix("*.") {
         Some(parent) => host
             .split_once('.')

@@ -399,3 +399,35 @@ async fn assert_redirects_and_backend_names(gw: &Gateway) {
     assert_eq!(host_status(gw, "named.lab", "/").await, 200);
     assert_eq!(host_status(gw, "unnamed.lab", "/").await, 502);
 }
+
+/// A TLS section without hosts, as ingress-nginx reads one: its Secret's
+/// certificate serves only the Ingress's own hosts it names. Namespace
+/// `aaa`'s certificate also names shop's `shop.lab` (which has no TLS
+/// section, so gets the default certificate); it used to be served for
+/// `shop.lab` to every client, by its names alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_section_without_hosts_serves_only_its_own_ingresss_hosts() {
+    let echo = EchoProcess::start();
+    let api = shop_api(&echo.addr);
+    backend(&api, "aaa", "app", &echo.addr);
+    api.apply(shop_ingress("web", "shop.lab", "/"));
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "hostless");
+    let tls = free_addr();
+    let kubeconfig = api.kubeconfig(dir.path());
+    let gw = controller(&tls_base(&pki, tls), &kubeconfig, "fairgate-0").await;
+    let secret = secret_for(&pki, "aaa", "take", &["shop.lab", "mine.example"], "0b");
+    let mut ing = ingress("aaa", "take", Some("fairgate"), "mine.example", "/", "app");
+    ing["spec"]["tls"] = json!([{"secretName": "take"}]);
+    for object in [secret, ing] {
+        let create = ["-n", "aaa", "create", "-f", "-"];
+        let ran = api.kubectl(dir.path()).run(&create, &object.to_string());
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    let mine = eventually(Duration::from_secs(10), || async {
+        served_serial(tls, Some("mine.example")) == "0B"
+    })
+    .await;
+    assert!(mine, "aaa's own host gets its certificate\n{}", gw.logs());
+    assert_eq!(served_serial(tls, Some("shop.lab")), "01", "{}", gw.logs());
+}
