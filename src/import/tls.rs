@@ -108,15 +108,43 @@ fn named_rule_hosts(draft: &Draft<'_>, ing: &Object, id: &str) -> Vec<String> {
 
 /// Why an Ingress's TLS section may not serve `host`'s certificate: the
 /// host (or one its wildcard covers) is the operator's, or an older
-/// Ingress of another namespace serves one for it.
-fn refused(draft: &Draft<'_>, ing: &Object, host: &str) -> Option<String> {
+/// Ingress of another namespace serves one for it; in the cluster also
+/// when no rule of the Ingress names the host (ingress-nginx serves a
+/// section's certificate for its own Ingress's rule hosts only), when the
+/// host's oldest Ingress is another namespace's, or when a Gateway API
+/// route names it.
+fn refused(draft: &mut Draft<'_>, ing: &Object, host: &str) -> Option<String> {
     let what = format!("the certificate of {host}");
     if let Some(r) = claims::reserved(&draft.options.reserved_hosts, host, true) {
         return Some(claims::operators(&what, r));
     }
-    let owner = draft.tls_owners.get(host)?;
-    let theirs = owner.split_once('/').map(|(ns, _)| ns) != Some(&ing.namespace);
-    theirs.then(|| claims::taken(&what, owner))
+    if let Some(owner) = draft.tls_owners.get(host) {
+        let theirs = owner.split_once('/').map(|(ns, _)| ns) != Some(&ing.namespace);
+        return theirs.then(|| claims::taken(&what, owner));
+    }
+    if !draft.options.cluster {
+        return None;
+    }
+    let own = super::paths::of(ing)
+        .into_iter()
+        .any(|(h, ..)| h.as_deref() == Some(host));
+    if !own {
+        return Some(format!(
+            "{what}: no rule of this Ingress names {host}, and ingress-nginx serves a TLS \
+             section's certificate only for its own Ingress's rule hosts"
+        ));
+    }
+    let owners = super::policy::host_owners(draft);
+    if let Some((_, owner)) = owners.get(host) {
+        if owner.split_once('/').map(|(ns, _)| ns) != Some(&ing.namespace) {
+            return Some(claims::taken(&what, owner));
+        }
+    }
+    draft.options.named_elsewhere.contains(host).then(|| {
+        format!(
+            "{what}: {host} is a Gateway API route's, and only its owner may set its certificate"
+        )
+    })
 }
 
 /// The certificate of the `kubernetes.io/tls` Secret `namespace/name`

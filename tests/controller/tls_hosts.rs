@@ -400,13 +400,15 @@ async fn assert_redirects_and_backend_names(gw: &Gateway) {
     assert_eq!(host_status(gw, "unnamed.lab", "/").await, 502);
 }
 
-/// A TLS section without hosts, as ingress-nginx reads one: its Secret's
-/// certificate serves only the Ingress's own hosts it names. Namespace
-/// `aaa`'s certificate also names shop's `shop.lab` (which has no TLS
-/// section, so gets the default certificate); it used to be served for
-/// `shop.lab` to every client, by its names alone.
+/// A TLS section, as ingress-nginx reads one, serves its Secret's
+/// certificate only for its own Ingress's rule hosts; and a host's
+/// certificate is its oldest Ingress's namespace's (SPEC §11). Namespace
+/// `aaa`'s certificates also name shop's `shop.lab` (which has no TLS
+/// section, so gets the default certificate): one without hosts used to
+/// be served for `shop.lab` by its names alone, one listing `shop.lab`
+/// (with a path of aaa's own there) by its list.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tls_section_without_hosts_serves_only_its_own_ingresss_hosts() {
+async fn a_tls_section_serves_only_its_own_ingresss_hosts() {
     let echo = EchoProcess::start();
     let api = shop_api(&echo.addr);
     backend(&api, "aaa", "app", &echo.addr);
@@ -430,4 +432,29 @@ async fn a_tls_section_without_hosts_serves_only_its_own_ingresss_hosts() {
     .await;
     assert!(mine, "aaa's own host gets its certificate\n{}", gw.logs());
     assert_eq!(served_serial(tls, Some("shop.lab")), "01", "{}", gw.logs());
+    // Listed, as no rule of the Ingress names it, or with a path of its
+    // own on shop's host: neither is aaa's to serve a certificate for.
+    let secret = secret_for(&pki, "aaa", "also", &["shop.lab", "other.lab"], "0c");
+    let mut ing = ingress("aaa", "also", Some("fairgate"), "shop.lab", "/aaa", "app");
+    ing["spec"]["tls"] = json!([{"hosts": ["shop.lab", "other.lab"], "secretName": "also"}]);
+    for object in [secret, ing] {
+        let create = ["-n", "aaa", "create", "-f", "-"];
+        let ran = api.kubectl(dir.path()).run(&create, &object.to_string());
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+    }
+    for text in [
+        "the certificate of shop.lab belongs to Ingress shop/web",
+        "no rule of this Ingress names other.lab",
+    ] {
+        let told = api.wait_for(Duration::from_secs(10), |api| {
+            api.list("v1/events", "aaa").iter().any(|e| {
+                e["involvedObject"]["name"] == "also"
+                    && e["type"] == "Warning"
+                    && e["message"].as_str().is_some_and(|m| m.contains(text))
+            })
+        });
+        assert!(told, "{text}: {:#?}", api.list("v1/events", "aaa"));
+    }
+    assert_eq!(served_serial(tls, Some("shop.lab")), "01", "{}", gw.logs());
+    assert_eq!(served_serial(tls, Some("other.lab")), "01", "{}", gw.logs());
 }
