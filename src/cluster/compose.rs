@@ -19,7 +19,7 @@ mod search;
 
 use super::gateway::{self, StatusWrite};
 use super::merge;
-use super::origins::Origins;
+use super::origins::{tls_secrets, Origins};
 use crate::build::Checked;
 use crate::config::{Config, Kubernetes, Problems};
 use crate::import::manifests::At;
@@ -67,8 +67,8 @@ pub struct Composed {
     pub notes: Vec<Note>,
     /// The Gateway API objects' status as it should be.
     pub statuses: Vec<StatusWrite>,
-    /// Some objects wait for a culprit search the build had no budget
-    /// for: build again soon (each build finds more).
+    /// Some changed objects wait (the build ran out of rounds, or a
+    /// problem named no object): build again soon.
     pub retry: bool,
     /// Ours, not served (withheld or waiting).
     pub unserved: Vec<Object>,
@@ -249,7 +249,7 @@ impl Composer {
         let mut clashes = merge::merge(&mut root, origins.locate(&parts[0]));
         clashes.extend(merge::merge(&mut root, origins.locate(&parts[1])));
         if !clashes.is_empty() {
-            let owners = origins.clashing(&clashes, served);
+            let owners = origins.clashing(&clashes, served, &imported.sources);
             if !owners.is_empty() {
                 return Attempt::Refused(owners);
             }
@@ -272,7 +272,7 @@ impl Composer {
             }
             Err(mut problems) => {
                 name_gateway_certificates(&mut problems, &origins, &gateway.certificates);
-                let owners = origins.owners(&problems, served);
+                let owners = origins.owners(&problems, served, &imported.sources);
                 match owners.is_empty() {
                     true => Attempt::Untraced(problems),
                     false => Attempt::Refused(owners),
@@ -387,9 +387,9 @@ impl Composer {
                 None => unclassed,
             })
             .collect();
-        // Mains before canaries, each oldest first (a host and path is the
-        // oldest claim's): a canary is folded into a main, and is what the
-        // search for a culprit blames.
+        // Mains before canaries, each oldest first: a host and path is the
+        // oldest claim's, a canary is folded into a main, and past a
+        // namespace's bound the newest pays.
         let canary = format!("{}/canary", self.settings.annotation_prefix);
         ours.sort_by_cached_key(|o| {
             let is = o.text(&["metadata", "annotations", &canary]).as_deref() == Some("true");
@@ -552,17 +552,6 @@ pub fn class_of(ing: &Object) -> Option<String> {
 
 fn names_secret(ing: &Object, id: &str) -> bool {
     tls_secrets(ing).any(|s| s == id)
-}
-
-fn tls_secrets(ing: &Object) -> impl Iterator<Item = String> + '_ {
-    let sections = match ing.value.at("/spec/tls") {
-        Some(Value::Array(s)) => s.as_slice(),
-        _ => &[],
-    };
-    sections
-        .iter()
-        .filter_map(|s| s.get("secretName").and_then(Value::as_str))
-        .map(|name| format!("{}/{name}", ing.namespace))
 }
 
 /// Events for the report's lines that are not plainly mapped, and for

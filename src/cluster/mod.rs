@@ -237,7 +237,7 @@ async fn read_named(
 }
 
 /// The composer's build of `objects` on a blocking thread (seconds of CPU
-/// at worst: a culprit searched among thousands of Ingresses), off the
+/// at worst: rounds of builds of thousands of Ingresses), off the
 /// runtime the watches run on; a bug that panics costs that build, not the
 /// controller. None when the thread could not run.
 async fn compose_apart(
@@ -282,8 +282,8 @@ fn withheld_count(notes: &[compose::Note]) -> usize {
     withheld.len()
 }
 
-/// Builds again after `MAX_WAIT`: objects wait for a search the last build
-/// had no budget for, and the next build goes on with it.
+/// Builds again after `MAX_WAIT`: changed objects wait, as the last build
+/// ran out of rounds (or met a problem no object's origin names).
 fn retry_soon(cache: &Arc<Cache>) {
     let cache = cache.clone();
     tokio::spawn(async move {

@@ -25,6 +25,8 @@ struct Entry<'a> {
     section: &'static str,
     /// A route's name, a mapping entry's key; a certificate's index.
     name: String,
+    /// A route's index among its part's routes.
+    index: usize,
     node: &'a Node,
     /// Which `locate` call it came from.
     part: usize,
@@ -59,9 +61,12 @@ impl<'a> Origins<'a> {
         for (key, value) in sections {
             let node = match (key.as_str(), value) {
                 ("routes", Node::Seq(items)) => {
-                    let items = items.iter().map(|r| {
+                    let items = items.iter().enumerate().map(|(index, r)| {
                         let name = scalar(r, "name").unwrap_or_default();
-                        self.entry("routes", name, r, part)
+                        let at = self.entries.len();
+                        let located = self.entry("routes", name, r, part);
+                        self.entries[at].index = index;
+                        located
                     });
                     sequence(items.collect(), None)
                 }
@@ -89,6 +94,7 @@ impl<'a> Origins<'a> {
         self.entries.push(Entry {
             section,
             name,
+            index: 0,
             node,
             part,
         });
@@ -164,45 +170,59 @@ impl<'a> Origins<'a> {
 
     /// The objects to withhold, each with the reader's message (its field
     /// path named by the entry rather than by its place in the merged
-    /// policy); empty when a problem is in the base or cannot be traced
-    /// (then nothing is built).
-    pub fn owners(&self, problems: &Problems, served: &[&Object]) -> BTreeMap<String, String> {
-        let owner = Owner::new(served);
+    /// policy). A problem in the base, or in the Gateway's listeners, is
+    /// of no object: the caller builds without the cluster's objects to
+    /// tell whose it is. `sources` say whose the Ingresses' certificates
+    /// and canaries are.
+    pub fn owners(
+        &self,
+        problems: &Problems,
+        served: &[&Object],
+        sources: &import::Sources,
+    ) -> BTreeMap<String, String> {
+        let owner = Owner::new(served).with_sources(sources);
         let mut out = BTreeMap::new();
         for problem in problems.errors() {
             let Some(entry) = self.at(problem.line) else {
-                return BTreeMap::new();
+                continue;
             };
             let why = format!("{}: {}", problem.code, named_field(&problem.message, entry));
             let blamed: Vec<(&Object, String)> = match entry.section {
-                "routes" => owner
-                    .of(&entry.name)
-                    .map(|o| (o, why.clone()))
-                    .into_iter()
-                    .collect(),
+                "routes" => {
+                    let field = problem.message.strip_prefix("routes[");
+                    let field = field.and_then(|m| m.split_once(']')).map_or("", |(_, f)| f);
+                    owner
+                        .of_field(entry, field)
+                        .map(|o| (o, why.clone()))
+                        .into_iter()
+                        .collect()
+                }
                 // An Ingress's certificate is of the Ingresses whose TLS
-                // sections name its hosts (and the Secret); the Gateway's,
-                // of its listeners.
-                "certificates" if entry.part == 0 => tls_owners(entry.node, served)
-                    .into_iter()
-                    .map(|(o, secret)| {
-                        let message = without_place(&problem.message);
-                        (
-                            o,
-                            format!("{}: TLS Secret {secret}: {message}", problem.code),
-                        )
-                    })
-                    .collect(),
+                // sections name its Secret; the Gateway's, of its
+                // listeners.
+                "certificates" if entry.part == 0 => {
+                    let index = entry.name.parse::<usize>().ok();
+                    let Some(secret) = index.and_then(|i| sources.certificates.get(i)) else {
+                        continue;
+                    };
+                    let message = without_place(&problem.message);
+                    let why = format!("{}: TLS Secret {secret}: {message}", problem.code);
+                    tls_users(secret, served)
+                        .into_iter()
+                        .map(|o| (o, why.clone()))
+                        .collect()
+                }
                 "certificates" => Vec::new(),
-                _ => self
-                    .users(&entry.name, &owner)
-                    .into_iter()
-                    .map(|o| (o, why.clone()))
-                    .collect(),
+                // What no route names is its maker's.
+                section => {
+                    let mut users = self.users(&entry.name, &owner);
+                    if users.is_empty() {
+                        let made = sources.made.get(&(section, entry.name.clone()));
+                        users.extend(made.and_then(|id| owner.by_id.get(id).copied()));
+                    }
+                    users.into_iter().map(|o| (o, why.clone())).collect()
+                }
             };
-            if blamed.is_empty() {
-                return BTreeMap::new();
-            }
             for (o, why) in blamed {
                 out.entry(o.id()).or_insert(why);
             }
@@ -210,14 +230,32 @@ impl<'a> Origins<'a> {
         out
     }
 
-    /// The objects whose routes use a pool, limit, concurrency policy or
-    /// auth method the base file already names: theirs would be the
-    /// base's (an Ingress must never reach a pool the operator kept).
-    pub fn clashing(&self, names: &[String], served: &[&Object]) -> BTreeMap<String, String> {
-        let owner = Owner::new(served);
+    /// The objects that made a pool, limit, concurrency policy or auth
+    /// method the base file already names (else the routes that use it):
+    /// theirs would be the base's (an Ingress must never reach a pool the
+    /// operator kept).
+    pub fn clashing(
+        &self,
+        names: &[String],
+        served: &[&Object],
+        sources: &import::Sources,
+    ) -> BTreeMap<String, String> {
+        let owner = Owner::new(served).with_sources(sources);
         let mut out = BTreeMap::new();
         for name in names {
-            for o in self.users(name, &owner) {
+            // The Ingress that made the cluster's entry of that name, not
+            // the routes that may name the base's own.
+            let makers: Vec<&Object> = sources
+                .made
+                .iter()
+                .filter(|((_, made), _)| made == name)
+                .filter_map(|(_, id)| owner.by_id.get(id).copied())
+                .collect();
+            let blamed = match makers.is_empty() {
+                true => self.users(name, &owner),
+                false => makers,
+            };
+            for o in blamed {
                 let why = format!("kubernetes.name_taken: {name:?} is a name of the base policy");
                 out.entry(o.id()).or_insert(why);
             }
@@ -225,20 +263,25 @@ impl<'a> Origins<'a> {
         out
     }
 
-    /// The owners of the routes that name `name` anywhere.
+    /// The objects whose routes name `name`: a canary's pool is the
+    /// canary's, a main route's other names its Ingress's.
     fn users<'o>(&self, name: &str, owner: &Owner<'o>) -> Vec<&'o Object> {
-        self.entries
-            .iter()
-            .filter(|e| e.section == "routes" && mentions(e.node, name))
-            .filter_map(|e| owner.of(&e.name))
-            .collect()
+        let routes = self.entries.iter().filter(|e| e.section == "routes");
+        routes.flat_map(|e| owner.naming(e, name)).collect()
     }
 }
 
-/// Which served object a route is of: its name is the object's route
-/// prefix, a dash and a number.
+/// Which served object a route is of: an Ingress's as the import
+/// recorded it; a Gateway API route's by its name (the object's route
+/// prefix, a dash and a number); a canary's part of a main route is the
+/// canary Ingress's folded into it.
 pub(crate) struct Owner<'o> {
     by_prefix: HashMap<String, &'o Object>,
+    by_id: HashMap<String, &'o Object>,
+    /// The served object of each of the Ingresses' routes, by index.
+    routes: Vec<Option<&'o Object>>,
+    /// A main route's name → its canary Ingress.
+    canaries: HashMap<String, &'o Object>,
 }
 
 impl<'o> Owner<'o> {
@@ -253,7 +296,93 @@ impl<'o> Owner<'o> {
                 (prefix, *o)
             })
             .collect();
-        Owner { by_prefix }
+        let ingresses = served.iter().filter(|o| o.is(Kind::Ingress));
+        Owner {
+            by_prefix,
+            by_id: ingresses.map(|o| (o.id(), *o)).collect(),
+            routes: Vec::new(),
+            canaries: HashMap::new(),
+        }
+    }
+
+    /// With what the import recorded: each route's Ingress, and the
+    /// canaries folded into main routes.
+    fn with_sources(mut self, sources: &import::Sources) -> Self {
+        let by_id = &self.by_id;
+        self.routes = sources
+            .routes
+            .iter()
+            .map(|id| by_id.get(id).copied())
+            .collect();
+        self.canaries = sources
+            .canaries
+            .iter()
+            .filter_map(|(main, id)| Some((main.clone(), *by_id.get(id)?)))
+            .collect();
+        self
+    }
+
+    /// The object route `entry` is of.
+    fn route(&self, entry: &Entry<'_>) -> Option<&'o Object> {
+        match entry.part {
+            0 => self.routes.get(entry.index).copied().flatten(),
+            _ => self.of(&entry.name),
+        }
+    }
+
+    /// The object a problem at `field` of route `entry` is of (`.upstream`,
+    /// `.canary.cookie`): an Ingress's `-canary` route's header match and
+    /// pool are its canary's, its other keys its main's (a copy of them);
+    /// a main route's `canary` key is its canary's.
+    fn of_field(&self, entry: &Entry<'_>, field: &str) -> Option<&'o Object> {
+        let under = |key: &str| {
+            let rest = field.strip_prefix(key);
+            rest.is_some_and(|r| r.is_empty() || r.starts_with(['.', ' ', ':', '[']))
+        };
+        let canary_route = entry
+            .name
+            .strip_suffix("-canary")
+            .filter(|_| entry.part == 0);
+        match canary_route {
+            Some(main) if under(".match.headers") || under(".upstream") => {
+                self.canaries.get(main).copied()
+            }
+            None if entry.part == 0 && under(".canary") => self.canaries.get(&entry.name).copied(),
+            _ => self.route(entry),
+        }
+    }
+
+    /// The objects of route `entry` that name `name`.
+    fn naming(&self, entry: &Entry<'_>, name: &str) -> Vec<&'o Object> {
+        let node = entry.node;
+        let keys = match node {
+            Node::Map(keys) => keys.as_slice(),
+            _ => &[],
+        };
+        let canary_route = entry
+            .name
+            .strip_suffix("-canary")
+            .filter(|_| entry.part == 0);
+        let (main, canarys, mains) = match canary_route {
+            Some(main) => (
+                main,
+                scalar(node, "upstream").as_deref() == Some(name),
+                mentions_but(node, name, "upstream"),
+            ),
+            None => (
+                entry.name.as_str(),
+                keys.iter().any(|(k, v)| k == "canary" && mentions(v, name)),
+                keys.iter().any(|(k, v)| k != "canary" && mentions(v, name)),
+            ),
+        };
+        let mut out = Vec::new();
+        if canarys {
+            out.extend(self.canaries.get(main).copied());
+        }
+        if mains {
+            out.extend(self.route(entry));
+        }
+        out
     }
 
     pub(crate) fn of(&self, route: &str) -> Option<&'o Object> {
@@ -299,48 +428,27 @@ fn named_field(message: &str, entry: &Entry<'_>) -> String {
     }
 }
 
-/// The served Ingress whose TLS section names a host of the certificate
-/// `node`, with the section's Secret (`namespace/name`): the oldest, whose
-/// claim the import kept (`import::age`), so a later section of
-/// another namespace naming the same host is never blamed for it, nor
-/// makes its owner blamed for another's certificate.
-fn tls_owners<'o>(node: &Node, served: &[&'o Object]) -> Vec<(&'o Object, String)> {
-    let hosts: Vec<String> = match node {
-        Node::Map(keys) => keys
-            .iter()
-            .filter(|(k, _)| k == "hosts")
-            .flat_map(|(_, v)| match v {
-                Node::Seq(items) => items.as_slice(),
-                _ => &[],
-            })
-            .filter_map(|h| match h {
-                Node::Str(s) => Some(s.to_ascii_lowercase()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
+/// The served Ingresses whose TLS sections name `secret`
+/// (`namespace/name`), which the import made a certificate of: one
+/// namespace's, as a section names only its own namespace's Secrets.
+fn tls_users<'o>(secret: &str, served: &[&'o Object]) -> Vec<&'o Object> {
+    served
+        .iter()
+        .copied()
+        .filter(|o| o.is(Kind::Ingress) && tls_secrets(o).any(|s| s == secret))
+        .collect()
+}
+
+/// The Secrets an Ingress's TLS sections name, each `namespace/name`.
+pub fn tls_secrets(ing: &Object) -> impl Iterator<Item = String> + '_ {
+    let sections = match ing.value.at("/spec/tls") {
+        Some(serde_json::Value::Array(s)) => s.as_slice(),
+        _ => &[],
     };
-    let mut out = Vec::new();
-    for o in served.iter().copied().filter(|o| o.is(Kind::Ingress)) {
-        let sections = match o.value.at("/spec/tls") {
-            Some(serde_json::Value::Array(s)) => s.as_slice(),
-            _ => &[],
-        };
-        let named = sections.iter().find(|s| {
-            let names = s.get("hosts").and_then(|h| h.as_array());
-            names
-                .into_iter()
-                .flatten()
-                .filter_map(|h| h.as_str())
-                .any(|h| hosts.contains(&h.to_ascii_lowercase()))
-        });
-        if let Some(secret) = named.and_then(|s| s.get("secretName")?.as_str()) {
-            out.push((o, format!("{}/{secret}", o.namespace)));
-        }
-    }
-    out.sort_by_cached_key(|(o, _)| import::age(o));
-    out.truncate(1);
-    out
+    sections
+        .iter()
+        .filter_map(|s| s.get("secretName").and_then(serde_json::Value::as_str))
+        .map(|name| format!("{}/{name}", ing.namespace))
 }
 
 /// `message` without the merged policy's places of certificates, which
@@ -374,6 +482,16 @@ fn mentions(node: &Node, name: &str) -> bool {
         Node::Int(_) | Node::Bool(_) => false,
         Node::Seq(items) => items.iter().any(|n| mentions(n, name)),
         Node::Map(entries) => entries.iter().any(|(_, n)| mentions(n, name)),
+    }
+}
+
+/// Whether a scalar under `node` is `name`, its key `except` left out.
+fn mentions_but(node: &Node, name: &str, except: &str) -> bool {
+    match node {
+        Node::Map(entries) => entries
+            .iter()
+            .any(|(k, n)| k != except && mentions(n, name)),
+        other => mentions(other, name),
     }
 }
 
@@ -423,81 +541,4 @@ fn located(node: &Node, line: Option<usize>) -> marked_yaml::Node {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_entry_is_on_a_line_of_its_own_and_names_its_field() {
-        let tree = Node::map([
-            (
-                "auth",
-                Node::map([(
-                    "methods",
-                    Node::map([("apps_private-auth", Node::map([("basic", Node::str("x"))]))]),
-                )]),
-            ),
-            (
-                "upstreams",
-                Node::map([("apps_web-80", Node::map([("targets", Node::strs(["a:1"]))]))]),
-            ),
-            (
-                "routes",
-                Node::Seq(vec![Node::map([
-                    ("name", Node::str("apps_private-0")),
-                    ("auth", Node::str("apps_private-auth")),
-                ])]),
-            ),
-        ]);
-        let mut origins = Origins::new(10);
-        let located = origins.locate(&tree);
-        let at = |line| origins.at(line).map(|e| (e.section, e.name.as_str()));
-        assert_eq!(at(9), None);
-        assert_eq!(at(10), Some(("auth", "apps_private-auth")));
-        assert_eq!(at(11), Some(("upstreams", "apps_web-80")));
-        assert_eq!(at(12), Some(("routes", "apps_private-0")));
-        assert_eq!(at(13), None);
-        let route = &located
-            .as_mapping()
-            .unwrap()
-            .get_sequence("routes")
-            .unwrap()[0];
-        assert_eq!(super::super::super::config::yaml::position(route), (12, 1));
-        let entry = origins.at(12).unwrap();
-        assert!(mentions(entry.node, "apps_private-auth"));
-        assert_eq!(
-            named_field("routes[3].timeout \"x\": not a duration", entry),
-            "route apps_private-0.timeout \"x\": not a duration"
-        );
-        assert_eq!(
-            without_place(
-                "server.tls.certificates[1]: hosts: a.example is not a name of \
-                 server.tls.certificates[1].cert_pem (its names: localhost)"
-            ),
-            "hosts: a.example is not a name of its certificate (its names: localhost)"
-        );
-    }
-
-    #[test]
-    fn a_certificate_is_blamed_on_its_oldest_claimant_only() {
-        let ingress = |ns: &str, created: &str| Object {
-            kind: Kind::Ingress.name().into(),
-            namespace: ns.into(),
-            name: "web".into(),
-            value: std::sync::Arc::new(serde_json::json!({
-                "metadata": {"creationTimestamp": created},
-                "spec": {"tls": [{"hosts": ["A.example"], "secretName": "tls"}]}
-            })),
-        };
-        let (owner, later) = (
-            ingress("shop", "2026-01-01T00:00:00Z"),
-            ingress("evil", "2026-06-01T00:00:00Z"),
-        );
-        let cert = Node::map([("hosts", Node::strs(["a.example"]))]);
-        for served in [[&owner, &later], [&later, &owner]] {
-            let blamed = tls_owners(&cert, &served);
-            let ids: Vec<(String, String)> =
-                blamed.iter().map(|(o, s)| (o.id(), s.clone())).collect();
-            assert_eq!(ids, [("shop/web".to_string(), "shop/tls".to_string())]);
-        }
-    }
-}
+mod tests;

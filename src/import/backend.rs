@@ -146,6 +146,8 @@ pub fn upstream(
         fair_share: plan.fair_share.clone(),
     };
     let name = pool(draft, name, node);
+    let made = draft.made.entry(("upstreams", name.clone()));
+    made.or_insert_with(|| ing.id());
     if draft.options.cluster {
         draft
             .bindings

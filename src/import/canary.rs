@@ -33,6 +33,18 @@ pub fn fold(draft: &mut Draft<'_>, ing: &Object) {
             draft.line(&ing.id(), "canary", Verdict::Unsupported(why));
             continue;
         };
+        if targets.iter().any(|(m, _)| *m == main) {
+            continue;
+        }
+        if let Some(earlier) = draft.canaries.get(&draft.routes[main].name) {
+            let why = format!(
+                "host {} path {path} has canary Ingress {earlier} already: a rule takes one canary, \
+                 as in ingress-nginx",
+                host.as_deref().unwrap_or("*")
+            );
+            draft.line(&ing.id(), "canary", Verdict::Unsupported(why));
+            continue;
+        }
         let plan = super::plan::Plan {
             protocol: annotations::protocol_of(draft, ing),
             ..Default::default()
@@ -129,13 +141,16 @@ fn apply(draft: &mut Draft<'_>, ing: &Object, targets: &[(usize, String)]) {
         draft.line(&ing.id(), &format!("{prefix}/{key}"), verdict);
     }
     for (main, upstream) in targets {
+        let name = draft.routes[*main].name.clone();
         if settings.cookie.is_some() || settings.header.is_some() || settings.percent.is_some() {
+            draft.canaries.insert(name.clone(), ing.id());
             draft.routes[*main].keys.canary = Some(Canary {
                 upstream: upstream.clone(),
                 ..settings.clone()
             });
         }
         if let Some(h) = &header_match {
+            draft.canaries.insert(name, ing.id());
             let mut r = draft.routes[*main].clone();
             r.name = format!("{}-canary", r.name);
             r.headers = Some(h.clone());

@@ -116,6 +116,11 @@ pub struct Draft<'a> {
     /// `ssl-passthrough`: each host's pool and the Ingress that asked.
     pub passthrough: BTreeMap<String, (super::out::Passthrough, String)>,
     pub routes: Vec<Route>,
+    /// A main route's name → the canary Ingress (`namespace/name`) folded
+    /// into it (one a route).
+    pub canaries: BTreeMap<String, String>,
+    /// (section, name) → the Ingress that made the entry first.
+    pub made: BTreeMap<(&'static str, String), String>,
     /// Each host, path and path type served, and the Ingress
     /// (`namespace/name`) whose it is: the first served.
     pub claimed: HashMap<(String, String, String), String>,
@@ -164,6 +169,8 @@ impl<'a> Draft<'a> {
             tls_hosts: BTreeSet::new(),
             tls_owners: BTreeMap::new(),
             client_certs: BTreeMap::new(),
+            canaries: BTreeMap::new(),
+            made: BTreeMap::new(),
             passthrough: BTreeMap::new(),
             routes: Vec::new(),
             claimed: HashMap::new(),

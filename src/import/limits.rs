@@ -61,6 +61,7 @@ pub fn read(
             exempt_cidrs: None,
         };
         draft.limits.push((name.clone(), limit));
+        draft.made.insert(("limits", name.clone()), ing.id());
         limits.push(name.clone());
         let why = format!(
             "per pod {r}/{unit}, burst {} (x{multiplier}), nodelay, per client address, refused {}; \
@@ -74,6 +75,9 @@ pub fn read(
     }
     plan.keys.limits = limits;
     connections(draft, &base, ann, plan, lines);
+    if let Some(name) = &plan.keys.concurrency {
+        draft.made.insert(("concurrency", name.clone()), ing.id());
+    }
 }
 
 /// `limit-connections` (a concurrency policy) and `limit-allowlist` (or

@@ -67,7 +67,7 @@ pub use endpoints::{targets as service_targets, Binding, Guard, NoTargets, Servi
 pub use manifests::Object;
 pub use names::{policy_name, route_prefix};
 pub use paths::rule_hosts;
-pub use report::{Imported, Line, Options, Refusal, Target, Verdict};
+pub use report::{Imported, Line, Options, Refusal, Sources, Target, Verdict};
 pub use tls::{secret_pem, secret_problem};
 
 /// Converts the objects read from the inputs.

@@ -20,7 +20,7 @@ use super::paths;
 use super::plan::Plan;
 use super::routes::{order, route_node};
 use super::tls;
-use super::{Imported, Verdict};
+use super::{Imported, Sources, Verdict};
 
 use crate::k8s::Kind;
 
@@ -52,17 +52,27 @@ pub fn run(mut draft: Draft<'_>) -> Imported {
     for ing in mains {
         ingress(&mut draft, ing);
     }
+    // Before the canaries fold in: they are recorded by their mains' names.
+    unique_names(&mut draft);
     for ing in canaries {
         canary::fold(&mut draft, ing);
     }
     www_redirects(&mut draft);
     close_withheld_hosts(&mut draft);
+    unique_names(&mut draft);
     draft.routes.sort_by_key(order);
     // By name: the same whichever order the Ingresses came in (a file's,
     // or the controller's).
     draft.methods.sort_by(|a, b| a.0.cmp(&b.0));
+    let (policy, certificates) = policy_tree(&draft);
     Imported {
-        policy: policy_tree(&draft),
+        policy,
+        sources: Sources {
+            certificates,
+            canaries: draft.canaries,
+            routes: draft.routes.iter().map(|r| r.ingress.clone()).collect(),
+            made: draft.made,
+        },
         header: format!(
             "# Imported from ingress-nginx by `fairgate import ingress-nginx`; the\n\
              # report says what became of every annotation. Limits are sized for the\n\
@@ -132,7 +142,10 @@ fn ingress(draft: &mut Draft<'_>, ing: &Object) {
         );
         return;
     }
-    draft.methods.extend(plan.method.take());
+    if let Some((name, method)) = plan.method.take() {
+        draft.made.insert(("auth", name.clone()), ing.id());
+        draft.methods.push((name, method));
+    }
     error_pages(draft, ing, &mut plan);
     super::mirror::apply(draft, ing, &mut plan);
     paths::regex_lines(draft, ing);
@@ -395,6 +408,25 @@ fn close_withheld_hosts(draft: &mut Draft<'_>) {
     }
 }
 
+/// Every route's name its own: a route whose name an earlier one has (a
+/// generated `www_` or `withheld_` route, or an Ingress whose long name
+/// hashes as another's) takes `_2`, `_3`...; the earlier keeps its name,
+/// so a newer object never makes an older one's routes fail.
+fn unique_names(draft: &mut Draft<'_>) {
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..draft.routes.len() {
+        let name = draft.routes[i].name.clone();
+        if seen.insert(name.clone()) {
+            continue;
+        }
+        let free = (2..).map(|n| names::policy_name(&format!("{name}_{n}")));
+        let free = free.into_iter().find(|n| !seen.contains(n));
+        let name = free.unwrap_or(name);
+        seen.insert(name.clone());
+        draft.routes[i].name = name;
+    }
+}
+
 /// Why an Ingress may not serve `host` and `path`: the host is the
 /// operator's, or an older Ingress serves the same path there.
 fn refused_claim(draft: &Draft<'_>, host: Option<&str>, path: &str, kind: &str) -> Option<String> {
@@ -446,37 +478,36 @@ fn passthrough(draft: &Draft<'_>) -> Vec<Passthrough> {
     out
 }
 
-/// The policy as YAML, under a header saying where it came from and how
-/// its limits are sized.
-fn policy_tree(draft: &Draft<'_>) -> Node {
+/// The policy, and the Secret (`namespace/name`) of each of its
+/// certificates.
+fn policy_tree(draft: &Draft<'_>) -> (Node, Vec<String>) {
     let options = draft.options;
     let clients = client_certificates(draft);
     let passthrough = passthrough(draft);
     let wanted = !draft.certs.is_empty() || !clients.is_empty() || !passthrough.is_empty();
+    let (certificates, sources): (Vec<Certificate>, Vec<String>) = draft
+        .certs
+        .iter()
+        .filter_map(|(id, hosts)| {
+            let cert = match options.cluster {
+                true => tls::secret_cert(draft, id)?,
+                false => {
+                    let dir = format!("{}/{id}", options.tls_dir);
+                    CertSource::Files {
+                        cert: format!("{dir}/tls.crt"),
+                        key: format!("{dir}/tls.key"),
+                    }
+                }
+            };
+            let hosts = hosts.clone();
+            Some((Certificate { cert, hosts }, id.clone()))
+        })
+        .unzip();
     let tls = wanted.then(|| ServerTls {
         listen: options.tls_listen.clone(),
         client_certificates: clients,
         passthrough,
-        certificates: draft
-            .certs
-            .iter()
-            .filter_map(|(id, hosts)| {
-                let cert = match options.cluster {
-                    true => tls::secret_cert(draft, id)?,
-                    false => {
-                        let dir = format!("{}/{id}", options.tls_dir);
-                        CertSource::Files {
-                            cert: format!("{dir}/tls.crt"),
-                            key: format!("{dir}/tls.key"),
-                        }
-                    }
-                };
-                Some(Certificate {
-                    cert,
-                    hosts: hosts.clone(),
-                })
-            })
-            .collect(),
+        certificates,
     });
     let uncovered = !draft.certs.is_empty()
         && draft
@@ -498,5 +529,5 @@ fn policy_tree(draft: &Draft<'_>) -> Node {
         routes: draft.routes.iter().map(route_node).collect(),
         tls_host_uncovered: uncovered,
     };
-    policy.node()
+    (policy.node(), sources)
 }

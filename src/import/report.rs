@@ -166,6 +166,25 @@ impl From<Refusal> for Verdict {
     }
 }
 
+/// The objects that made the policy's entries whose names do not say
+/// whose they are.
+#[derive(Debug, Default, Clone)]
+pub struct Sources {
+    /// The Secret (`namespace/name`) of each of the policy's
+    /// certificates, in its order.
+    pub certificates: Vec<String>,
+    /// A main route's name → the canary Ingress (`namespace/name`) folded
+    /// into it (one a route, as in ingress-nginx): its `canary` key and
+    /// its `-canary` route's header match and pool are the canary's.
+    pub canaries: std::collections::BTreeMap<String, String>,
+    /// The Ingress (`namespace/name`; empty: none) of each of the policy's
+    /// routes, in its order.
+    pub routes: Vec<String>,
+    /// (section, name) → the Ingress that made the pool, limit,
+    /// concurrency policy or auth method first.
+    pub made: std::collections::BTreeMap<(&'static str, String), String>,
+}
+
 /// What became of one annotation or setting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -204,6 +223,8 @@ pub struct Imported {
     pub policy: Node,
     /// The comment the text starts with.
     pub header: String,
+    /// Whose the entries are that no name of theirs tells.
+    pub sources: Sources,
     pub report: Vec<Line>,
     /// In controller mode, the pools made of endpoints.
     pub bindings: Vec<Binding>,

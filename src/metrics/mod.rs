@@ -316,7 +316,7 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             &r,
             "fairgate_kubernetes_policy_reads_total",
             "Reads of the merged policy: one a build, one more for each round that withheld \
-             what the reader refused or searched for a problem it could not trace.",
+             what the reader refused.",
         ),
         kube_leader: gauge(
             &r,

@@ -35,7 +35,7 @@ fn warned(api: &KubeApi, ns: &str, name: &str, reason: &str, text: &str) -> bool
 /// Finding 5: 8 Ingresses of namespace `evil` whose Secrets' certificates
 /// name another host exhausted the culprit search; every build then failed
 /// ("the last policy stays"), so another team's new Ingress was not served
-/// (31 s and counting). The culprits are found from what built before and
+/// (31 s and counting). Each is traced to its Secret's certificate and
 /// remembered; what built before is served meanwhile, and the rest follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_40_finding_5_one_namespace_never_freezes_anothers_changes() {

@@ -166,6 +166,121 @@ fn a_secret_naming_the_base_certificates_host_never_serves_it() {
     assert!(told, "{:#?}", composed.notes);
 }
 
+/// Issue 41 (no culprit search): what the policy reader refuses is traced
+/// to the object that made it, even where no route of it names it. An
+/// Ingress whose every path another Ingress holds still makes its
+/// `limit-rps` limit, which the reader refuses (over 1,000,000 a
+/// second); and a tenant's host `www.web-0` with `from-to-www-redirect`
+/// makes a redirect route named as namespace `www`'s Ingress `web`'s
+/// first route. Neither withholds another namespace's Ingress or keeps
+/// a new one waiting.
+#[test]
+fn what_no_route_names_and_generated_route_names_never_stop_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = composer(dir.path(), &plain_base_text());
+    let mut objects = victim();
+    let addr: std::net::SocketAddr = "10.0.0.6:8080".parse().unwrap();
+    objects.push(service("www", "web"));
+    objects.push(slice("www", "web-1", "web", &[ready(&addr)]));
+    objects.push(ingress(
+        "www",
+        "web",
+        Some("fairgate"),
+        "www.example",
+        "/",
+        "web",
+    ));
+    let mut limit = ingress(
+        "evil",
+        "limit",
+        Some("fairgate"),
+        "shop.example",
+        "/",
+        "app",
+    );
+    limit["metadata"]["annotations"] = json!({"nginx.ingress.kubernetes.io/limit-rps": "2000000"});
+    objects.push(limit);
+    let mut www = ingress("evil", "www", Some("fairgate"), "www.web-0", "/", "app");
+    www["metadata"]["annotations"] =
+        json!({"nginx.ingress.kubernetes.io/from-to-www-redirect": "true"});
+    objects.push(www);
+    let s = new_still_served(&mut c, objects, "a tenant's entries stop every build");
+    for id in ["shop/web", "www/web", "evil/www"] {
+        assert!(s.contains(&id.to_string()), "{id}: {s:?}");
+    }
+}
+
+/// Issue 41: a chain of one namespace's Ingresses sharing a host, each
+/// with a TLS section for it: only the oldest's certificate is served.
+/// When its Secret turns to a certificate of another host, withholding it
+/// passes the host to the next, whose certificate fails the same way, and
+/// so on past the rounds of one build. The build still ends: what built
+/// before is served, each Ingress of the chain is withheld once, and the
+/// next build serves another namespace's new Ingress.
+#[test]
+fn a_chain_of_broken_tls_sections_never_stops_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "chain");
+    let mut c = composer(dir.path(), &tls_base_text(&pki));
+    let mut objects = victim();
+    for i in 1..=20 {
+        let sans: &[&str] = if i == 1 {
+            &["h.evil.example"]
+        } else {
+            &["other.example"]
+        };
+        let name = format!("s{i:02}");
+        objects.push(secret_for(
+            &pki,
+            "evil",
+            &name,
+            sans,
+            &format!("{:02X}", 0x20 + i),
+        ));
+        let path = format!("/{i}");
+        let mut ing = ingress(
+            "evil",
+            &format!("i{i:02}"),
+            Some("fairgate"),
+            "h.evil.example",
+            &path,
+            "app",
+        );
+        ing["spec"]["tls"] = json!([{"hosts": ["h.evil.example"], "secretName": name}]);
+        objects.push(ing);
+    }
+    let first = compose(&mut c, &objects).unwrap_or_else(|p| panic!("{:?}", p.render_errors()));
+    assert_eq!(
+        served(&first)
+            .iter()
+            .filter(|s| s.starts_with("evil/i"))
+            .count(),
+        20
+    );
+    let s01 = objects
+        .iter()
+        .position(|o| o["metadata"]["name"] == "s01")
+        .unwrap();
+    objects[s01] = secret_for(&pki, "evil", "s01", &["other.example"], "F1");
+    objects.push(shop_ingress("new", "new.example", "/"));
+    let mut builds = 0;
+    let composed = loop {
+        builds += 1;
+        let composed = compose(&mut c, &objects)
+            .unwrap_or_else(|p| panic!("{builds}: {:?}", p.render_errors()));
+        if !composed.retry || builds == 3 {
+            break composed;
+        }
+    };
+    let s = served(&composed);
+    assert!(
+        s.contains(&"shop/new".to_string()),
+        "after {builds} builds: {s:?}"
+    );
+    assert!(s.contains(&"shop/web".to_string()), "{s:?}");
+    assert!(!s.iter().any(|id| id.starts_with("evil/i")), "{s:?}");
+}
+
 /// Finding: `custom-headers: OTHER-NAMESPACE/NAME` copies another
 /// namespace's ConfigMap (any namespace, even outside
 /// `kubernetes.namespaces`, even the controller's own ConfigMap) into the

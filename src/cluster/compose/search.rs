@@ -1,13 +1,16 @@
-//! How a build finds what to leave out (SPEC §11): what the reader traces
-//! to an object is withheld, what it does not is searched for by
-//! bisection, among the objects that changed since the last policy first
-//! (those served then built together). A blamed object stays withheld
-//! until it, or an object it names, changes: `Memo` remembers it, so no
-//! search is repeated. The search is bounded; past its bound the changed
-//! objects not yet cleared wait (`retry`) while what built before is
-//! served, so one namespace's objects never stop another's changes.
-//! What one Ingress names is bounded too (`over_bounds`): watches cost the
-//! API server and the gateway.
+//! How a build finds what to leave out (SPEC §11): each problem the
+//! reader finds in the cluster's part is traced from its entry's origin
+//! to the objects that made the entry, which are withheld, and the build
+//! runs again without them (at most `ROUNDS` times). A withheld object
+//! stays withheld until it, or an object it names, changes: `Memo`
+//! remembers it, so its build is not repeated. A problem no origin names
+//! is the base's (or a Gateway listener's) when they fail alone. Past the
+//! rounds, or for a problem no origin names, what changed since the last
+//! policy waits (`retry`) while what built before is served, withholding
+//! what fails there the same way. No search guesses a culprit. What one
+//! Ingress names
+//! is bounded too (`over_bounds`): watches cost the API server and the
+//! gateway.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -21,9 +24,6 @@ use crate::k8s::Kind;
 
 /// At most this many rounds of withholding what the reader refused.
 const ROUNDS: usize = 8;
-/// At most this many builds spent finding culprits by bisection (about
-/// ten per culprit among 1,000 changed objects).
-const SEARCH_BUILDS: usize = 64;
 /// At most this many Secrets and ConfigMaps one Ingress names (each one
 /// watch), and one namespace's Ingresses name together.
 pub const NAMED_PER_INGRESS: usize = 16;
@@ -93,6 +93,12 @@ pub fn over_bounds(
     out
 }
 
+/// Our objects but those withheld.
+fn not_withheld<'o>(build: &Build<'o>, withheld: &BTreeMap<String, String>) -> Vec<&'o Object> {
+    let ours = build.ours.iter().copied();
+    ours.filter(|o| !withheld.contains_key(&o.id())).collect()
+}
+
 impl Composer {
     /// Builds the base with as many of our objects as build: the policy,
     /// or the base's own problems.
@@ -126,19 +132,8 @@ impl Composer {
             .map(|(id, (_, why))| (id.clone(), why.clone()))
             .collect();
         withheld.extend(bounded.clone());
-        let unchanged = |o: &Object| self.memo.served.get(&o.id()) == prints.get(&o.id());
-        let mut budget = SEARCH_BUILDS;
         for _ in 0..ROUNDS {
-            let mut served: Vec<&Object> = build
-                .ours
-                .iter()
-                .copied()
-                .filter(|o| !withheld.contains_key(&o.id()))
-                .collect();
-            // What built together before comes first (a stable sort keeps
-            // mains before canaries within each part).
-            served.sort_by_key(|o| !unchanged(o));
-            let known_good = served.iter().filter(|o| unchanged(o)).count();
+            let served = not_withheld(build, &withheld);
             let blamed = match self.attempt(build, &served) {
                 Attempt::Built(checked, report, statuses, bindings) => {
                     let found = Found {
@@ -154,10 +149,8 @@ impl Composer {
                 }
                 Attempt::Refused(blame) => blame,
                 Attempt::Untraced(problems) => {
-                    match self.culprit(build, &served, known_good, &mut budget, problems)? {
-                        Some(blame) => blame,
-                        None => return self.pending(build, &prints, withheld, &bounded),
-                    }
+                    self.untraced(build, problems)?;
+                    return self.pending(build, &prints, withheld, &bounded);
                 }
             };
             withheld.extend(blamed);
@@ -165,8 +158,9 @@ impl Composer {
         self.pending(build, &prints, withheld, &bounded)
     }
 
-    /// The search ran out: what changed and is not cleared waits (not
-    /// blamed; built again soon), and what built before is served.
+    /// The rounds ran out, or a problem named no object: what changed and
+    /// is not cleared waits (not blamed; built again soon), and what built
+    /// before is served.
     fn pending(
         &mut self,
         build: &Build<'_>,
@@ -174,7 +168,7 @@ impl Composer {
         mut withheld: BTreeMap<String, String>,
         bounded: &BTreeMap<String, String>,
     ) -> Result<Found, Problems> {
-        let blamed = withheld.clone();
+        let mut blamed = withheld.clone();
         let waiting: Vec<String> = build
             .ours
             .iter()
@@ -184,38 +178,42 @@ impl Composer {
             .map(Object::id)
             .collect();
         for id in waiting {
-            let why = "waiting: the policy did not build with this cluster's changes, and the \
-                       search for their culprit goes on in the next build";
+            let why = "waiting: the policy did not build with this cluster's changes; they are \
+                       built again soon";
             withheld.insert(id, why.into());
         }
-        let served: Vec<&Object> = build
-            .ours
-            .iter()
-            .copied()
-            .filter(|o| !withheld.contains_key(&o.id()))
-            .collect();
-        match self.attempt(build, &served) {
-            Attempt::Built(checked, report, statuses, bindings) => {
-                self.remember(prints, &blamed, bounded, &served);
-                Ok(Found {
-                    checked: *checked,
-                    report,
-                    statuses,
-                    withheld,
-                    retry: true,
-                    bindings,
-                })
-            }
-            Attempt::Refused(_) | Attempt::Untraced(_) => {
-                let mut p = Problems::new(self.base.display().to_string());
-                p.push(
-                    (1, 1),
-                    "kubernetes.unbuildable",
-                    "the cluster's objects do not build, not even those served before; the last policy stays",
-                );
-                Err(p)
+        // What built before may fail now, where a withheld object's host
+        // or certificate passes to the next in line: what is traced is
+        // withheld and remembered as in `search`, round after round while
+        // each withholds more (so at most once each object served).
+        loop {
+            let served = not_withheld(build, &withheld);
+            match self.attempt(build, &served) {
+                Attempt::Built(checked, report, statuses, bindings) => {
+                    self.remember(prints, &blamed, bounded, &served);
+                    return Ok(Found {
+                        checked: *checked,
+                        report,
+                        statuses,
+                        withheld,
+                        retry: true,
+                        bindings,
+                    });
+                }
+                Attempt::Refused(blame) => {
+                    blamed.extend(blame.clone());
+                    withheld.extend(blame);
+                }
+                Attempt::Untraced(_) => break,
             }
         }
+        let mut p = Problems::new(self.base.display().to_string());
+        p.push(
+            (1, 1),
+            "kubernetes.unbuildable",
+            "the cluster's objects do not build, not even those served before; the last policy stays",
+        );
+        Err(p)
     }
 
     /// Remembers the blamed objects (not those over a bound, which are
@@ -238,59 +236,26 @@ impl Composer {
             .collect();
     }
 
-    /// The object whose arrival breaks the build, for a problem the
-    /// reader's places do not trace (a certificate, text that does not
-    /// parse, a canary's route): the shortest failing prefix of `served`
-    /// (what built before first, then mains before canaries, so a canary
-    /// is blamed, not its main), found by bisection, ends with it. When the
-    /// base and the Gateway's listeners fail without any of them, theirs
-    /// are the problems (`Err`); `None` when the search has spent its
-    /// builds.
-    fn culprit(
-        &self,
-        build: &Build<'_>,
-        served: &[&Object],
-        known_good: usize,
-        budget: &mut usize,
-        problems: Problems,
-    ) -> Result<Option<BTreeMap<String, String>>, Problems> {
+    /// For problems no object's origin names: the base's and the
+    /// Gateway's listeners' own when they fail without any of our
+    /// objects (`Err`); else what changed waits (`pending`).
+    /// The reader traces every problem of the cluster's part to its
+    /// entry, so the latter is a defect, logged as one: no search is run
+    /// to guess a culprit.
+    fn untraced(&self, build: &Build<'_>, problems: Problems) -> Result<(), Problems> {
         match self.attempt(build, &[]) {
-            Attempt::Built(..) => {}
-            Attempt::Untraced(own) => return Err(own),
-            Attempt::Refused(_) => return Err(problems),
-        }
-        Ok(self.bisect(build, served, known_good, budget))
-    }
-
-    /// `culprit`'s search, the empty prefix known to build; the first
-    /// `known_good` built together before, and are tried first.
-    fn bisect(
-        &self,
-        build: &Build<'_>,
-        served: &[&Object],
-        known_good: usize,
-        budget: &mut usize,
-    ) -> Option<BTreeMap<String, String>> {
-        let (mut good, mut bad) = (0, served.len());
-        let mut why = None;
-        let mut first = (known_good > 0 && known_good < served.len()).then_some(known_good);
-        while bad - good > 1 {
-            *budget = budget.checked_sub(1)?;
-            let mid = first.take().unwrap_or((good + bad) / 2);
-            match self.attempt(build, &served[..mid]) {
-                Attempt::Built(..) => good = mid,
-                Attempt::Refused(blame) => return Some(blame),
-                Attempt::Untraced(problems) => {
-                    why = problems
-                        .errors()
-                        .next()
-                        .map(|p| format!("{}: {}", p.code, p.message));
-                    bad = mid;
-                }
+            Attempt::Built(..) => {
+                let first = problems.errors().next();
+                let code = first.map_or("", |p| p.code);
+                tracing::error!(
+                    code,
+                    "a problem of the cluster's objects names no object (a defect: please report \
+                     it); what changed waits, and what built before is served"
+                );
+                Ok(())
             }
+            Attempt::Untraced(own) => Err(own),
+            Attempt::Refused(_) => Err(problems),
         }
-        let culprit = served.get(good)?;
-        let why = why.unwrap_or_else(|| "the policy does not build with it".into());
-        Some(BTreeMap::from([(culprit.id(), why)]))
     }
 }
