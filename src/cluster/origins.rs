@@ -3,8 +3,11 @@
 //! nodes, and each entry (a route, a pool, a limit, a concurrency policy,
 //! an auth method, a certificate) is put on a line of its own past the base
 //! file's. A problem the reader finds is at a line, so it names its entry,
-//! and the entry the objects it came from: a route its Ingress or Gateway
-//! API route (by name), anything else the objects whose routes use it.
+//! and the entry the objects it came from (`import::Sources` says whose):
+//! an Ingress's route its Ingress as the import recorded it (a canary's
+//! part the canary's), a Gateway API route's by its name, a certificate
+//! the Ingresses naming its Secret, anything else the objects whose routes
+//! use it, else the Ingress that made it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -243,18 +246,21 @@ impl<'a> Origins<'a> {
         let owner = Owner::new(served).with_sources(sources);
         let mut out = BTreeMap::new();
         for name in names {
-            // The Ingress that made the cluster's entry of that name, not
-            // the routes that may name the base's own.
+            // The Ingress that made the cluster's entry of that name, and
+            // the routes of its namespace that use it (a pool of one
+            // Service is every such Ingress's), not another namespace's
+            // routes, which may name the base's own.
             let makers: Vec<&Object> = sources
                 .made
                 .iter()
                 .filter(|((_, made), _)| made == name)
                 .filter_map(|(_, id)| owner.by_id.get(id).copied())
                 .collect();
-            let blamed = match makers.is_empty() {
-                true => self.users(name, &owner),
-                false => makers,
-            };
+            let mut blamed = self.users(name, &owner);
+            if !makers.is_empty() {
+                blamed.retain(|o| makers.iter().any(|m| m.namespace == o.namespace));
+                blamed.extend(makers);
+            }
             for o in blamed {
                 let why = format!("kubernetes.name_taken: {name:?} is a name of the base policy");
                 out.entry(o.id()).or_insert(why);

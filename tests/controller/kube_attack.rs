@@ -281,6 +281,38 @@ fn a_chain_of_broken_tls_sections_never_stops_the_build() {
     assert!(!s.iter().any(|id| id.starts_with("evil/i")), "{s:?}");
 }
 
+/// Issue 41: Ingresses of one namespace sharing a Service whose pool name
+/// the base policy holds are withheld together, in one round: eleven of
+/// them never use up a build's rounds and keep another namespace's new
+/// Ingress waiting.
+#[test]
+fn ingresses_sharing_a_pool_name_the_base_holds_are_withheld_in_one_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = plain_base_text() + "upstreams: {shop_web-80: {targets: [\"127.0.0.1:9\"]}}\n";
+    let mut c = composer(dir.path(), &base);
+    let mut objects = victim();
+    for i in 0..10 {
+        objects.push(shop_ingress(
+            &format!("w{i}"),
+            &format!("w{i}.example"),
+            "/",
+        ));
+    }
+    objects.push(ingress(
+        "evil",
+        "new",
+        Some("fairgate"),
+        "new.evil.example",
+        "/",
+        "app",
+    ));
+    let composed = compose(&mut c, &objects).unwrap_or_else(|p| panic!("{:?}", p.render_errors()));
+    let s = served(&composed);
+    assert!(s.contains(&"evil/new".to_string()), "{s:?}");
+    assert!(!s.iter().any(|id| id.starts_with("shop/")), "{s:?}");
+    assert!(!composed.retry);
+}
+
 /// Finding: `custom-headers: OTHER-NAMESPACE/NAME` copies another
 /// namespace's ConfigMap (any namespace, even outside
 /// `kubernetes.namespaces`, even the controller's own ConfigMap) into the

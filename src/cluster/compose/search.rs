@@ -22,7 +22,8 @@ use crate::config::Problems;
 use crate::import::{self, Object};
 use crate::k8s::Kind;
 
-/// At most this many rounds of withholding what the reader refused.
+/// At most this many rounds of withholding what the reader refused (then
+/// `pending`'s, one more at most for each object that built before).
 const ROUNDS: usize = 8;
 /// At most this many Secrets and ConfigMaps one Ingress names (each one
 /// watch), and one namespace's Ingresses name together.
@@ -168,7 +169,7 @@ impl Composer {
         mut withheld: BTreeMap<String, String>,
         bounded: &BTreeMap<String, String>,
     ) -> Result<Found, Problems> {
-        let mut blamed = withheld.clone();
+        let blamed = withheld.clone();
         let waiting: Vec<String> = build
             .ours
             .iter()
@@ -182,10 +183,11 @@ impl Composer {
                        built again soon";
             withheld.insert(id, why.into());
         }
-        // What built before may fail now, where a withheld object's host
-        // or certificate passes to the next in line: what is traced is
-        // withheld and remembered as in `search`, round after round while
-        // each withholds more (so at most once each object served).
+        // What built before may fail now, where a withheld or waiting
+        // object's host or certificate passes to the next in line: what is
+        // traced is withheld for this build (not remembered: it may build
+        // once what waits is served), round after round while each
+        // withholds more, so at most once each object served.
         loop {
             let served = not_withheld(build, &withheld);
             match self.attempt(build, &served) {
@@ -200,10 +202,7 @@ impl Composer {
                         bindings,
                     });
                 }
-                Attempt::Refused(blame) => {
-                    blamed.extend(blame.clone());
-                    withheld.extend(blame);
-                }
+                Attempt::Refused(blame) => withheld.extend(blame),
                 Attempt::Untraced(_) => break,
             }
         }
