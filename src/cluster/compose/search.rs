@@ -169,7 +169,7 @@ impl Composer {
         mut withheld: BTreeMap<String, String>,
         bounded: &BTreeMap<String, String>,
     ) -> Result<Found, Problems> {
-        let blamed = withheld.clone();
+        let mut blamed = withheld.clone();
         let waiting: Vec<String> = build
             .ours
             .iter()
@@ -185,9 +185,11 @@ impl Composer {
         }
         // What built before may fail now, where a withheld or waiting
         // object's host or certificate passes to the next in line: what is
-        // traced is withheld for this build (not remembered: it may build
-        // once what waits is served), round after round while each
-        // withholds more, so at most once each object served.
+        // traced is withheld and remembered as in `search` (each object's
+        // own section fails; not remembering it would cost a chain of k
+        // Ingresses k rounds in every build until the last is withheld),
+        // round after round while each withholds more, so at most once
+        // each object served.
         loop {
             let served = not_withheld(build, &withheld);
             match self.attempt(build, &served) {
@@ -202,7 +204,10 @@ impl Composer {
                         bindings,
                     });
                 }
-                Attempt::Refused(blame) => withheld.extend(blame),
+                Attempt::Refused(blame) => {
+                    blamed.extend(blame.clone());
+                    withheld.extend(blame);
+                }
                 Attempt::Untraced(_) => break,
             }
         }
